@@ -1,0 +1,44 @@
+"""Kernel stack symbolization from /proc/kallsyms (text symbols of the kernel,
+its modules and JIT-ed BPF programs)."""
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from lockscope.errors import EnvironmentProblem
+
+# an address further than this past the nearest symbol is not inside it
+_MAX_SYMBOL_SIZE = 1 << 20
+
+
+class Symbolizer:
+    def __init__(self, path: Path | str = "/proc/kallsyms"):
+        entries = []
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3 or parts[1] not in "tTwW":
+                    continue
+                entries.append((int(parts[0], 16), parts[2]))
+        if not entries or all(a == 0 for a, _ in entries[:100]):
+            raise EnvironmentProblem(
+                f"{path} shows no addresses, so kernel stacks cannot be symbolized",
+                "run as root, or set kernel.kptr_restrict=0")
+        entries.sort()
+        self._addrs = [a for a, _ in entries]
+        self._names = [n for _, n in entries]
+        self._cache: dict[int, str] = {}
+
+    def symbolize(self, addr: int) -> str:
+        hit = self._cache.get(addr)
+        if hit is None:
+            i = bisect.bisect_right(self._addrs, addr) - 1
+            if i < 0 or addr - self._addrs[i] > _MAX_SYMBOL_SIZE:
+                hit = "[unknown]"
+            else:
+                hit = f"{self._names[i]}+0x{addr - self._addrs[i]:x}"
+            self._cache[addr] = hit
+        return hit
+
+    def stack(self, addrs: list[str | int]) -> list[str]:
+        return [self.symbolize(int(a, 16) if isinstance(a, str) else a) for a in addrs]

@@ -1,0 +1,132 @@
+"""The lock knowledge base (locks.toml) and the stack-frame conventions it
+defines: which frames are tracing or locking machinery, where a lock was
+taken (its site), which syscall led there, and which rule names a lock."""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+RULES_FILE = Path(__file__).with_name("locks.toml")
+
+# compiler-made clones keep the name of the function they came from
+_SUFFIX = re.compile(r"(\.(constprop|isra|part|cold|llvm|lto_priv)(\.\d+)*)+$")
+_IRQ_ENTRY = ("asm_sysvec_", "asm_common_interrupt", "handle_softirqs", "__irq_exit_rcu", "irq_exit_rcu",
+              "__do_softirq", "do_softirq", "sysvec_", "common_interrupt")
+_SYSCALL = re.compile(r"^(?:__x64_sys|__arm64_sys|__ia32_sys|__do_sys|__se_sys|__riscv_sys|__s390x_sys)_(\w+)$")
+
+
+def function(frame: str) -> str:
+    """'__mutex_lock.constprop.0+0x1f1' -> '__mutex_lock'"""
+    return _SUFFIX.sub("", frame.split("+", 1)[0])
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    lock_class: str
+    kinds: tuple[str, ...]
+    site: tuple[str, ...] = ()
+    frames: tuple[str, ...] = ()
+    depth: int = 4
+    component: str = ""
+    explain: str = ""
+    ref: str = ""
+
+    def matches(self, kind: str, site: str, head: list[str]) -> bool:
+        if kind not in self.kinds:
+            return False
+        if site and any(fnmatch.fnmatchcase(site, p) for p in self.site):
+            return True
+        return any(fnmatch.fnmatchcase(f, p) for f in head[:self.depth] for p in self.frames)
+
+
+class Knowledge:
+    def __init__(self, path: Path = RULES_FILE):
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        fr = data["frames"]
+        self.tracing = tuple(fr["tracing"])
+        self.lock_internal = tuple(fr["lock_internal"])
+        self.sched_internal = tuple(fr["sched_internal"])
+        self.entry = tuple(fr["entry"])
+        self.untraced_spin = tuple(fr["untraced_spin"])
+        self.rules = [Rule(name=r["name"], lock_class=r["class"], kinds=tuple(r["kinds"]),
+                           site=tuple(r.get("site", ())), frames=tuple(r.get("frames", ())),
+                           depth=int(r.get("depth", 4)), component=r.get("component", ""),
+                           explain=r.get("explain", ""), ref=r.get("ref", ""))
+                      for r in data["rule"]]
+
+    @staticmethod
+    def _any(name: str, patterns: tuple[str, ...]) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+    def functions(self, frames: list[str]) -> list[str]:
+        """Function names, innermost first, without the probe's own frames."""
+        return [fn for fn in map(function, frames) if not self._any(fn, self.tracing)]
+
+    def caller_frames(self, frames: list[str], off_cpu: bool = False) -> list[str]:
+        """Functions from the first frame outside the locking (and, off CPU,
+        scheduler) code, cut at the syscall entry."""
+        skip = self.lock_internal + (self.sched_internal if off_cpu else ())
+        fns = self.functions(frames)
+        i = 0
+        while i < len(fns) and self._any(fns[i], skip):
+            i += 1
+        out = []
+        for fn in fns[i:]:
+            if self._any(fn, self.entry):
+                break
+            out.append(fn)
+        return out
+
+    def callers_after_lock(self, frames: list[str], depth: int = 16) -> list[str]:
+        """For a CPU sample taken inside locking code: the functions after the
+        outermost locking frame (helpers the spin calls, e.g. a hypervisor
+        check, can sit on top), cut at the syscall entry."""
+        fns = self.functions(frames)
+        lock = [i for i, fn in enumerate(fns[:depth]) if self._any(fn, self.lock_internal + self.untraced_spin)]
+        out = []
+        for fn in fns[(lock[-1] + 1) if lock else 0:]:
+            if self._any(fn, self.entry):
+                break
+            out.append(fn)
+        return out
+
+    def site(self, frames: list[str], off_cpu: bool = False) -> str:
+        callers = self.caller_frames(frames, off_cpu)
+        return callers[0] if callers else "[unknown]"
+
+    @staticmethod
+    def syscall(frames: list[str]) -> str | None:
+        """The system call a stack runs in; '(interrupt)' is appended when an
+        interrupt or softirq ran on top of it, '(kernel thread)' for kthreads."""
+        in_irq = False
+        for fn in map(function, frames):
+            if fn.startswith(_IRQ_ENTRY):
+                in_irq = True
+            m = _SYSCALL.match(fn)
+            if m:
+                return m.group(1) + (" (interrupt)" if in_irq else "")
+            if fn in ("ret_from_fork", "kthread"):
+                return "(kernel thread)" + (" (interrupt)" if in_irq else "")
+        return "(interrupt)" if in_irq else None
+
+    def untraced_spinning(self, frames: list[str]) -> bool:
+        return any(self._any(fn, self.untraced_spin) for fn in self.functions(frames))
+
+    def infer(self, kind: str, frames: list[str]) -> Rule | None:
+        site = self.site(frames)
+        head = self.functions(frames)
+        for rule in self.rules:
+            if rule.matches(kind, site, head):
+                return rule
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> Knowledge:
+    return Knowledge()

@@ -1,0 +1,329 @@
+"""Naming contended locks, best tier first:
+
+1. verified: the address is a lock field of an object the probe reached
+   (a file or directory of the workload, its superblock, its mm, ...);
+2. inferred: a rule of the knowledge base matches the lock type and stack;
+3. site: lock type plus the first frame outside the locking code.
+
+Input is the `raw` section of a run record (aggregated probe output with
+symbolized stacks), so naming can be recomputed and tested offline.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from collections import defaultdict
+from dataclasses import dataclass
+
+from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+from lockscope.record import Lock, OffCpu, StackSummary
+
+LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
+LS_F_SLEPT = 1 << 16
+SCRATCH = "<scratch>"
+TOP_STACKS = 5
+MAX_FRAMES = 24
+
+
+def lock_kind(flags: int) -> tuple[str, str]:
+    """(family, mode) from lock:contention_begin flags."""
+    f = flags & 0xFFFF
+    if f & LCB_F_MUTEX:
+        return "mutex", "sleep" if flags & LS_F_SLEPT else "spin"
+    if f & LCB_F_RT:
+        return "rtmutex", ""
+    if f & LCB_F_PERCPU:
+        return "percpu-rwsem", "write" if f & LCB_F_WRITE else "read"
+    if f & LCB_F_SPIN:
+        if f & LCB_F_READ:
+            return "rwlock", "read"
+        if f & LCB_F_WRITE:
+            return "rwlock", "write"
+        return "spinlock", ""
+    if f & LCB_F_READ:
+        return "rwsem", "read"
+    if f & LCB_F_WRITE:
+        return "rwsem", "write"
+    if f == 0:
+        return "semaphore", ""
+    return f"unknown(0x{f:x})", ""
+
+
+@dataclass(frozen=True)
+class Verified:
+    lock_class: str
+    name: str
+    object: str
+
+
+def display_path(path: str, scratch: str | None) -> str:
+    if scratch and (path == scratch or path.startswith(scratch.rstrip("/") + "/")):
+        return SCRATCH + path[len(scratch.rstrip("/")):]
+    return path
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISFIFO, "pipe"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISLNK, "symlink")):
+        if test(mode):
+            return name
+    return "inode"
+
+
+def _addr(v) -> int:
+    return int(v, 16) if isinstance(v, str) else int(v or 0)
+
+
+def verified_table(raw: dict) -> dict[int, Verified]:
+    """Lock address -> verified name, from the objects the iterators reached."""
+    scratch = raw.get("scratch")
+    mounts = raw.get("mounts", {})
+    objects = raw.get("objects", {})
+    table: dict[int, Verified] = {}
+
+    def put(addr, cls: str, obj: str, suffix: str = "") -> None:
+        a = _addr(addr)
+        if a and a not in table:
+            table[a] = Verified(cls, f"{cls} of {obj}{suffix}", obj)
+
+    for f in objects.get("files", []):
+        path, fstype = f.get("path", ""), f.get("fstype", "?")
+        dev = int(f.get("dev", 0))
+        where = mounts.get(str(dev))
+        sb = f"{fstype} at {display_path(where, scratch)}" if where else \
+            f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
+        shown = display_path(path, scratch)
+        detail = f" ({fstype}, {_file_type(int(f.get('mode', 0)))})"
+        put(f.get("i_rwsem"), "inode->i_rwsem", shown, detail)
+        put(f.get("i_lock"), "inode->i_lock", shown, detail)
+        put(f.get("i_mmap_rwsem"), "mapping->i_mmap_rwsem", shown, detail)
+        put(f.get("invalidate_lock"), "mapping->invalidate_lock", shown, detail)
+        put(f.get("d_lock"), "dentry->d_lockref.lock", shown)
+        if path.startswith("/"):
+            parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch)
+            put(f.get("parent_i_rwsem"), "inode->i_rwsem", parent, f" ({fstype}, dir)")
+            put(f.get("parent_d_lock"), "dentry->d_lockref.lock", parent)
+        put(f.get("s_vfs_rename_mutex"), "sb->s_vfs_rename_mutex", sb)
+        put(f.get("s_inode_list_lock"), "sb->s_inode_list_lock", sb)
+        put(f.get("s_umount"), "sb->s_umount", sb)
+    for t in objects.get("tasks", []):
+        # named by command, not pid, so that the name is the same in every run
+        # of a sweep; the pid is in the object, and processes that share a
+        # command count as instances of one name
+        comm, proc = t.get("comm", "?"), f"{t.get('comm', '?')} (pid {t.get('tgid')})"
+        for field_, cls in (("mmap_lock", "mm->mmap_lock"), ("page_table_lock", "mm->page_table_lock"),
+                            ("file_lock", "files->file_lock"), ("fs_lock", "fs_struct lock"),
+                            ("siglock", "sighand->siglock")):
+            a = _addr(t.get(field_))
+            if a and a not in table:
+                table[a] = Verified(cls, f"{cls} of {comm}", proc)
+    return table
+
+
+class _Acc:
+    def __init__(self, name: str, cls: str, tier: str, kind: str):
+        self.name, self.cls, self.tier, self.kind = name, cls, tier, kind
+        self.addresses: set[int] = set()
+        self.count = self.wait = self.max = 0
+        self.modes: dict[str, int] = defaultdict(int)
+        self.stacks: dict[tuple, list] = {}
+        self.object = self.component = self.explain = self.rule = None
+
+
+def _vote(entries: list[dict], frames, kb: Knowledge):
+    """The rule matching the most wait among an address's stacks: one stack
+    can mislead when a lock is inlined into many callers."""
+    votes: dict[str, list] = {}
+    for e in entries:
+        rule = kb.infer(lock_kind(e["flags"])[0], frames(e))
+        if rule:
+            votes.setdefault(rule.name, [rule, 0])[1] += e["total_ns"] + 1
+    return max(votes.values(), key=lambda v: v[1])[0] if votes else None
+
+
+def _add_stacks(acc: _Acc, entries: list[dict], frames, kb: Knowledge) -> None:
+    """Add one address's waits to its lock's stacks. Waits counted without a
+    stack (sampling, or a lost stack) are spread over the sampled stacks of
+    the same address in proportion to their wait."""
+    sampled = [e for e in entries if frames(e)]
+    if not sampled:
+        key = ()
+        st = acc.stacks.setdefault(key, [0, 0, None, 0])
+        st[0] += sum(e["count"] for e in entries)
+        st[1] += sum(e["total_ns"] for e in entries)
+        return
+    s_wait = sum(e["total_ns"] for e in sampled) or 1
+    s_count = sum(e["count"] for e in sampled) or 1
+    wait_scale = sum(e["total_ns"] for e in entries) / s_wait
+    count_scale = sum(e["count"] for e in entries) / s_count
+    for e in sampled:
+        fr = frames(e)
+        key = tuple(kb.caller_frames(fr)[:MAX_FRAMES])
+        st = acc.stacks.setdefault(key, [0, 0, kb.syscall(fr), 0])
+        st[0] += round(e["count"] * count_scale)
+        st[1] += round(e["total_ns"] * wait_scale)
+        st[3] += e["count"]
+
+
+def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
+    """Group the probe's (lock, flags, stack) aggregates into named locks,
+    heaviest first."""
+    kb = kb or default_knowledge()
+    stacks = raw.get("stacks", {})
+    verified = verified_table(raw)
+    per_addr: dict[int, list[dict]] = defaultdict(list)
+    for e in raw.get("contention", []):
+        per_addr[_addr(e["lock"])].append(e)
+
+    def frames(e: dict) -> list[str]:
+        return stacks.get(str(e.get("stack")), [])
+
+    groups: dict[str, _Acc] = {}
+    for addr, entries in per_addr.items():
+        entries.sort(key=lambda e: -e["total_ns"])
+        with_stack = [e for e in entries if frames(e)]
+        kind = lock_kind(entries[0]["flags"])[0]
+        rule = None
+        if addr in verified:
+            v = verified[addr]
+            acc = groups.get(v.name) or _Acc(v.name, v.lock_class, "verified", kind)
+            acc.object = acc.object or v.object
+        else:
+            rule = _vote(with_stack, frames, kb)
+            if rule:
+                acc = groups.get(rule.name) or _Acc(rule.name, rule.lock_class, "inferred", kind)
+                acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
+            else:
+                site = kb.site(frames(with_stack[0])) if with_stack else "[no stack sampled]"
+                name = f"{kind} @ {site}"
+                acc = groups.get(name) or _Acc(name, name, "site", kind)
+        groups[acc.name] = acc
+        acc.addresses.add(addr)
+        for e in entries:
+            acc.count += e["count"]
+            acc.wait += e["total_ns"]
+            acc.max = max(acc.max, e["max_ns"])
+            mode = lock_kind(e["flags"])[1]
+            if mode:
+                acc.modes[mode] += e["total_ns"]
+        _add_stacks(acc, entries, frames, kb)
+
+    denom = workers * window_ns if workers and window_ns else 0
+    locks = []
+    for acc in groups.values():
+        top = sorted(acc.stacks.items(), key=lambda kv: -kv[1][1])[:TOP_STACKS]
+        locks.append(Lock(
+            name=acc.name, lock_class=acc.cls, tier=acc.tier, kind=acc.kind, modes=dict(acc.modes),
+            instances=len(acc.addresses), addresses=[f"0x{a:x}" for a in sorted(acc.addresses)][:16],
+            count=acc.count, wait_ns=acc.wait, max_wait_ns=acc.max,
+            wait_share=acc.wait / denom if denom else 0.0,
+            object=acc.object, component=acc.component, explain=acc.explain, rule=acc.rule,
+            stacks=[StackSummary(frames=list(k), site=k[0] if k else "[no stack sampled]", syscall=v[2],
+                                 count=v[0], wait_ns=v[1], sampled=v[3]) for k, v in top]))
+    locks.sort(key=lambda lk: -lk.wait_ns)
+    return locks
+
+
+SPIN_MODE = "optimistic spin (sampled)"
+
+
+def _caller_match(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def add_sampled_spin(locks: list[Lock], raw: dict, workers: int, window_ns: int,
+                     kb: Knowledge | None = None) -> list[Lock]:
+    """Add rwsem optimistic spinning, which fires no tracepoint, estimated from
+    CPU samples: a sample inside the spin (and outside any traced wait) counts
+    one sample period for the rwsem whose traced waits come from the same
+    calling context; without one, for the lock the rules name."""
+    kb = kb or default_knowledge()
+    period = raw.get("sample_period_ns") or 0
+    stacks = raw.get("stacks", {})
+    if not period:
+        return locks
+    by_name = {lk.name: lk for lk in locks}
+    for smp in raw.get("cpu_samples", []):
+        fr = stacks.get(str(smp.get("stack")), [])
+        if smp.get("in_lock_wait") or not fr or not kb.untraced_spinning(fr):
+            continue
+        callers = kb.callers_after_lock(fr)
+        best, score = None, 0
+        for lk in locks:
+            if lk.kind != "rwsem":
+                continue
+            m = max((_caller_match(callers, st.frames) for st in lk.stacks), default=0)
+            if m > score or (m == score and m and lk.wait_ns > best.wait_ns):
+                best, score = lk, m
+        if best is None:
+            rule = kb.infer("rwsem", fr)
+            name = rule.name if rule else f"rwsem @ {callers[0] if callers else '[unknown]'}"
+            best = by_name.get(name)
+            if best is None:
+                best = Lock(name=name, lock_class=rule.lock_class if rule else name,
+                            tier="inferred" if rule else "site", kind="rwsem",
+                            component=rule.component if rule else None, explain=rule.explain if rule else None,
+                            rule=(rule.ref or rule.name) if rule else None, instances=0,
+                            stacks=[StackSummary(frames=callers[:MAX_FRAMES],
+                                                 site=callers[0] if callers else "[unknown]",
+                                                 syscall=kb.syscall(fr), count=0, wait_ns=0)])
+                locks.append(best)
+                by_name[name] = best
+        ns = int(smp["count"]) * period
+        best.sampled_spin_ns += ns
+        best.wait_ns += ns
+        best.modes[SPIN_MODE] = best.modes.get(SPIN_MODE, 0) + ns
+    denom = workers * window_ns if workers and window_ns else 0
+    for lk in locks:
+        lk.wait_share = lk.wait_ns / denom if denom else 0.0
+    locks.sort(key=lambda lk: -lk.wait_ns)
+    return locks
+
+
+def offcpu_class(state: int, in_lock_wait: bool) -> str:
+    if in_lock_wait:
+        return "lock"          # already counted as a lock wait
+    if state == 0:
+        return "preempted"     # runnable, waiting for a CPU
+    if state & 0x2:
+        return "blocked"       # uninterruptible (D): I/O, page lock, journal...
+    if state & 0x1:
+        return "sleep"         # interruptible (S): waiting for an event
+    if state & 0x80:
+        return "exit"
+    return "other"
+
+
+def offcpu_summary(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None,
+                   limit: int = 20) -> list[OffCpu]:
+    kb = kb or default_knowledge()
+    stacks = raw.get("stacks", {})
+    groups: dict[tuple, OffCpu] = {}
+    heaviest: dict[tuple, int] = {}
+    denom = workers * window_ns if workers and window_ns else 0
+    for e in raw.get("offcpu", []):
+        fr = stacks.get(str(e.get("stack")), [])
+        cls = offcpu_class(int(e["state"]), bool(e["in_lock_wait"]))
+        site = kb.site(fr, off_cpu=True)
+        key = (cls, site)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = OffCpu(wait_class=cls, state=int(e["state"]), in_lock_wait=bool(e["in_lock_wait"]),
+                                     site=site)
+            heaviest[key] = -1
+        g.count += e["count"]
+        g.wait_ns += e["total_ns"]
+        g.max_ns = max(g.max_ns, e["max_ns"])
+        if e["total_ns"] > heaviest[key]:
+            heaviest[key] = e["total_ns"]
+            g.frames = kb.caller_frames(fr, off_cpu=True)[:MAX_FRAMES]
+    out = sorted(groups.values(), key=lambda g: -g.wait_ns)
+    for g in out:
+        g.wait_share = g.wait_ns / denom if denom else 0.0
+    return out[:limit]

@@ -1,0 +1,3 @@
+from lockscope.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The probe session: runs lockscope-probe (libbpf loader of the contention,
+off-CPU and object-iterator programs) and drives it over its JSON-lines
+protocol. The programs detach when the loader exits, whatever the cause."""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from lockscope import paths
+from lockscope.errors import EnvironmentProblem, LockscopeError
+from lockscope.jsonlines import JsonLinesProcess
+
+BTF = Path("/sys/kernel/btf/vmlinux")
+
+
+def preflight() -> None:
+    """What the probes need, checked before anything is created."""
+    if os.geteuid() != 0:
+        raise EnvironmentProblem(
+            "lockscope needs root: it loads BPF programs and mounts file systems",
+            "run it with sudo (or as root)")
+    if not BTF.exists():
+        raise EnvironmentProblem(
+            f"{BTF} is missing: this kernel has no BTF type information, which the CO-RE probes need",
+            "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y")
+
+
+def _fix_for(ev: dict) -> str | None:
+    err = ev.get("errno")
+    stage = ev.get("stage")
+    if stage == "preflight":
+        return "use a kernel with the lock:contention_begin/end tracepoints (Linux 5.19+)"
+    if err in (errno.EPERM, errno.EACCES):
+        return ("run as root; if you are root, check kernel.unprivileged_bpf_disabled, lockdown "
+                "(/sys/kernel/security/lockdown) and seccomp/container limits")
+    if err == errno.ENOENT:
+        return "the kernel lacks a tracepoint or BTF type the probes attach to; run `lockscope doctor`"
+    return "run `lockscope doctor` for what this kernel supports"
+
+
+class ProbeSession(JsonLinesProcess):
+    what = "lockscope-probe"
+
+    def __init__(self, system_wide: bool = False, interval_ms: int = 1000):
+        super().__init__()
+        self.system_wide = system_wide
+        self.interval_ms = interval_ms
+        self.ready: dict = {}
+
+    def __enter__(self) -> "ProbeSession":
+        argv = [str(paths.probe_binary()), "--interval-ms", str(self.interval_ms)]
+        if self.system_wide:
+            argv.append("--system-wide")
+        self._spawn(argv)
+        try:
+            self.ready = self.expect("ready", timeout=60)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def on_error(self, ev: dict) -> None:
+        if ev.get("stage") in ("load", "preflight", "init"):
+            tail = self.stderr_tail(600)
+            msg = ev.get("message", "loading the probes failed")
+            if tail:
+                msg += f" (libbpf: {tail.splitlines()[-1]})"
+            raise EnvironmentProblem(msg, _fix_for(ev))
+        raise LockscopeError(f"lockscope-probe: {ev.get('message', ev)}")
+
+    def track(self, pid: int) -> None:
+        self.send(f"track {pid}")
+        self.expect("tracked", timeout=10)
+
+    def watch(self, path: str) -> bool:
+        """Hold a path so its locks can be named; a path that vanished is not
+        an error (returns False)."""
+        if "\n" in path:
+            return False
+        self.send(f"watch {path}")
+        while True:
+            ev = self.read_event(10)
+            if ev.get("event") == "watched":
+                return True
+            if ev.get("event") == "error" and ev.get("stage") == "watch":
+                return False
+            if ev.get("event") == "error":
+                self.on_error(ev)
+
+    def start(self) -> dict:
+        self.send("start")
+        return self.expect("started", timeout=30)
+
+    def stop(self) -> dict:
+        self.send("stop")
+        return self.expect("data", timeout=120)
+
+    def close(self, quit_line: str | None = "quit", grace: float = 5.0) -> None:
+        super().close(quit_line, grace)
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,272 @@
+"""One measured point: prepare the file system, attach the probes, run the
+workload (built-in or any command) through warm-up and the timed window,
+collect throughput, CPU breakdown and lock waits, name the locks, and return
+the run record. Everything is released when it returns or raises."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lockscope import __version__, cpustat, hwcounters, scratch, workloads
+from lockscope.analyzer import naming
+from lockscope.analyzer.kallsyms import Symbolizer
+from lockscope.errors import LockscopeError
+from lockscope.jsonlines import kill_group, spawn_gated
+from lockscope.probe import ProbeSession
+from lockscope.record import CpuBreakdown, ProbeInfo, RunRecord, WorkerResult
+
+MAX_WATCH_PATHS = 512
+MAX_RAW_ENTRIES = 2000
+NO_FS = "none"
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class PointSpec:
+    workload: str                     # built-in name, or the name given to a command
+    fs: str                           # a setup of scratch.FS_SETUPS, or "none"
+    workers: int
+    duration: float | None            # None: a command runs to completion
+    warmup: float = 1.0
+    command: list[str] | None = None
+    throughput_regex: str | None = None
+    probe: bool = True
+    scratch_root: Path = scratch.DEFAULT_SCRATCH
+    cpus: list[int] | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}-{self.fs}-w{self.workers}"
+
+
+def host_info() -> dict:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"kernel": platform.release(), "machine": platform.machine(), "hostname": platform.node(),
+            "ncpus": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)), "cpu_model": model}
+
+
+def _mount_table() -> dict[int, str]:
+    """kernel s_dev -> mount point, from /proc/self/mountinfo."""
+    table: dict[int, str] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        parts = line.split()
+        major, minor = (int(x) for x in parts[2].split(":"))
+        table.setdefault((major << 20) | minor, parts[4].encode().decode("unicode_escape"))
+    return table
+
+
+def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
+    """The probe's output as kept in the record: heaviest aggregates, their
+    stacks symbolized, the objects, and the mounts they live on."""
+    sym = Symbolizer()
+    contention = sorted(data.get("contention", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
+    offcpu = sorted(data.get("offcpu", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
+    samples = sorted(data.get("cpu_samples", []), key=lambda e: -e["count"])[:MAX_RAW_ENTRIES]
+    used = {str(e["stack"]) for e in contention + offcpu + samples}
+    stacks = {k: sym.stack(v) for k, v in data.get("stacks", {}).items() if k in used}
+    objects = data.get("objects", {})
+    table = _mount_table()
+    devs = {int(f.get("dev", 0)) for f in objects.get("files", [])}
+    mounts = {str(d): table[d] for d in devs if d in table}
+    return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,
+            "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks, "objects": objects,
+            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None}
+
+
+def probe_warnings(data: dict) -> list[str]:
+    c = data.get("counters", {})
+    out = []
+    lost = {k: v for k, v in c.items() if k.startswith("lost_") and v}
+    for k, v in lost.items():
+        out.append(f"probe: {v} events lost ({k.removeprefix('lost_').replace('_', ' ')})")
+    if c.get("stacks_lost"):
+        out.append(f"probe: {c['stacks_lost']} stacks not stored (stack map full or hash collision); "
+                   "their waits are counted under an unknown stack")
+    misses = sum(p.get("recursion_misses", 0) for p in data.get("programs", []))
+    total = c.get("contentions", 0) + c.get("offcpu_spans", 0)
+    if misses:
+        out.append(f"probe: the kernel skipped {misses} probe runs (BPF recursion guard: a lock contended "
+                   f"inside a probe), against {total} events recorded")
+    for k in ("stale_sleeping_waits", "stale_spin_waits"):
+        if c.get(k):
+            out.append(f"probe: {c[k]} {k.replace('_', ' ')} discarded (their end event was skipped)")
+    return out
+
+
+def _probe_info(data: dict | None, raw: dict, reason: str | None) -> ProbeInfo:
+    if data is None:
+        return ProbeInfo(attached=False, reason=reason)
+    return ProbeInfo(attached=True, window_s=data["window_ns"] / 1e9, counters=data.get("counters", {}),
+                     programs=data.get("programs", []), maps=data.get("maps", {}), raw=raw)
+
+
+def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
+    if data is not None:
+        window = data["window_ns"]
+        rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
+        rec.offcpu = naming.offcpu_summary(raw, rec.workers, window)
+        rec.warnings += probe_warnings(data)
+    rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    rec.lockscope_version = __version__
+    rec.host = host_info()
+    rec.cpi = hwcounters.cpi_status()
+    return rec
+
+
+def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
+    info = workloads.check_workload(spec.workload)
+    with contextlib.ExitStack() as stack:
+        fs = None
+        if info.get("needs_dir", True):
+            progress(f"preparing {spec.fs}")
+            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
+        probe = stack.enter_context(ProbeSession()) if spec.probe else None
+        wl = stack.enter_context(workloads.WorkloadSession(
+            spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus))
+        progress("setting up the workload")
+        wl.start(probe.track if probe else None)
+        ready = wl.wait_ready()
+        if probe:
+            for path in ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
+                probe.watch(path)
+        progress(f"warming up {spec.warmup:g} s")
+        wl.go()
+        before = cpustat.sample()
+        if probe:
+            probe.start()
+        progress(f"measuring {spec.duration:g} s")
+        wl.wait_measure_end()
+        after = cpustat.sample()
+        data = probe.stop() if probe else None
+        result = wl.finish()
+        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else {}
+        fs_detail = fs.describe() if fs else {"setup": NO_FS}
+        fs_warnings = fs.warnings if fs else []
+
+    cpus = sorted(set(ready.get("cpus", [])))
+    rec = RunRecord(
+        id=spec.id, workload=spec.workload, fs=spec.fs if fs_detail.get("setup") != NO_FS else NO_FS,
+        workers=spec.workers, duration_s=result["duration_s"], ops=result["ops"],
+        ops_per_sec=result["ops_per_sec"], kind="builtin", fs_detail=fs_detail, cpus=cpus,
+        oversubscribed=bool(result.get("oversubscribed")), requested_duration_s=spec.duration,
+        warmup_s=result.get("warmup_s", spec.warmup), setup_s=ready.get("setup_s", 0.0),
+        per_worker=[WorkerResult(worker=w["worker"], cpu=w.get("cpu"), pid=w.get("pid"), ops=w["ops"],
+                                 ran_out=bool(w.get("ran_out"))) for w in result.get("per_worker", [])],
+        cpu=cpustat.breakdown(before, after, cpus),
+        probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
+        warnings=list(fs_warnings))
+    ran_out = [w.worker for w in rec.per_worker if w.ran_out]
+    if ran_out:
+        rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
+    return _finish_record(rec, data, raw)
+
+
+def substitute(argv: list[str], workers: int, directory: Path | None) -> list[str]:
+    out = []
+    for a in argv:
+        a = a.replace("{n}", str(workers))
+        if "{dir}" in a:
+            if directory is None:
+                raise LockscopeError("the command uses {dir} but no file system was asked for",
+                                     "pass --fs tmpfs (or another setup) to get a fresh {dir}", 2)
+            a = a.replace("{dir}", str(directory))
+        out.append(a)
+    return out
+
+
+def _tail(f, limit: int = 4000) -> str:
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(max(0, size - limit))
+    return f.read().decode(errors="replace")
+
+
+def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
+    assert spec.command
+    with contextlib.ExitStack() as stack:
+        fs = None
+        if spec.fs != NO_FS:
+            progress(f"preparing {spec.fs}")
+            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
+        argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
+        probe = stack.enter_context(ProbeSession()) if spec.probe else None
+        out = stack.enter_context(tempfile.TemporaryFile())
+        err = stack.enter_context(tempfile.TemporaryFile())
+        if probe and fs:
+            probe.watch(str(fs.mountpoint))
+        before = cpustat.sample()
+        if probe:
+            probe.start()
+        t0 = time.monotonic()
+        progress(f"running {shlex.join(argv)}" + (f" for up to {spec.duration:g} s" if spec.duration else ""))
+        try:
+            proc = spawn_gated(argv, probe.track if probe else None, stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=err, start_new_session=True)
+        except OSError as e:
+            raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
+        stack.callback(kill_group, proc)
+        try:
+            rc = proc.wait(timeout=spec.duration)
+            completed = True
+        except subprocess.TimeoutExpired:
+            rc, completed = None, False
+        elapsed = time.monotonic() - t0
+        after = cpustat.sample()
+        data = probe.stop() if probe else None
+        if not completed:
+            kill_group(proc)
+        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else {}
+        stdout, stderr = _tail(out, 1 << 20), _tail(err)
+        fs_detail = fs.describe() if fs else {"setup": NO_FS}
+
+    if completed and rc != 0:
+        raise LockscopeError(f"{shlex.join(argv)} exited with code {rc}" +
+                             (f": {stderr.strip()[-800:]}" if stderr.strip() else ""))
+    warnings = []
+    ops, tput, unit = None, None, "runs/s"
+    if spec.throughput_regex:
+        matches = re.findall(spec.throughput_regex, stdout + "\n" + stderr)
+        unit = "ops/s (from the command's output)"
+        if matches:
+            last = matches[-1]
+            tput = float(last if isinstance(last, str) else last[0])
+        else:
+            warnings.append(f"--throughput-regex {spec.throughput_regex!r} matched nothing in the output")
+    elif completed:
+        ops, tput = 1, 1.0 / elapsed
+    else:
+        warnings.append("throughput unknown: the command was stopped at the end of --duration; "
+                        "pass --throughput-regex to read it from its output, or let it run to completion")
+    rec = RunRecord(
+        id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
+        ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
+        cpus=sorted(before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
+        cpu=cpustat.breakdown(before, after),
+        probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
+        warnings=warnings)
+    return _finish_record(rec, data, raw)
+
+
+def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:
+    progress = progress or (lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))
+    return run_command(spec, progress) if spec.command else run_builtin(spec, progress)

@@ -1,0 +1,141 @@
+"""A sweep: every (workload, file system, worker count) point, one run record
+per point written atomically under DIR/runs/. Rerunning the same sweep skips
+finished points, so a killed sweep resumes and loses nothing."""
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from lockscope import record, workloads
+from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
+from lockscope.runner import NO_FS, PointSpec, run_point
+
+MANIFEST = "sweep.json"
+RUNS = "runs"
+SWEEP_SCHEMA = "lockscope.sweep/1"
+
+
+@dataclass
+class SweepSpec:
+    workloads: list[str]
+    fs: list[str]
+    workers: list[int]
+    duration: float | None
+    warmup: float = 1.0
+    command: list[str] | None = None
+    throughput_regex: str | None = None
+    probe: bool = True
+    scratch_root: str = ""
+    cpus: list[int] | None = None
+
+    def points(self) -> list[PointSpec]:
+        out = []
+        for wl in self.workloads:
+            needs_dir = True if self.command else workloads.check_workload(wl).get("needs_dir", True)
+            fss = self.fs if (needs_dir or self.command) else [NO_FS]
+            for fs in fss:
+                for n in self.workers:
+                    out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration,
+                                         warmup=self.warmup, command=self.command,
+                                         throughput_regex=self.throughput_regex, probe=self.probe,
+                                         scratch_root=Path(self.scratch_root), cpus=self.cpus))
+        return out
+
+
+def record_path(out: Path, point_id: str) -> Path:
+    return out / RUNS / f"{point_id}.json"
+
+
+def _compatible(old: dict, spec: SweepSpec) -> list[str]:
+    """Parameters that change what a point measures must match to resume."""
+    diffs = []
+    for key in ("duration", "warmup", "command", "throughput_regex", "probe"):
+        if key in old and old[key] != getattr(spec, key):
+            diffs.append(f"{key}: {old[key]!r} there, {getattr(spec, key)!r} now")
+    return diffs
+
+
+@dataclass
+class SweepOutcome:
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _fmt_time(s: float) -> str:
+    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
+
+
+def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutcome:
+    out = Path(out)
+    points = spec.points()
+    manifest_path = out / MANIFEST
+    manifest = {}
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+        diffs = _compatible(manifest.get("params", {}), spec)
+        if diffs:
+            raise UsageError(f"{out} holds a sweep with other parameters ({'; '.join(diffs)})",
+                             "use another --out directory, or the same parameters to resume it")
+    ids = [p.id for p in points]
+    known = manifest.get("points", [])
+    params = asdict(spec)
+    manifest = {
+        "schema": SWEEP_SCHEMA,
+        "created": manifest.get("created") or datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+        "params": {k: params[k] for k in ("duration", "warmup", "command", "throughput_regex", "probe")}
+        | {"workloads": sorted(set(manifest.get("params", {}).get("workloads", [])) | set(spec.workloads)),
+           "fs": sorted(set(manifest.get("params", {}).get("fs", [])) | set(spec.fs)),
+           "workers": sorted(set(manifest.get("params", {}).get("workers", [])) | set(spec.workers))},
+        "points": known + [i for i in ids if i not in known],
+        "failures": {},
+    }
+    record.atomic_write_json(manifest_path, manifest)
+
+    outcome = SweepOutcome()
+    todo = []
+    for p in points:
+        path = record_path(out, p.id)
+        try:
+            rec = record.load(path) if path.exists() else None
+        except (ValueError, json.JSONDecodeError):
+            rec = None            # unreadable: measure it again
+        if rec is not None and rec.workers == p.workers and rec.workload == p.workload:
+            outcome.skipped.append(p.id)
+        else:
+            todo.append(p)
+    if outcome.skipped:
+        print(f"lockscope: {len(outcome.skipped)} of {len(points)} points already measured in {out}, "
+              "skipping them", file=log, flush=True)
+
+    started = time.monotonic()
+    for i, p in enumerate(todo):
+        elapsed = time.monotonic() - started
+        eta = f", about {_fmt_time(elapsed / i * (len(todo) - i))} left" if i else ""
+        on = f" on {p.fs}" if p.fs != NO_FS else ""
+        print(f"[{i + 1}/{len(todo)}] {p.workload}{on}, {p.workers} worker"
+              f"{'s' if p.workers != 1 else ''}{eta}", file=log, flush=True)
+        try:
+            rec = run_point(p, lambda msg, p=p: print(f"    {msg}", file=log, flush=True))
+        except EnvironmentProblem:
+            raise                 # the next point would fail the same way
+        except LockscopeError as e:
+            outcome.failed[p.id] = e.message
+            print(f"    failed: {e.message}", file=log, flush=True)
+            manifest["failures"] = outcome.failed
+            record.atomic_write_json(manifest_path, manifest)
+            continue
+        record.save(rec, record_path(out, p.id))
+        outcome.done.append(p.id)
+        print(f"    {rec.ops_per_sec or 0:,.0f} {rec.throughput_unit}" +
+              (f"; top lock: {rec.locks[0].name} ({rec.locks[0].wait_share:.1%} of worker time)"
+               if rec.locks else ""), file=log, flush=True)
+    manifest["failures"] = outcome.failed
+    record.atomic_write_json(manifest_path, manifest)
+    return outcome

@@ -1,0 +1,84 @@
+"""The built-in workloads: the catalog (from the driver itself) and a session
+that drives lockscope-workload through its control protocol
+(ready -> go -> measure_start -> measure_end -> stop -> result)."""
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+from lockscope import paths
+from lockscope.errors import LockscopeError, UsageError
+from lockscope.jsonlines import JsonLinesProcess
+
+
+@functools.lru_cache(maxsize=1)
+def catalog() -> dict[str, dict]:
+    """name -> {operation, sharing, component, model, needs_dir}"""
+    out = subprocess.run([str(paths.workload_binary()), "--list"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise LockscopeError(f"lockscope-workload --list failed: {out.stderr.strip()}")
+    return {w["name"]: w for w in json.loads(out.stdout)["workloads"]}
+
+
+def check_workload(name: str) -> dict:
+    cat = catalog()
+    if name not in cat:
+        close = [n for n in cat if n.lower() == name.lower()]
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(f"unknown workload '{name}'",
+                         f"{hint}choose from: {', '.join(cat)} (see `lockscope list`), "
+                         "or profile any program with `lockscope run ... -- CMD ARGS`")
+    return cat[name]
+
+
+class WorkloadSession(JsonLinesProcess):
+    what = "lockscope-workload"
+
+    def __init__(self, workload: str, workers: int, duration: float, warmup: float,
+                 directory: Path | None, cpus: list[int] | None = None):
+        super().__init__()
+        self.argv = [str(paths.workload_binary()), "run", "--workload", workload,
+                     "--workers", str(workers), "--duration", f"{duration:g}",
+                     "--warmup", f"{warmup:g}", "--control"]
+        if directory is not None:
+            self.argv += ["--dir", str(directory)]
+        if cpus:
+            self.argv += ["--cpus", ",".join(map(str, cpus))]
+        self.duration = duration
+        self.warmup = warmup
+
+    def start(self, before_exec: Callable[[int], None] | None = None) -> None:
+        self._spawn(self.argv, before_exec)
+
+    def on_error(self, ev: dict) -> None:
+        where = f"worker {ev['worker']}: " if "worker" in ev else ""
+        op = f"{ev['op']} {ev.get('path', '')}: ".replace(" : ", ": ") if ev.get("op") else ""
+        raise LockscopeError(f"workload failed: {where}{op}{ev.get('message', ev)}")
+
+    def wait_ready(self, timeout: float = 1800) -> dict:
+        return self.expect("ready", timeout)
+
+    def go(self) -> dict:
+        self.send("go")
+        return self.expect("measure_start", timeout=self.warmup + 120)
+
+    def wait_measure_end(self) -> dict:
+        return self.expect("measure_end", timeout=self.duration + 120)
+
+    def finish(self) -> dict:
+        self.send("stop")
+        result = self.expect("result", timeout=60)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        return result
+
+    def close(self, quit_line: str | None = None, grace: float = 2.0) -> None:
+        super().close(None, grace)
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* A minimal JSON writer: enough for flat events and arrays of records. The
+ * caller emits keys and values in order; commas are inserted automatically. */
+#ifndef LOCKSCOPE_JSONW_H
+#define LOCKSCOPE_JSONW_H
+
+#include <stdio.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+struct jw {
+	FILE *f;
+	int depth;
+	bool need_comma[32];
+};
+
+static inline void jw_sep(struct jw *w)
+{
+	if (w->need_comma[w->depth])
+		fputc(',', w->f);
+	w->need_comma[w->depth] = true;
+}
+
+static inline void jw_str_raw(struct jw *w, const char *s)
+{
+	fputc('"', w->f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"': fputs("\\\"", w->f); break;
+		case '\\': fputs("\\\\", w->f); break;
+		case '\n': fputs("\\n", w->f); break;
+		case '\t': fputs("\\t", w->f); break;
+		case '\r': fputs("\\r", w->f); break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				fprintf(w->f, "\\u%04x", *p);
+			else
+				fputc(*p, w->f);
+		}
+	}
+	fputc('"', w->f);
+}
+
+static inline void jw_open(struct jw *w, char c)
+{
+	fputc(c, w->f);
+	w->need_comma[++w->depth] = false;
+}
+
+static inline void jw_close(struct jw *w, char c)
+{
+	fputc(c, w->f);
+	w->depth--;
+}
+
+static inline void jw_key(struct jw *w, const char *k)
+{
+	jw_sep(w);
+	jw_str_raw(w, k);
+	fputc(':', w->f);
+	/* the value that follows must not add a comma */
+	w->need_comma[w->depth] = false;
+}
+
+static inline void jw_obj(struct jw *w) { jw_sep(w); jw_open(w, '{'); }
+static inline void jw_obj_end(struct jw *w) { jw_close(w, '}'); w->need_comma[w->depth] = true; }
+static inline void jw_arr(struct jw *w) { jw_sep(w); jw_open(w, '['); }
+static inline void jw_arr_end(struct jw *w) { jw_close(w, ']'); w->need_comma[w->depth] = true; }
+
+static inline void jw_string(struct jw *w, const char *s) { jw_sep(w); jw_str_raw(w, s); }
+static inline void jw_u64(struct jw *w, uint64_t v) { jw_sep(w); fprintf(w->f, "%llu", (unsigned long long)v); }
+static inline void jw_i64(struct jw *w, int64_t v) { jw_sep(w); fprintf(w->f, "%lld", (long long)v); }
+static inline void jw_bool(struct jw *w, bool v) { jw_sep(w); fputs(v ? "true" : "false", w->f); }
+static inline void jw_hex(struct jw *w, uint64_t v) { jw_sep(w); fprintf(w->f, "\"0x%llx\"", (unsigned long long)v); }
+
+/* key + value shorthands */
+static inline void jw_kstr(struct jw *w, const char *k, const char *v) { jw_key(w, k); jw_string(w, v); }
+static inline void jw_ku64(struct jw *w, const char *k, uint64_t v) { jw_key(w, k); jw_u64(w, v); }
+static inline void jw_ki64(struct jw *w, const char *k, int64_t v) { jw_key(w, k); jw_i64(w, v); }
+static inline void jw_kbool(struct jw *w, const char *k, bool v) { jw_key(w, k); jw_bool(w, v); }
+static inline void jw_khex(struct jw *w, const char *k, uint64_t v) { jw_key(w, k); jw_hex(w, v); }
+
+/* one event per line */
+static inline void jw_event_begin(struct jw *w, FILE *f, const char *event)
+{
+	w->f = f;
+	w->depth = 0;
+	w->need_comma[0] = false;
+	jw_obj(w);
+	jw_kstr(w, "event", event);
+}
+
+static inline void jw_event_end(struct jw *w)
+{
+	jw_obj_end(w);
+	fputc('\n', w->f);
+	fflush(w->f);
+}
+
+#endif

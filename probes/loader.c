@@ -1,0 +1,726 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lockscope-probe: loads the lock-contention and off-CPU probes, takes
+ * commands on stdin and answers with one JSON object per line on stdout.
+ *
+ *   track PID      add a process (and, by fork-following, its children)
+ *   watch PATH     hold an O_PATH descriptor so the path's locks can be named
+ *   start          clear the aggregates and start counting
+ *   stop           stop counting; emit the "data" event
+ *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)
+ *
+ * Errors are events too ({"event":"error",...}); stderr carries only libbpf's
+ * own warnings. The probes are released when the process exits, however it
+ * exits: nothing is pinned.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/perf_event.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "objects.h"
+#include "contention.skel.h"
+#include "objects.skel.h"
+
+#define MAX_WATCH 4096
+
+static const char *counter_names[CNT__MAX] = {
+	[CNT_CONTENTIONS] = "contentions",
+	[CNT_UNMATCHED_END] = "unmatched_ends",
+	[CNT_AGG_FULL] = "lost_agg_map_full",
+	[CNT_STACK_LOST] = "stacks_lost",
+	[CNT_STACK_SKIPPED] = "stacks_not_sampled",
+	[CNT_TASK_FULL] = "lost_task_map_full",
+	[CNT_SPIN_OVERFLOW] = "lost_spin_nesting",
+	[CNT_STALE_WAIT] = "stale_sleeping_waits",
+	[CNT_STALE_SPIN] = "stale_spin_waits",
+	[CNT_OFFCPU] = "offcpu_spans",
+	[CNT_OFFCPU_FULL] = "lost_offcpu_map_full",
+	[CNT_FORKS_TRACKED] = "forks_tracked",
+	[CNT_SAMPLES] = "cpu_samples",
+	[CNT_SAMPLES_FULL] = "lost_samples_map_full",
+};
+
+static struct contention_bpf *cskel;
+static struct objects_bpf *oskel;
+static struct bpf_link *files_iter, *tasks_iter;
+static struct bpf_link **sample_links;
+static uint64_t sample_period_ns;
+static int watch_fds[MAX_WATCH];
+static int nwatch;
+static int ncpus;
+static bool enabled;
+static uint64_t t_start, t_stop;
+static struct jw out;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void emit_error(const char *stage, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	jw_event_begin(&out, stdout, "error");
+	jw_kstr(&out, "stage", stage);
+	jw_ki64(&out, "errno", err < 0 ? -err : err);
+	jw_kstr(&out, "message", msg);
+	jw_event_end(&out);
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+/* ---- maps ---------------------------------------------------------------- */
+
+static int clear_map(struct bpf_map *map)
+{
+	int fd = bpf_map__fd(map);
+	size_t ksz = bpf_map__key_size(map);
+	char *keys = NULL, *prev = NULL;
+	size_t n = 0, cap = 0;
+	int err;
+
+	/* collect first: deleting while walking restarts the walk */
+	for (;;) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			char *k = realloc(keys, cap * ksz);
+			if (!k) {
+				free(keys);
+				return -ENOMEM;
+			}
+			keys = k;
+		}
+		err = bpf_map_get_next_key(fd, prev, keys + n * ksz);
+		if (err)
+			break;
+		prev = keys + n * ksz;
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, keys + i * ksz);
+	free(keys);
+	return 0;
+}
+
+static void zero_counters(void)
+{
+	int fd = bpf_map__fd(cskel->maps.counters);
+	__u64 *zero = calloc(ncpus, sizeof(__u64));
+
+	for (__u32 i = 0; zero && i < CNT__MAX; i++)
+		bpf_map_update_elem(fd, &i, zero, BPF_ANY);
+	free(zero);
+}
+
+static void sum_stat(const struct wait_stat *v, struct wait_stat *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (int c = 0; c < ncpus; c++) {
+		s->count += v[c].count;
+		s->total_ns += v[c].total_ns;
+		if (v[c].max_ns > s->max_ns)
+			s->max_ns = v[c].max_ns;
+	}
+}
+
+/* stack ids referenced by the emitted entries */
+static __s32 *stack_ids;
+static size_t nstack_ids, cap_stack_ids;
+
+static void want_stack(__s32 id)
+{
+	if (id < 0)
+		return;
+	for (size_t i = 0; i < nstack_ids; i++)
+		if (stack_ids[i] == id)
+			return;
+	if (nstack_ids == cap_stack_ids) {
+		size_t cap = cap_stack_ids ? cap_stack_ids * 2 : 256;
+		__s32 *p = realloc(stack_ids, cap * sizeof(*p));
+		if (!p)
+			return;
+		stack_ids = p;
+		cap_stack_ids = cap;
+	}
+	stack_ids[nstack_ids++] = id;
+}
+
+static unsigned int emit_lock_stats(void)
+{
+	int fd = bpf_map__fd(cskel->maps.lock_stats);
+	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
+	struct lock_key key, *prev = NULL;
+	unsigned int n = 0;
+
+	jw_key(&out, "contention");
+	jw_arr(&out);
+	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		sum_stat(vals, &s);
+		jw_obj(&out);
+		jw_khex(&out, "lock", key.lock);
+		jw_ku64(&out, "flags", key.flags);
+		jw_ki64(&out, "stack", key.stack_id);
+		jw_ku64(&out, "count", s.count);
+		jw_ku64(&out, "total_ns", s.total_ns);
+		jw_ku64(&out, "max_ns", s.max_ns);
+		jw_obj_end(&out);
+		want_stack(key.stack_id);
+		n++;
+	}
+	jw_arr_end(&out);
+	free(vals);
+	return n;
+}
+
+static unsigned int emit_offcpu_stats(void)
+{
+	int fd = bpf_map__fd(cskel->maps.offcpu_stats);
+	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
+	struct offcpu_key key, *prev = NULL;
+	unsigned int n = 0;
+
+	jw_key(&out, "offcpu");
+	jw_arr(&out);
+	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		sum_stat(vals, &s);
+		jw_obj(&out);
+		jw_ki64(&out, "stack", key.stack_id);
+		jw_ku64(&out, "state", key.state);
+		jw_kbool(&out, "in_lock_wait", key.in_lock_wait);
+		jw_ku64(&out, "count", s.count);
+		jw_ku64(&out, "total_ns", s.total_ns);
+		jw_ku64(&out, "max_ns", s.max_ns);
+		jw_obj_end(&out);
+		want_stack(key.stack_id);
+		n++;
+	}
+	jw_arr_end(&out);
+	free(vals);
+	return n;
+}
+
+static unsigned int emit_cpu_samples(void)
+{
+	int fd = bpf_map__fd(cskel->maps.cpu_samples);
+	__u64 *vals = calloc(ncpus, sizeof(__u64));
+	struct sample_key key, *prev = NULL;
+	unsigned int n = 0;
+
+	jw_ku64(&out, "sample_period_ns", sample_period_ns);
+	jw_key(&out, "cpu_samples");
+	jw_arr(&out);
+	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		__u64 sum = 0;
+
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		for (int c = 0; c < ncpus; c++)
+			sum += vals[c];
+		jw_obj(&out);
+		jw_ki64(&out, "stack", key.stack_id);
+		jw_kbool(&out, "in_lock_wait", key.in_lock_wait);
+		jw_ku64(&out, "count", sum);
+		jw_obj_end(&out);
+		want_stack(key.stack_id);
+		n++;
+	}
+	jw_arr_end(&out);
+	free(vals);
+	return n;
+}
+
+static void emit_stacks(void)
+{
+	int fd = bpf_map__fd(cskel->maps.stacks);
+	__u64 ips[MAX_STACK_DEPTH];
+	char id[16];
+
+	jw_key(&out, "stacks");
+	jw_obj(&out);
+	for (size_t i = 0; i < nstack_ids; i++) {
+		if (bpf_map_lookup_elem(fd, &stack_ids[i], ips))
+			continue;
+		snprintf(id, sizeof(id), "%d", stack_ids[i]);
+		jw_key(&out, id);
+		jw_arr(&out);
+		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
+			jw_hex(&out, ips[d]);
+		jw_arr_end(&out);
+	}
+	jw_obj_end(&out);
+	nstack_ids = 0;
+}
+
+static void emit_counters(void)
+{
+	int fd = bpf_map__fd(cskel->maps.counters);
+	__u64 *vals = calloc(ncpus, sizeof(__u64));
+
+	jw_key(&out, "counters");
+	jw_obj(&out);
+	for (__u32 i = 0; vals && i < CNT__MAX; i++) {
+		__u64 sum = 0;
+
+		if (bpf_map_lookup_elem(fd, &i, vals) == 0)
+			for (int c = 0; c < ncpus; c++)
+				sum += vals[c];
+		jw_ku64(&out, counter_names[i], sum);
+	}
+	jw_obj_end(&out);
+	free(vals);
+}
+
+static void emit_programs(void)
+{
+	struct bpf_program *prog;
+
+	/* recursion_misses: runs the kernel skipped because one of our programs
+	 * was already running on that CPU (e.g. a lock contended inside a probe) */
+	jw_key(&out, "programs");
+	jw_arr(&out);
+	bpf_object__for_each_program(prog, cskel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		jw_obj(&out);
+		jw_kstr(&out, "name", bpf_program__name(prog));
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+			jw_ku64(&out, "recursion_misses", info.recursion_misses);
+		jw_obj_end(&out);
+	}
+	jw_arr_end(&out);
+}
+
+static void emit_map_use(const char *name, struct bpf_map *map, unsigned int used)
+{
+	jw_key(&out, name);
+	jw_obj(&out);
+	jw_ku64(&out, "entries", used);
+	jw_ku64(&out, "max_entries", bpf_map__max_entries(map));
+	jw_obj_end(&out);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static void snapshot_objects(void)
+{
+	int err = objects_snapshot(files_iter, tasks_iter);
+
+	if (err)
+		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
+}
+
+static void cmd_track(const char *arg)
+{
+	char *end;
+	long pid = strtol(arg, &end, 10);
+	__u32 tgid;
+	__u8 one = 1;
+	char proc[64];
+	struct stat st;
+
+	if (*arg == '\0' || *end != '\0' || pid <= 0 || pid > 0x3fffffff) {
+		emit_error("track", EINVAL, "track: not a process id: '%s'", arg);
+		return;
+	}
+	snprintf(proc, sizeof(proc), "/proc/%ld", pid);
+	if (stat(proc, &st)) {
+		emit_error("track", errno, "track: no process %ld", pid);
+		return;
+	}
+	tgid = (__u32)pid;
+	if (bpf_map_update_elem(bpf_map__fd(cskel->maps.tracked), &tgid, &one, BPF_ANY)) {
+		emit_error("track", errno, "track: filter map update failed: %s", strerror(errno));
+		return;
+	}
+	jw_event_begin(&out, stdout, "tracked");
+	jw_ku64(&out, "pid", tgid);
+	jw_event_end(&out);
+}
+
+static void cmd_watch(const char *path)
+{
+	int fd;
+
+	if (nwatch >= MAX_WATCH) {
+		emit_error("watch", ENOSPC, "watch: more than %d paths", MAX_WATCH);
+		return;
+	}
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0) {
+		emit_error("watch", errno, "watch: %s: %s", path, strerror(errno));
+		return;
+	}
+	watch_fds[nwatch++] = fd;
+	jw_event_begin(&out, stdout, "watched");
+	jw_kstr(&out, "path", path);
+	jw_event_end(&out);
+}
+
+static void cmd_start(void)
+{
+	cskel->bss->enabled = false;
+	clear_map(cskel->maps.tstate);   /* waits left open before this window */
+	clear_map(cskel->maps.stacked_locks);
+	clear_map(cskel->maps.lock_stats);
+	clear_map(cskel->maps.offcpu_stats);
+	clear_map(cskel->maps.cpu_samples);
+	clear_map(cskel->maps.stacks);
+	zero_counters();
+	objects_reset();
+	snapshot_objects();
+	t_start = now_ns();
+	cskel->bss->enabled = true;
+	enabled = true;
+	jw_event_begin(&out, stdout, "started");
+	jw_ku64(&out, "t_ns", t_start);
+	jw_event_end(&out);
+}
+
+static void cmd_stop(void)
+{
+	unsigned int nlock, noff, nsamp;
+
+	if (!enabled) {
+		emit_error("stop", EINVAL, "stop: not started");
+		return;
+	}
+	cskel->bss->enabled = false;
+	t_stop = now_ns();
+	enabled = false;
+	snapshot_objects();
+
+	jw_event_begin(&out, stdout, "data");
+	jw_ku64(&out, "t_start_ns", t_start);
+	jw_ku64(&out, "t_stop_ns", t_stop);
+	jw_ku64(&out, "window_ns", t_stop - t_start);
+	jw_ku64(&out, "ncpus", ncpus);
+	nlock = emit_lock_stats();
+	noff = emit_offcpu_stats();
+	nsamp = emit_cpu_samples();
+	emit_stacks();
+	objects_json(&out);
+	emit_counters();
+	emit_programs();
+	jw_key(&out, "maps");
+	jw_obj(&out);
+	emit_map_use("lock_stats", cskel->maps.lock_stats, nlock);
+	emit_map_use("offcpu_stats", cskel->maps.offcpu_stats, noff);
+	emit_map_use("cpu_samples", cskel->maps.cpu_samples, nsamp);
+	jw_obj_end(&out);
+	jw_event_end(&out);
+}
+
+/* returns false to quit */
+static bool handle_line(char *line)
+{
+	size_t len = strlen(line);
+
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		line[--len] = '\0';
+	if (strncmp(line, "track ", 6) == 0)
+		cmd_track(line + 6);
+	else if (strncmp(line, "watch ", 6) == 0)
+		cmd_watch(line + 6);
+	else if (strcmp(line, "start") == 0)
+		cmd_start();
+	else if (strcmp(line, "stop") == 0)
+		cmd_stop();
+	else if (strcmp(line, "quit") == 0)
+		return false;
+	else if (len)
+		emit_error("command", EINVAL, "unknown command: '%s'", line);
+	return true;
+}
+
+/* ---- set-up and main loop ------------------------------------------------ */
+
+/* cpu-clock sampling on every CPU, at a fixed period */
+static int attach_sampling(long hz)
+{
+	if (!hz)
+		return 0;
+	sample_period_ns = 1000000000ULL / (uint64_t)hz;
+	sample_links = calloc(ncpus, sizeof(*sample_links));
+	if (!sample_links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < ncpus; cpu++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.size = sizeof(attr),
+			.sample_period = sample_period_ns,
+		};
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == ENODEV)
+				continue;       /* possible but offline CPU */
+			return -errno;
+		}
+		sample_links[cpu] = bpf_program__attach_perf_event(cskel->progs.lksc_cpu_sample, fd);
+		if (!sample_links[cpu]) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* the tracepoints we attach to, checked by name for a clear message */
+static int preflight(void)
+{
+	static const char *const need[][2] = {
+		{ "btf_trace_contention_begin", "lock:contention_begin" },
+		{ "btf_trace_contention_end", "lock:contention_end" },
+		{ "btf_trace_sched_switch", "sched:sched_switch" },
+	};
+	struct btf *btf = btf__load_vmlinux_btf();
+	int err = 0;
+
+	if (!btf) {
+		err = -errno;
+		emit_error("preflight", err, "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): %s",
+			   strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+		if (btf__find_by_name_kind(btf, need[i][0], BTF_KIND_TYPEDEF) < 0) {
+			emit_error("preflight", ENOENT, "this kernel has no %s tracepoint", need[i][1]);
+			err = -ENOENT;
+			break;
+		}
+	}
+	btf__free(btf);
+	return err;
+}
+
+static int load(bool system_wide, long stack_rate, long sample_hz)
+{
+	int err;
+
+	cskel = contention_bpf__open();
+	if (!cskel)
+		return -errno;
+	cskel->rodata->system_wide = system_wide;
+	/* per second per CPU -> per 10 ms window; 0 walks every stack */
+	cskel->rodata->stack_budget = stack_rate ? (stack_rate + 99) / 100 : 0;
+	err = contention_bpf__load(cskel);
+	if (err)
+		return err;
+	err = contention_bpf__attach(cskel);
+	if (err)
+		return err;
+	err = attach_sampling(sample_hz);
+	if (err)
+		return err;
+
+	oskel = objects_bpf__open();
+	if (!oskel)
+		return -errno;
+	oskel->rodata->self_tgid = (__u32)getpid();
+	oskel->rodata->system_wide = system_wide;
+	err = bpf_map__reuse_fd(oskel->maps.tracked, bpf_map__fd(cskel->maps.tracked));
+	if (err)
+		return err;
+	err = objects_bpf__load(oskel);
+	if (err)
+		return err;
+	files_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_files, NULL);
+	if (!files_iter)
+		return -errno;
+	tasks_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_tasks, NULL);
+	if (!tasks_iter)
+		return -errno;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
+		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
+		"                  a few (default 2000; 0: a stack for every wait)\n"
+		"  --sample-hz N   on-CPU samples per second per CPU (default 997; 0: none)\n"
+		"Commands on stdin: track PID | watch PATH | start | stop | quit.\n"
+		"Events on stdout, one JSON object per line.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "system-wide", no_argument, NULL, 's' },
+		{ "interval-ms", required_argument, NULL, 'i' },
+		{ "stack-rate", required_argument, NULL, 'r' },
+		{ "sample-hz", required_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool system_wide = false;
+	long interval_ms = 1000, stack_rate = 2000, sample_hz = 997;
+	char buf[8192];
+	size_t have = 0;
+	sigset_t mask;
+	int sfd, err, opt, rc = 0;
+	const char *reason = "quit";
+
+	while ((opt = getopt_long(argc, argv, "si:r:f:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's': system_wide = true; break;
+		case 'i': interval_ms = strtol(optarg, NULL, 10); break;
+		case 'r': stack_rate = strtol(optarg, NULL, 10); break;
+		case 'f': sample_hz = strtol(optarg, NULL, 10); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (interval_ms <= 0 || stack_rate < 0 || sample_hz < 0 || sample_hz > 100000) {
+		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate >= 0, "
+			"--sample-hz between 0 and 100000\n");
+		return 2;
+	}
+
+	/* nothing outlives the orchestrator */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	signal(SIGPIPE, SIG_IGN);
+
+	libbpf_set_print(libbpf_print);
+	ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0 || objects_init()) {
+		emit_error("init", ENOMEM, "cannot size per-CPU buffers");
+		return 1;
+	}
+	if (preflight()) {
+		rc = 1;
+		goto out;
+	}
+	err = load(system_wide, stack_rate, sample_hz);
+	if (err) {
+		emit_error("load", err, "loading the BPF probes failed: %s", strerror(-err));
+		rc = 1;
+		goto out;
+	}
+
+	jw_event_begin(&out, stdout, "ready");
+	jw_ku64(&out, "pid", (uint64_t)getpid());
+	jw_kbool(&out, "system_wide", system_wide);
+	jw_ku64(&out, "ncpus", ncpus);
+	jw_ku64(&out, "stack_depth", MAX_STACK_DEPTH);
+	jw_ku64(&out, "stack_rate", (uint64_t)stack_rate);
+	jw_ku64(&out, "sample_period_ns", sample_period_ns);
+	jw_event_end(&out);
+
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = STDIN_FILENO, .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+		};
+		int n = poll(pfd, 2, enabled ? (int)interval_ms : -1);
+
+		if (n < 0 && errno != EINTR) {
+			reason = "poll failed";
+			rc = 1;
+			break;
+		}
+		if (n == 0) {
+			/* objects come and go during a run: collect them periodically */
+			snapshot_objects();
+			continue;
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) > 0)
+				reason = strsignal((int)si.ssi_signo);
+			break;
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP)) {
+			ssize_t r = read(STDIN_FILENO, buf + have, sizeof(buf) - 1 - have);
+			char *line, *nl;
+			bool go_on = true;
+
+			if (r <= 0) {
+				reason = "end of input";
+				break;
+			}
+			have += (size_t)r;
+			buf[have] = '\0';
+			line = buf;
+			while (go_on && (nl = strchr(line, '\n'))) {
+				*nl = '\0';
+				go_on = handle_line(line);
+				line = nl + 1;
+			}
+			if (!go_on)
+				break;
+			have -= (size_t)(line - buf);
+			memmove(buf, line, have);
+			if (have == sizeof(buf) - 1) {
+				emit_error("command", E2BIG, "command line too long");
+				have = 0;
+			}
+		}
+	}
+
+out:
+	for (int cpu = 0; sample_links && cpu < ncpus; cpu++)
+		bpf_link__destroy(sample_links[cpu]);
+	bpf_link__destroy(files_iter);
+	bpf_link__destroy(tasks_iter);
+	objects_bpf__destroy(oskel);
+	contention_bpf__destroy(cskel);
+	for (int i = 0; i < nwatch; i++)
+		close(watch_fds[i]);
+	if (!rc) {
+		jw_event_begin(&out, stdout, "exit");
+		jw_kstr(&out, "reason", reason);
+		jw_event_end(&out);
+	}
+	return rc;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* Types shared by the BPF programs and the loader. Keep this file free of
+ * kernel or libc headers: both sides include it after their own. */
+#ifndef LOCKSCOPE_PROBE_H
+#define LOCKSCOPE_PROBE_H
+
+/* flags of lock:contention_begin (include/trace/events/lock.h) */
+#define LCB_F_SPIN   (1U << 0)
+#define LCB_F_READ   (1U << 1)
+#define LCB_F_WRITE  (1U << 2)
+#define LCB_F_RT     (1U << 3)
+#define LCB_F_PERCPU (1U << 4)
+#define LCB_F_MUTEX  (1U << 5)
+/* ours: a sleeping lock began again while its wait was open (a mutex that
+ * stopped spinning and went to sleep) */
+#define LS_F_SLEPT   (1U << 16)
+
+#define MAX_STACK_DEPTH 64
+#define MAX_SPIN_NEST   4
+#define STACK_NOT_SAMPLED (-2)   /* lock_key.stack_id of waits counted without a stack */
+
+/* lock waits, aggregated in kernel */
+struct lock_key {
+	__u64 lock;
+	__u32 flags;
+	__s32 stack_id;     /* kernel stack at contention_begin; <0: not taken */
+};
+
+struct wait_stat {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+};
+
+/* off-CPU time of the tracked tasks */
+struct offcpu_key {
+	__s32 stack_id;     /* kernel stack at switch-out */
+	__u32 state;        /* prev->__state at switch-out (0: preempted) */
+	__u32 in_lock_wait; /* the task was inside a sleeping-lock wait */
+	__u32 pad;
+};
+
+/* on-CPU samples of the tracked tasks */
+struct sample_key {
+	__s32 stack_id;
+	__u32 in_lock_wait;
+};
+
+/* counters of events, drops and map-full conditions (per CPU array index) */
+enum counter {
+	CNT_CONTENTIONS,      /* waits aggregated */
+	CNT_UNMATCHED_END,    /* contention_end without a recorded begin */
+	CNT_AGG_FULL,         /* a wait lost: aggregation map full */
+	CNT_STACK_LOST,       /* stack not stored (collision or map full); wait kept, stack -1 */
+	CNT_STACK_SKIPPED,    /* wait counted without a stack (stack sampling budget) */
+	CNT_TASK_FULL,        /* per-task state map full: wait or off-CPU span lost */
+	CNT_SPIN_OVERFLOW,    /* per-CPU spin nesting deeper than MAX_SPIN_NEST: wait lost */
+	CNT_STALE_WAIT,       /* sleeping-lock wait left open (its end was missed), discarded */
+	CNT_STALE_SPIN,       /* spin wait whose end was missed (found at a later begin or switch), discarded */
+	CNT_OFFCPU,           /* off-CPU spans aggregated */
+	CNT_OFFCPU_FULL,      /* off-CPU span lost: map full */
+	CNT_FORKS_TRACKED,    /* processes added to the filter by fork-following */
+	CNT_SAMPLES,          /* CPU samples of tracked tasks */
+	CNT_SAMPLES_FULL,     /* CPU sample lost: map full */
+	CNT__MAX,
+};
+
+/* records written by the object iterators (objects.bpf.c) */
+enum obj_type {
+	OBJ_FILE = 1,
+	OBJ_TASK = 2,
+};
+
+struct obj_file {
+	__u32 type;           /* OBJ_FILE */
+	__u32 tgid;
+	__u32 fd;
+	__u32 i_mode;
+	__u64 ino;
+	__u32 dev;            /* sb->s_dev */
+	__u32 pad;
+	char fstype[16];
+	__u64 inode;
+	__u64 sb;
+	__u64 i_rwsem;
+	__u64 i_lock;
+	__u64 i_mmap_rwsem;
+	__u64 invalidate_lock;
+	__u64 d_lock;         /* dentry->d_lockref.lock */
+	__u64 parent_d_lock;
+	__u64 parent_inode;
+	__u64 parent_i_rwsem;
+	__u64 parent_ino;
+	__u64 s_vfs_rename_mutex;
+	__u64 s_inode_list_lock;
+	__u64 s_umount;
+};
+
+struct obj_task {
+	__u32 type;           /* OBJ_TASK */
+	__u32 tgid;
+	__u32 pid;
+	__u32 pad;
+	char comm[16];
+	__u64 mm;
+	__u64 mmap_lock;
+	__u64 page_table_lock;
+	__u64 file_lock;      /* files->file_lock */
+	__u64 fs_lock;        /* fs->lock */
+	__u64 siglock;        /* sighand->siglock */
+};
+
+#endif

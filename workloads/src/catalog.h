@@ -1,0 +1,53 @@
+/* Table of workloads and their metadata. */
+#ifndef LS_CATALOG_H
+#define LS_CATALOG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "shm.h"
+#include "util.h"
+
+enum ls_model { LS_MODEL_PROCESS, LS_MODEL_THREAD };
+
+/* Error raised by the driver's shared set-up. */
+struct ls_err {
+    char op[32];
+    char path[PATH_MAX];
+    int err;
+};
+
+/* What the driver knows about a run (shared set-up, watch paths). */
+struct ls_run {
+    const char *dir; /* absolute, or NULL when the workload needs none */
+    int nworkers;
+    double warmup_s, duration_s;
+    struct ls_shm *shm;
+};
+
+struct workload {
+    const char *name;
+    const char *operation;
+    const char *sharing;
+    const char *component;
+    enum ls_model model;
+    bool needs_dir;
+    bool reports_precreated; /* per_worker result carries "precreated" */
+    /* Driver, before forking: create shared objects. 0 or -1 + *err. */
+    int (*shared_setup)(const struct ls_run *run, struct ls_err *err);
+    /* Worker, after pinning, before the barrier. Errors via ls_fail(). */
+    void (*worker_setup)(struct ls_ctx *c);
+    /* Worker hot loop: returns once the stop flag is seen. */
+    void (*worker_run)(struct ls_ctx *c);
+    /* Absolute paths of the key objects, for the "ready" event. */
+    void (*watch_paths)(const struct ls_run *run, struct ls_strlist *out);
+};
+
+extern const struct workload ls_catalog[];
+extern const size_t ls_catalog_len;
+
+/* Case-insensitive lookup; NULL if unknown. */
+const struct workload *ls_catalog_find(const char *name);
+
+#endif
