@@ -107,6 +107,10 @@ def verified_table(raw: dict) -> dict[int, Verified]:
         put(f.get("s_vfs_rename_mutex"), "sb->s_vfs_rename_mutex", sb)
         put(f.get("s_inode_list_lock"), "sb->s_inode_list_lock", sb)
         put(f.get("s_umount"), "sb->s_umount", sb)
+        if fstype == "tmpfs":
+            put(f.get("shmem_stat_lock"), "sbinfo->stat_lock", sb)
+            put(f.get("shmem_shrinklist_lock"), "sbinfo->shrinklist_lock", sb)
+    _add_wait_locks(table, raw.get("layout", {}))
     for t in objects.get("tasks", []):
         # named by command, not pid, so that the name is the same in every run
         # of a sweep; the pid is in the object, and processes that share a
@@ -119,6 +123,23 @@ def verified_table(raw: dict) -> dict[int, Verified]:
             if a and a not in table:
                 table[a] = Verified(cls, f"{cls} of {comm}", proc)
     return table
+
+
+# lock classes that are a struct rw_semaphore or a struct mutex: their
+# internal wait_lock (a raw spinlock) is named after them
+_SLEEPING_LOCK_TYPE = {
+    "inode->i_rwsem": "rw_semaphore", "mapping->i_mmap_rwsem": "rw_semaphore",
+    "mapping->invalidate_lock": "rw_semaphore", "sb->s_umount": "rw_semaphore",
+    "mm->mmap_lock": "rw_semaphore", "sb->s_vfs_rename_mutex": "mutex",
+}
+
+
+def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
+    for addr, v in list(table.items()):
+        off = layout.get(f"{_SLEEPING_LOCK_TYPE.get(v.lock_class, '')}.wait_lock")
+        if off is not None and addr + off not in table:
+            cls = f"{v.lock_class}.wait_lock"
+            table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object)
 
 
 class _Acc:
@@ -245,7 +266,7 @@ def add_sampled_spin(locks: list[Lock], raw: dict, workers: int, window_ns: int,
     calling context; without one, for the lock the rules name."""
     kb = kb or default_knowledge()
     period = raw.get("sample_period_ns") or 0
-    stacks = raw.get("stacks", {})
+    stacks = raw.get("sample_stacks", {})
     if not period:
         return locks
     by_name = {lk.name: lk for lk in locks}

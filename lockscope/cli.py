@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -181,9 +182,18 @@ def _cpus(text: str | None) -> list[int] | None:
     return cpus
 
 
+def _check_command(command: list[str]) -> None:
+    exe = command[0]
+    found = shutil.which(exe) if "/" not in exe else (exe if os.access(exe, os.X_OK) and
+                                                     not os.path.isdir(exe) else None)
+    if not found:
+        raise UsageError(f"command not found or not executable: {exe}",
+                         "give the program's path, or a program on PATH, after --")
+
+
 def _command_name(args, command: list[str]) -> str:
     name = args.name or Path(command[0]).name
-    return "".join(c if c.isalnum() or c in "._" else "_" for c in name)[:40] or "command"
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:40] or "command"
 
 
 def cmd_run(args, command: list[str] | None) -> int:
@@ -204,6 +214,7 @@ def cmd_run(args, command: list[str] | None) -> int:
     check_duration(duration, args.warmup, required=not command)
     cpus = _cpus(args.cpus)
     if command:
+        _check_command(command)
         name = _command_name(args, command)
         fs = args.fs or NO_FS
         if fs != NO_FS:
@@ -276,6 +287,7 @@ def cmd_sweep(args, command: list[str] | None) -> int:
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
     if command:
+        _check_command(command)
         names = [_command_name(args, command)]
         fss = [f for f in (args.fs or "none").split(",") if f]
     else:

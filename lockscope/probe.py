@@ -73,6 +73,12 @@ class ProbeSession(JsonLinesProcess):
         self.send(f"track {pid}")
         self.expect("tracked", timeout=10)
 
+    def untrack(self, pid: int) -> None:
+        """Stop counting a process (its children stay tracked): the driver
+        sleeps through the window while its workers run."""
+        self.send(f"untrack {pid}")
+        self.expect("untracked", timeout=10)
+
     def watch(self, path: str) -> bool:
         """Hold a path so its locks can be named; a path that vanished is not
         an error (returns False)."""

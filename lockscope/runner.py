@@ -82,14 +82,16 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
     contention = sorted(data.get("contention", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
     offcpu = sorted(data.get("offcpu", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
     samples = sorted(data.get("cpu_samples", []), key=lambda e: -e["count"])[:MAX_RAW_ENTRIES]
-    used = {str(e["stack"]) for e in contention + offcpu + samples}
+    used = {str(e["stack"]) for e in contention + offcpu}
     stacks = {k: sym.stack(v) for k, v in data.get("stacks", {}).items() if k in used}
+    sample_stacks = {k: sym.stack(v) for k, v in data.get("sample_stacks", {}).items()}
     objects = data.get("objects", {})
     table = _mount_table()
     devs = {int(f.get("dev", 0)) for f in objects.get("files", [])}
     mounts = {str(d): table[d] for d in devs if d in table}
     return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,
-            "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks, "objects": objects,
+            "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks,
+            "sample_stacks": sample_stacks, "objects": objects, "layout": data.get("layout", {}),
             "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None}
 
 
@@ -147,6 +149,8 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         wl.start(probe.track if probe else None)
         ready = wl.wait_ready()
         if probe:
+            if ready.get("pid") not in ready.get("worker_pids", []):
+                probe.untrack(ready["pid"])   # only the workers are measured
             for path in ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
                 probe.watch(path)
         progress(f"warming up {spec.warmup:g} s")

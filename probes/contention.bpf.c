@@ -29,6 +29,8 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+#define EFAULT 14
+
 const volatile bool system_wide = false;
 /* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all */
 const volatile __u32 stack_budget = 20;
@@ -134,6 +136,15 @@ struct {
 	__type(value, __u32);
 } stacked_locks SEC(".maps");
 
+/* CPU samples' stacks are nearly all distinct: their own map, so that they
+ * never push lock-wait stacks out of theirs */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
+} sample_stacks SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CNT__MAX);
@@ -197,13 +208,18 @@ static __always_inline void add_wait(void *map, void *key, __u64 delta, __u32 fu
 		s->max_ns = delta;
 }
 
-static __always_inline __s32 kernel_stack(void *ctx)
+static __always_inline __s32 stack_in(void *ctx, void *map)
 {
-	long id = bpf_get_stackid(ctx, &stacks, 0);
+	long id = bpf_get_stackid(ctx, map, 0);
 
 	if (id < 0)
 		count(CNT_STACK_LOST);
 	return id;
+}
+
+static __always_inline __s32 kernel_stack(void *ctx)
+{
+	return stack_in(ctx, &stacks);
 }
 
 /*
@@ -436,7 +452,14 @@ int lksc_cpu_sample(struct bpf_perf_event_data *ctx)
 
 	if (!enabled || !pid || !tgid_tracked(id >> 32))
 		return 0;
-	key.stack_id = kernel_stack(ctx);
+	/* no kernel stack: the sample hit user space (-EFAULT) */
+	long sid = bpf_get_stackid(ctx, &sample_stacks, 0);
+
+	if (sid == -EFAULT)
+		sid = STACK_USER;
+	else if (sid < 0)
+		count(CNT_STACK_LOST);
+	key.stack_id = sid;
 	struct task_state *ts = bpf_map_lookup_elem(&tstate, &pid);
 	key.in_lock_wait = ts && ts->lock;
 	n = bpf_map_lookup_elem(&cpu_samples, &key);

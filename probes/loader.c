@@ -4,6 +4,7 @@
  * commands on stdin and answers with one JSON object per line on stdout.
  *
  *   track PID      add a process (and, by fork-following, its children)
+ *   untrack PID    remove a process (children already forked stay tracked)
  *   watch PATH     hold an O_PATH descriptor so the path's locks can be named
  *   start          clear the aggregates and start counting
  *   stop           stop counting; emit the "data" event
@@ -154,26 +155,34 @@ static void sum_stat(const struct wait_stat *v, struct wait_stat *s)
 	}
 }
 
-/* stack ids referenced by the emitted entries */
-static __s32 *stack_ids;
-static size_t nstack_ids, cap_stack_ids;
+/* stack ids referenced by the emitted entries, per stack map */
+struct id_set {
+	__s32 *ids;
+	size_t n, cap;
+};
+static struct id_set wait_stack_ids, sample_stack_ids;
 
-static void want_stack(__s32 id)
+static void want_stack_in(struct id_set *set, __s32 id)
 {
 	if (id < 0)
 		return;
-	for (size_t i = 0; i < nstack_ids; i++)
-		if (stack_ids[i] == id)
+	for (size_t i = 0; i < set->n; i++)
+		if (set->ids[i] == id)
 			return;
-	if (nstack_ids == cap_stack_ids) {
-		size_t cap = cap_stack_ids ? cap_stack_ids * 2 : 256;
-		__s32 *p = realloc(stack_ids, cap * sizeof(*p));
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		__s32 *p = realloc(set->ids, cap * sizeof(*p));
 		if (!p)
 			return;
-		stack_ids = p;
-		cap_stack_ids = cap;
+		set->ids = p;
+		set->cap = cap;
 	}
-	stack_ids[nstack_ids++] = id;
+	set->ids[set->n++] = id;
+}
+
+static void want_stack(__s32 id)
+{
+	want_stack_in(&wait_stack_ids, id);
 }
 
 static unsigned int emit_lock_stats(void)
@@ -259,7 +268,7 @@ static unsigned int emit_cpu_samples(void)
 		jw_kbool(&out, "in_lock_wait", key.in_lock_wait);
 		jw_ku64(&out, "count", sum);
 		jw_obj_end(&out);
-		want_stack(key.stack_id);
+		want_stack_in(&sample_stack_ids, key.stack_id);
 		n++;
 	}
 	jw_arr_end(&out);
@@ -267,18 +276,19 @@ static unsigned int emit_cpu_samples(void)
 	return n;
 }
 
-static void emit_stacks(void)
+static void emit_stacks(const char *name, struct bpf_map *map, struct id_set *set)
 {
-	int fd = bpf_map__fd(cskel->maps.stacks);
+	int fd = bpf_map__fd(map);
 	__u64 ips[MAX_STACK_DEPTH];
 	char id[16];
 
-	jw_key(&out, "stacks");
+	jw_key(&out, name);
 	jw_obj(&out);
-	for (size_t i = 0; i < nstack_ids; i++) {
-		if (bpf_map_lookup_elem(fd, &stack_ids[i], ips))
+	for (size_t i = 0; i < set->n; i++) {
+		memset(ips, 0, sizeof(ips));
+		if (bpf_map_lookup_elem(fd, &set->ids[i], ips))
 			continue;
-		snprintf(id, sizeof(id), "%d", stack_ids[i]);
+		snprintf(id, sizeof(id), "%d", set->ids[i]);
 		jw_key(&out, id);
 		jw_arr(&out);
 		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
@@ -286,7 +296,7 @@ static void emit_stacks(void)
 		jw_arr_end(&out);
 	}
 	jw_obj_end(&out);
-	nstack_ids = 0;
+	set->n = 0;
 }
 
 static void emit_counters(void)
@@ -338,6 +348,45 @@ static void emit_map_use(const char *name, struct bpf_map *map, unsigned int use
 	jw_obj_end(&out);
 }
 
+/* offsets of lock fields inside lock types (from the kernel's BTF), so that
+ * the wait_lock of a named rwsem or mutex can be named too */
+static const char *const layout_fields[][2] = {
+	{ "rw_semaphore", "wait_lock" },
+	{ "mutex", "wait_lock" },
+};
+static long layout_offsets[sizeof(layout_fields) / sizeof(layout_fields[0])];
+
+static long member_offset(const struct btf *btf, const char *type, const char *member)
+{
+	int id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+	const struct btf_type *t;
+	const struct btf_member *m;
+
+	if (id < 0)
+		return -1;
+	t = btf__type_by_id(btf, id);
+	m = btf_members(t);
+	for (int i = 0; i < btf_vlen(t); i++, m++)
+		if (strcmp(btf__name_by_offset(btf, m->name_off), member) == 0)
+			return (long)(btf_member_bit_offset(t, i) / 8);
+	return -1;
+}
+
+static void emit_layout(void)
+{
+	char key[64];
+
+	jw_key(&out, "layout");
+	jw_obj(&out);
+	for (size_t i = 0; i < sizeof(layout_fields) / sizeof(layout_fields[0]); i++) {
+		if (layout_offsets[i] < 0)
+			continue;
+		snprintf(key, sizeof(key), "%s.%s", layout_fields[i][0], layout_fields[i][1]);
+		jw_ki64(&out, key, layout_offsets[i]);
+	}
+	jw_obj_end(&out);
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 static void snapshot_objects(void)
@@ -376,6 +425,23 @@ static void cmd_track(const char *arg)
 	jw_event_end(&out);
 }
 
+static void cmd_untrack(const char *arg)
+{
+	char *end;
+	long pid = strtol(arg, &end, 10);
+	__u32 tgid = (__u32)pid;
+
+	if (*arg == '\0' || *end != '\0' || pid <= 0 || pid > 0x3fffffff) {
+		emit_error("untrack", EINVAL, "untrack: not a process id: '%s'", arg);
+		return;
+	}
+	/* children forked before this keep being tracked */
+	bpf_map_delete_elem(bpf_map__fd(cskel->maps.tracked), &tgid);
+	jw_event_begin(&out, stdout, "untracked");
+	jw_ku64(&out, "pid", tgid);
+	jw_event_end(&out);
+}
+
 static void cmd_watch(const char *path)
 {
 	int fd;
@@ -404,6 +470,7 @@ static void cmd_start(void)
 	clear_map(cskel->maps.offcpu_stats);
 	clear_map(cskel->maps.cpu_samples);
 	clear_map(cskel->maps.stacks);
+	clear_map(cskel->maps.sample_stacks);
 	zero_counters();
 	objects_reset();
 	snapshot_objects();
@@ -436,8 +503,10 @@ static void cmd_stop(void)
 	nlock = emit_lock_stats();
 	noff = emit_offcpu_stats();
 	nsamp = emit_cpu_samples();
-	emit_stacks();
+	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
+	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
+	emit_layout();
 	emit_counters();
 	emit_programs();
 	jw_key(&out, "maps");
@@ -458,6 +527,8 @@ static bool handle_line(char *line)
 		line[--len] = '\0';
 	if (strncmp(line, "track ", 6) == 0)
 		cmd_track(line + 6);
+	else if (strncmp(line, "untrack ", 8) == 0)
+		cmd_untrack(line + 8);
 	else if (strncmp(line, "watch ", 6) == 0)
 		cmd_watch(line + 6);
 	else if (strcmp(line, "start") == 0)
@@ -531,6 +602,8 @@ static int preflight(void)
 			break;
 		}
 	}
+	for (size_t i = 0; i < sizeof(layout_fields) / sizeof(layout_fields[0]); i++)
+		layout_offsets[i] = member_offset(btf, layout_fields[i][0], layout_fields[i][1]);
 	btf__free(btf);
 	return err;
 }
@@ -582,7 +655,7 @@ static void usage(FILE *f)
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 2000; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 997; 0: none)\n"
-		"Commands on stdin: track PID | watch PATH | start | stop | quit.\n"
+		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
 		"Events on stdout, one JSON object per line.\n");
 }
 

@@ -60,6 +60,7 @@ int lksc_iter_files(struct bpf_iter__task_file *ctx)
 	struct address_space *mapping;
 	struct dentry *d, *parent;
 	const char *fsname;
+	void *fs_info;
 
 	if (!task || !file)
 		return 0;
@@ -92,6 +93,13 @@ int lksc_iter_files(struct bpf_iter__task_file *ctx)
 		fsname = BPF_CORE_READ(sb, s_type, name);
 		if (fsname)
 			bpf_probe_read_kernel_str(r.fstype, sizeof(r.fstype), fsname);
+		fs_info = BPF_CORE_READ(sb, s_fs_info);
+		if (fs_info && bpf_core_type_exists(struct shmem_sb_info)) {
+			struct shmem_sb_info *sbinfo = fs_info;
+
+			r.shmem_stat_lock = ADDR(sbinfo, stat_lock);
+			r.shmem_shrinklist_lock = ADDR(sbinfo, shrinklist_lock);
+		}
 	}
 	d = BPF_CORE_READ(file, f_path.dentry);
 	if (d) {

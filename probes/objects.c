@@ -169,6 +169,8 @@ void objects_json(struct jw *w)
 		jw_khex(w, "s_vfs_rename_mutex", r->s_vfs_rename_mutex);
 		jw_khex(w, "s_inode_list_lock", r->s_inode_list_lock);
 		jw_khex(w, "s_umount", r->s_umount);
+		jw_khex(w, "shmem_stat_lock", r->shmem_stat_lock);
+		jw_khex(w, "shmem_shrinklist_lock", r->shmem_shrinklist_lock);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -18,6 +18,7 @@
 #define MAX_STACK_DEPTH 64
 #define MAX_SPIN_NEST   4
 #define STACK_NOT_SAMPLED (-2)   /* lock_key.stack_id of waits counted without a stack */
+#define STACK_USER        (-3)   /* sample_key.stack_id of CPU samples taken in user space */
 
 /* lock waits, aggregated in kernel */
 struct lock_key {
@@ -94,6 +95,10 @@ struct obj_file {
 	__u64 s_vfs_rename_mutex;
 	__u64 s_inode_list_lock;
 	__u64 s_umount;
+	/* file-system private locks through sb->s_fs_info, computed without a
+	 * read; meaningful only for the file system named in fstype */
+	__u64 shmem_stat_lock;      /* tmpfs: shmem_sb_info->stat_lock */
+	__u64 shmem_shrinklist_lock;/* tmpfs: shmem_sb_info->shrinklist_lock */
 };
 
 struct obj_task {

@@ -1,0 +1,80 @@
+"""Shared helpers: the recorded run records, the lockscope command, and the
+gate for end-to-end tests (root, BTF and loadable probes, or a skip saying
+exactly what is missing)."""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+sys.path.insert(0, str(REPO))
+
+from lockscope import record  # noqa: E402
+
+
+def load(name: str) -> record.RunRecord:
+    """A recorded real run: 'mwrm_mmap_tmpfs/MWRM-tmpfs-w2'."""
+    sweep, point = name.split("/")
+    return record.load(DATA / sweep / "runs" / f"{point}.json")
+
+
+def lockscope(*args: str, timeout: float = 300, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run `python -m lockscope ARGS` from this source tree."""
+    return subprocess.run([sys.executable, "-m", "lockscope", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, **kw)
+
+
+@functools.lru_cache(maxsize=1)
+def e2e_missing() -> str | None:
+    """Why end-to-end tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "end-to-end tests need root (they load BPF programs and mount file systems)"
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        return "end-to-end tests need kernel BTF: /sys/kernel/btf/vmlinux is missing"
+    from lockscope import paths
+    from lockscope.errors import LockscopeError
+    try:
+        paths.probe_binary()
+        paths.workload_binary()
+    except LockscopeError as e:
+        return f"end-to-end tests need the C parts built: {e.message} (run `make build`)"
+    from lockscope.probe import ProbeSession
+    try:
+        with ProbeSession():
+            pass
+    except LockscopeError as e:
+        return f"end-to-end tests need loadable BPF probes: {e}"
+    return None
+
+
+@pytest.fixture
+def e2e():
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A private scratch root; asserts that nothing is left mounted under it."""
+    root = tmp_path / "scratch"
+    yield root
+    from lockscope import scratch as sc
+    left = sc.leftovers(root)
+    sc.clean_leftovers(root)
+    assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
+
+
+def bpftool_progs() -> list[str]:
+    import json
+    if not shutil.which("bpftool"):
+        return []
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+    return [p.get("name", "") for p in json.loads(out or "[]")]
