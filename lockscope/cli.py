@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from lockscope import __version__, record, scratch
+from lockscope.probe import DEFAULT_SAMPLE_HZ
 from lockscope.errors import (EXIT_INTERRUPTED, EXIT_USAGE, EnvironmentProblem, Interrupted, LockscopeError,
                               UsageError)
 
@@ -67,6 +68,11 @@ def check_workers(counts: list[int], force: bool) -> None:
                 "use fewer workers, or pass --force to run it anyway")
 
 
+def check_sample_hz(hz: int) -> None:
+    if not 0 <= hz <= 10000:
+        raise UsageError(f"--sample-hz {hz}: must be between 0 and 10000")
+
+
 def check_duration(duration: float | None, warmup: float, required: bool = True) -> None:
     if duration is None:
         if required:
@@ -107,6 +113,9 @@ def _common_run_args(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--name", default=None, help="name of a profiled command in the results (default: its program)")
     p.add_argument("--throughput-regex", default=None,
                    help="for a command: regular expression whose first group, in its output, is its throughput")
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
+                        f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
     p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")
 
 
@@ -212,6 +221,7 @@ def cmd_run(args, command: list[str] | None) -> int:
     check_workers([workers], args.force)
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
+    check_sample_hz(args.sample_hz)
     cpus = _cpus(args.cpus)
     if command:
         _check_command(command)
@@ -221,7 +231,7 @@ def cmd_run(args, command: list[str] | None) -> int:
             scratch.check_setup(fs)
         spec = PointSpec(workload=name, fs=fs, workers=workers, duration=duration, warmup=0.0, command=command,
                          throughput_regex=args.throughput_regex, probe=not args.no_probe,
-                         scratch_root=args.scratch, cpus=cpus)
+                         scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz)
     else:
         info = workloads.check_workload(args.workload)
         fs = args.fs or "tmpfs"
@@ -232,7 +242,7 @@ def cmd_run(args, command: list[str] | None) -> int:
         else:
             fs = NO_FS
         spec = PointSpec(workload=args.workload, fs=fs, workers=workers, duration=duration, warmup=args.warmup,
-                         probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus)
+                         probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz)
     _require_run_environment(spec.probe)
     out = args.out or _default_out(spec.id)
     rec = run_point(spec)
@@ -286,6 +296,7 @@ def cmd_sweep(args, command: list[str] | None) -> int:
     check_workers(workers, args.force)
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
+    check_sample_hz(args.sample_hz)
     if command:
         _check_command(command)
         names = [_command_name(args, command)]
@@ -301,7 +312,7 @@ def cmd_sweep(args, command: list[str] | None) -> int:
     spec = SweepSpec(workloads=names, fs=fss, workers=workers, duration=duration,
                      warmup=0.0 if command else args.warmup, command=command,
                      throughput_regex=args.throughput_regex, probe=not args.no_probe,
-                     scratch_root=str(args.scratch), cpus=_cpus(args.cpus))
+                     scratch_root=str(args.scratch), cpus=_cpus(args.cpus), sample_hz=args.sample_hz)
     _require_run_environment(spec.probe)
     out = args.out or _default_out("sweep")
     outcome = run_sweep(spec, out)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -23,7 +23,7 @@ from lockscope.analyzer import naming
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
-from lockscope.probe import ProbeSession
+from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.record import CpuBreakdown, ProbeInfo, RunRecord, WorkerResult
 
 MAX_WATCH_PATHS = 512
@@ -45,7 +45,7 @@ class PointSpec:
     probe: bool = True
     scratch_root: Path = scratch.DEFAULT_SCRATCH
     cpus: list[int] | None = None
-    extra: dict = field(default_factory=dict)
+    sample_hz: int = DEFAULT_SAMPLE_HZ
 
     @property
     def id(self) -> str:
@@ -142,7 +142,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
-        probe = stack.enter_context(ProbeSession()) if spec.probe else None
+        probe = stack.enter_context(ProbeSession(sample_hz=spec.sample_hz)) if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
             spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus))
         progress("setting up the workload")
@@ -213,7 +213,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
         argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
-        probe = stack.enter_context(ProbeSession()) if spec.probe else None
+        probe = stack.enter_context(ProbeSession(sample_hz=spec.sample_hz)) if spec.probe else None
         out = stack.enter_context(tempfile.TemporaryFile())
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from lockscope import record, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
+from lockscope.probe import DEFAULT_SAMPLE_HZ
 from lockscope.runner import NO_FS, PointSpec, run_point
 
 MANIFEST = "sweep.json"
@@ -32,6 +33,7 @@ class SweepSpec:
     probe: bool = True
     scratch_root: str = ""
     cpus: list[int] | None = None
+    sample_hz: int = DEFAULT_SAMPLE_HZ
 
     def points(self) -> list[PointSpec]:
         out = []
@@ -43,7 +45,8 @@ class SweepSpec:
                     out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration,
                                          warmup=self.warmup, command=self.command,
                                          throughput_regex=self.throughput_regex, probe=self.probe,
-                                         scratch_root=Path(self.scratch_root), cpus=self.cpus))
+                                         scratch_root=Path(self.scratch_root), cpus=self.cpus,
+                                         sample_hz=self.sample_hz))
         return out
 
 
@@ -54,7 +57,7 @@ def record_path(out: Path, point_id: str) -> Path:
 def _compatible(old: dict, spec: SweepSpec) -> list[str]:
     """Parameters that change what a point measures must match to resume."""
     diffs = []
-    for key in ("duration", "warmup", "command", "throughput_regex", "probe"):
+    for key in ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz"):
         if key in old and old[key] != getattr(spec, key):
             diffs.append(f"{key}: {old[key]!r} there, {getattr(spec, key)!r} now")
     return diffs
@@ -89,7 +92,8 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
         "schema": SWEEP_SCHEMA,
         "created": manifest.get("created") or datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
-        "params": {k: params[k] for k in ("duration", "warmup", "command", "throughput_regex", "probe")}
+        "params": {k: params[k] for k in ("duration", "warmup", "command", "throughput_regex", "probe",
+                                          "sample_hz")}
         | {"workloads": sorted(set(manifest.get("params", {}).get("workloads", [])) | set(spec.workloads)),
            "fs": sorted(set(manifest.get("params", {}).get("fs", [])) | set(spec.fs)),
            "workers": sorted(set(manifest.get("params", {}).get("workers", [])) | set(spec.workers))},

@@ -134,14 +134,27 @@ static int clear_map(struct bpf_map *map)
 	return 0;
 }
 
-static void zero_counters(void)
+static void reset_cpu_states(void)
 {
-	int fd = bpf_map__fd(cskel->maps.counters);
-	__u64 *zero = calloc(ncpus, sizeof(__u64));
+	struct cpu_state *zero = calloc(ncpus, sizeof(*zero));
+	__u32 key = 0;
 
-	for (__u32 i = 0; zero && i < CNT__MAX; i++)
-		bpf_map_update_elem(fd, &i, zero, BPF_ANY);
+	if (zero)
+		bpf_map_update_elem(bpf_map__fd(cskel->maps.cpus), &key, zero, BPF_ANY);
 	free(zero);
+}
+
+/* every CPU's state; the caller frees it */
+static struct cpu_state *read_cpu_states(void)
+{
+	struct cpu_state *st = calloc(ncpus, sizeof(*st));
+	__u32 key = 0;
+
+	if (st && bpf_map_lookup_elem(bpf_map__fd(cskel->maps.cpus), &key, st)) {
+		free(st);
+		return NULL;
+	}
+	return st;
 }
 
 static void sum_stat(const struct wait_stat *v, struct wait_stat *s)
@@ -185,34 +198,97 @@ static void want_stack(__s32 id)
 	want_stack_in(&wait_stack_ids, id);
 }
 
-static unsigned int emit_lock_stats(void)
+struct lock_entry {
+	struct lock_key key;
+	struct wait_stat s;
+};
+
+static int add_entry(struct lock_entry **arr, size_t *n, size_t *cap, const struct lock_key *k,
+		     const struct wait_stat *s)
+{
+	for (size_t i = 0; i < *n; i++) {
+		struct lock_entry *e = &(*arr)[i];
+
+		if (memcmp(&e->key, k, sizeof(*k)) == 0) {
+			e->s.count += s->count;
+			e->s.total_ns += s->total_ns;
+			if (s->max_ns > e->s.max_ns)
+				e->s.max_ns = s->max_ns;
+			return 0;
+		}
+	}
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		struct lock_entry *p = realloc(*arr, c * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+		*cap = c;
+	}
+	(*arr)[*n].key = *k;
+	(*arr)[(*n)++].s = *s;
+	return 0;
+}
+
+/* the aggregation map, plus the finished waits each CPU had not yet moved
+ * into it (contention.bpf.c defers that work out of contention_end) */
+static unsigned int emit_lock_stats(const struct cpu_state *cpu_st, __u64 *merged)
 {
 	int fd = bpf_map__fd(cskel->maps.lock_stats);
 	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
 	struct lock_key key, *prev = NULL;
-	unsigned int n = 0;
+	struct lock_entry *arr = NULL;
+	size_t n = 0, cap = 0;
 
-	jw_key(&out, "contention");
-	jw_arr(&out);
 	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, vals))
 			continue;
 		sum_stat(vals, &s);
+		/* map entries are distinct: append without searching */
+		if (n == cap) {
+			size_t c = cap ? cap * 2 : 1024;
+			struct lock_entry *p = realloc(arr, c * sizeof(*p));
+
+			if (!p)
+				break;
+			arr = p;
+			cap = c;
+		}
+		arr[n].key = key;
+		arr[n++].s = s;
+	}
+	*merged = 0;
+	for (int c = 0; cpu_st && c < ncpus; c++) {
+		__u32 np = cpu_st[c].npending < MAX_PENDING ? cpu_st[c].npending : MAX_PENDING;
+
+		for (__u32 i = 0; i < np; i++) {
+			const struct pending_wait *p = &cpu_st[c].pending[i];
+			struct lock_key k = { .lock = p->lock, .flags = p->flags, .stack_id = p->stack };
+			struct wait_stat one = { .count = 1, .total_ns = p->delta, .max_ns = p->delta };
+
+			if (add_entry(&arr, &n, &cap, &k, &one) == 0)
+				(*merged)++;
+		}
+	}
+	jw_key(&out, "contention");
+	jw_arr(&out);
+	for (size_t i = 0; i < n; i++) {
 		jw_obj(&out);
-		jw_khex(&out, "lock", key.lock);
-		jw_ku64(&out, "flags", key.flags);
-		jw_ki64(&out, "stack", key.stack_id);
-		jw_ku64(&out, "count", s.count);
-		jw_ku64(&out, "total_ns", s.total_ns);
-		jw_ku64(&out, "max_ns", s.max_ns);
+		jw_khex(&out, "lock", arr[i].key.lock);
+		jw_ku64(&out, "flags", arr[i].key.flags);
+		jw_ki64(&out, "stack", arr[i].key.stack_id);
+		jw_ku64(&out, "count", arr[i].s.count);
+		jw_ku64(&out, "total_ns", arr[i].s.total_ns);
+		jw_ku64(&out, "max_ns", arr[i].s.max_ns);
 		jw_obj_end(&out);
-		want_stack(key.stack_id);
-		n++;
+		want_stack(arr[i].key.stack_id);
 	}
 	jw_arr_end(&out);
+	free(arr);
 	free(vals);
-	return n;
+	return (unsigned int)n;
 }
 
 static unsigned int emit_offcpu_stats(void)
@@ -299,23 +375,18 @@ static void emit_stacks(const char *name, struct bpf_map *map, struct id_set *se
 	set->n = 0;
 }
 
-static void emit_counters(void)
+static void emit_counters(const struct cpu_state *cpu_st, __u64 merged)
 {
-	int fd = bpf_map__fd(cskel->maps.counters);
-	__u64 *vals = calloc(ncpus, sizeof(__u64));
-
 	jw_key(&out, "counters");
 	jw_obj(&out);
-	for (__u32 i = 0; vals && i < CNT__MAX; i++) {
-		__u64 sum = 0;
+	for (__u32 i = 0; cpu_st && i < CNT__MAX; i++) {
+		__u64 sum = i == CNT_CONTENTIONS ? merged : 0;
 
-		if (bpf_map_lookup_elem(fd, &i, vals) == 0)
-			for (int c = 0; c < ncpus; c++)
-				sum += vals[c];
+		for (int c = 0; c < ncpus; c++)
+			sum += cpu_st[c].counters[i];
 		jw_ku64(&out, counter_names[i], sum);
 	}
 	jw_obj_end(&out);
-	free(vals);
 }
 
 static void emit_programs(void)
@@ -464,14 +535,14 @@ static void cmd_watch(const char *path)
 static void cmd_start(void)
 {
 	cskel->bss->enabled = false;
-	clear_map(cskel->maps.tstate);   /* waits left open before this window */
+	cskel->bss->generation++;        /* per-task slots of earlier windows are void */
 	clear_map(cskel->maps.stacked_locks);
 	clear_map(cskel->maps.lock_stats);
 	clear_map(cskel->maps.offcpu_stats);
 	clear_map(cskel->maps.cpu_samples);
 	clear_map(cskel->maps.stacks);
 	clear_map(cskel->maps.sample_stacks);
-	zero_counters();
+	reset_cpu_states();
 	objects_reset();
 	snapshot_objects();
 	t_start = now_ns();
@@ -485,6 +556,8 @@ static void cmd_start(void)
 static void cmd_stop(void)
 {
 	unsigned int nlock, noff, nsamp;
+	struct cpu_state *cpu_st;
+	__u64 merged;
 
 	if (!enabled) {
 		emit_error("stop", EINVAL, "stop: not started");
@@ -500,14 +573,16 @@ static void cmd_stop(void)
 	jw_ku64(&out, "t_stop_ns", t_stop);
 	jw_ku64(&out, "window_ns", t_stop - t_start);
 	jw_ku64(&out, "ncpus", ncpus);
-	nlock = emit_lock_stats();
+	cpu_st = read_cpu_states();
+	nlock = emit_lock_stats(cpu_st, &merged);
 	noff = emit_offcpu_stats();
 	nsamp = emit_cpu_samples();
 	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
 	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
 	emit_layout();
-	emit_counters();
+	emit_counters(cpu_st, merged);
+	free(cpu_st);
 	emit_programs();
 	jw_key(&out, "maps");
 	jw_obj(&out);
@@ -654,7 +729,7 @@ static void usage(FILE *f)
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 2000; 0: a stack for every wait)\n"
-		"  --sample-hz N   on-CPU samples per second per CPU (default 997; 0: none)\n"
+		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
 		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
 		"Events on stdout, one JSON object per line.\n");
 }
@@ -670,7 +745,7 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	bool system_wide = false;
-	long interval_ms = 1000, stack_rate = 2000, sample_hz = 997;
+	long interval_ms = 1000, stack_rate = 2000, sample_hz = 199;
 	char buf[8192];
 	size_t have = 0;
 	sigset_t mask;

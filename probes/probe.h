@@ -17,6 +17,7 @@
 
 #define MAX_STACK_DEPTH 64
 #define MAX_SPIN_NEST   4
+#define MAX_PENDING     32
 #define STACK_NOT_SAMPLED (-2)   /* lock_key.stack_id of waits counted without a stack */
 #define STACK_USER        (-3)   /* sample_key.stack_id of CPU samples taken in user space */
 
@@ -113,6 +114,33 @@ struct obj_task {
 	__u64 file_lock;      /* files->file_lock */
 	__u64 fs_lock;        /* fs->lock */
 	__u64 siglock;        /* sighand->siglock */
+};
+
+/* per-CPU state of contention.bpf.c: open spin waits, finished waits not
+ * yet aggregated, the stack sampler, the counters */
+struct spin_wait {
+	__u64 lock;
+	__u64 start;
+	__u32 flags;
+	__s32 stack;
+};
+
+struct pending_wait {
+	__u64 lock;
+	__u64 delta;
+	__u32 flags;
+	__s32 stack;
+};
+
+struct cpu_state {
+	__u32 depth;          /* open spin waits on spins[] */
+	__u32 npending;       /* finished waits on pending[] */
+	__u32 busy;           /* pending[] being updated: a nested end aggregates directly */
+	__u32 walks;          /* stack walks in the current sampling window */
+	__u64 window_start;
+	struct spin_wait spins[MAX_SPIN_NEST];
+	struct pending_wait pending[MAX_PENDING];
+	__u64 counters[CNT__MAX];
 };
 
 #endif

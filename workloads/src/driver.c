@@ -36,6 +36,7 @@ struct drv {
     const struct workload *wl;
     int nworkers;
     double duration_s, warmup_s;
+    double interval_s;          /* progress events in the window; 0: none */
     bool control;
     bool have_dir;
     char dir[PATH_MAX];
@@ -70,7 +71,9 @@ static void usage(FILE *f)
             "usage: " LS_PROG " --list\n"
             "       " LS_PROG " run --workload NAME --workers N --duration S\n"
             "                  [--warmup S] [--dir D] [--cpus LIST] "
-            "[--control]\n");
+            "[--interval S] [--control]\n"
+            "  --interval S  during the timed window, print a progress event\n"
+            "                (cumulative ops per worker) every S seconds\n");
 }
 
 __attribute__((format(printf, 1, 2), noreturn))
@@ -507,7 +510,7 @@ syntax:
 static void parse_run_args(int argc, char **argv)
 {
     const char *workload = NULL, *workers = NULL, *duration = NULL;
-    const char *warmup = NULL, *dir = NULL, *cpus = NULL;
+    const char *warmup = NULL, *dir = NULL, *cpus = NULL, *interval = NULL;
 
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
@@ -544,6 +547,8 @@ static void parse_run_args(int argc, char **argv)
             slot = &dir;
         else if (strcmp(name, "--cpus") == 0)
             slot = &cpus;
+        else if (strcmp(name, "--interval") == 0)
+            slot = &interval;
         else
             bad_input("unknown option '%s' (see --help)", name);
 
@@ -570,6 +575,7 @@ static void parse_run_args(int argc, char **argv)
         bad_input("missing --duration S");
     D.duration_s = parse_seconds("--duration", duration, false);
     D.warmup_s = warmup ? parse_seconds("--warmup", warmup, true) : 1.0;
+    D.interval_s = interval ? parse_seconds("--interval", interval, false) : 0.0;
 
     if (D.wl->needs_dir) {
         struct stat st;
@@ -703,6 +709,24 @@ static void emit_time_event(const char *ev, uint64_t t)
     emit();
 }
 
+/* {"event":"progress","t_ns":T,"ops":[cumulative ops of each worker]} */
+static void emit_progress(uint64_t *scratch)
+{
+    uint64_t t = snapshot(scratch);
+
+    json_reset(&D.j);
+    json_obj_begin(&D.j);
+    json_kstr(&D.j, "event", "progress");
+    json_kuint(&D.j, "t_ns", t);
+    json_key(&D.j, "ops");
+    json_arr_begin(&D.j);
+    for (int i = 0; i < D.nworkers; i++)
+        json_uint(&D.j, scratch[i]);
+    json_arr_end(&D.j);
+    json_obj_end(&D.j);
+    emit();
+}
+
 static void emit_cpus(void)
 {
     json_key(&D.j, "cpus");
@@ -804,10 +828,18 @@ static int run(void)
     ls_futex_wake(&D.shm->go, INT_MAX);
     wait_event(t_go + (uint64_t)(D.warmup_s * 1e9), 0, NULL, 0);
 
-    /* 3./4. measurement window */
+    /* 3./4. measurement window, with progress events every interval */
     uint64_t t0 = snapshot(s0);
     emit_time_event("measure_start", t0);
-    wait_event(t0 + (uint64_t)(D.duration_s * 1e9), 0, NULL, 0);
+    uint64_t t_end = t0 + (uint64_t)(D.duration_s * 1e9);
+    if (D.interval_s > 0) {
+        uint64_t step = (uint64_t)(D.interval_s * 1e9);
+        for (uint64_t next = t0 + step; next < t_end; next += step) {
+            wait_event(next, 0, NULL, 0);
+            emit_progress(s1);
+        }
+    }
+    wait_event(t_end, 0, NULL, 0);
     uint64_t t1 = snapshot(s1);
     emit_time_event("measure_end", t1);
 

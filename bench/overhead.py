@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Overhead of lockscope's probes, measured side by side in one run.
+
+One workload runs for the whole benchmark on a fresh file system and reports
+its progress every 0.1 s. Phases alternate: workload alone (no BPF program
+attached), then the real probe process (lockscope-probe: attached, tracking
+the workers, counting), then alone again, ... Each probed phase is compared
+with the mean of the alone phases on either side, and the median ratio is
+reported. Separate runs on a shared VM differ by +-10% from one another; this
+way the noise is that of adjacent seconds of one run.
+
+    sudo python3 bench/overhead.py [--workloads MWRM,MWRL] [--phases 8] [--phase 2]
+
+A ratio of 0.95 means the workload kept 95% of its throughput under the
+probes. Not a test: the figures go in bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from lockscope import paths, scratch  # noqa: E402
+from lockscope.probe import ProbeSession, preflight  # noqa: E402
+
+INTERVAL = 0.1
+
+
+class Progress:
+    """Reads the driver's JSON lines; keeps (t_ns, total ops) samples."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.samples: list[tuple[int, int]] = []
+        self.ready: dict = {}
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _read(self, proc):
+        for line in proc.stdout:
+            ev = json.loads(line)
+            if ev["event"] == "ready":
+                self.ready = ev
+            elif ev["event"] == "measure_start":
+                self.started.set()
+            elif ev["event"] == "progress":
+                self.samples.append((ev["t_ns"], sum(ev["ops"])))
+
+    def rate(self, t0: int, t1: int) -> float:
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        if len(inside) < 2:
+            raise RuntimeError("phase too short for the progress interval")
+        (a_t, a_ops), (b_t, b_ops) = inside[0], inside[-1]
+        return (b_ops - a_ops) / ((b_t - a_t) / 1e9)
+
+
+def measure(workload: str, fs: str, workers: int, phases: int, phase: float) -> dict:
+    total = phases * 2 + 1
+    duration = total * (phase + 1.5) + 5
+    with scratch.mounted(fs) as m:
+        proc = subprocess.Popen([str(paths.workload_binary()), "run", "--workload", workload, "--workers",
+                                 str(workers), "--duration", str(duration), "--warmup", "1", "--dir",
+                                 str(m.mountpoint), "--interval", str(INTERVAL)],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            prog = Progress(proc)
+            if not prog.started.wait(120):
+                raise RuntimeError("the workload did not start")
+            alone, probed, events = [], [], []
+            for i in range(total):
+                if i % 2 == 0:
+                    t0 = time.monotonic_ns()
+                    time.sleep(phase)
+                    alone.append(prog.rate(t0, time.monotonic_ns()))
+                else:
+                    with ProbeSession() as probe:
+                        for pid in prog.ready["worker_pids"]:
+                            probe.track(pid)
+                        t0 = probe.start()["t_ns"]
+                        time.sleep(phase)
+                        data = probe.stop()
+                    probed.append(prog.rate(t0, data["t_stop_ns"]))
+                    c = data["counters"]
+                    window = data["window_ns"] / 1e9
+                    events.append((c["contentions"] / window, c["cpu_samples"] / window,
+                                   c["offcpu_spans"] / window))
+                time.sleep(0.3)      # let attach/detach settle before the next phase
+        finally:
+            proc.kill()
+            proc.wait()
+    ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
+    return {"alone": statistics.median(alone), "probed": statistics.median(probed),
+            "ratio": statistics.median(ratios), "ratios": ratios,
+            "waits_per_s": statistics.median(e[0] for e in events),
+            "samples_per_s": statistics.median(e[1] for e in events),
+            "switches_per_s": statistics.median(e[2] for e in events)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default="MWRM,MWRL",
+                    help="comma-separated (default: MWRM, ~1M lock waits/s at 2 workers here; MWRL, an "
+                         "ordinary workload that scales)")
+    ap.add_argument("--fs", default="tmpfs")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--phases", type=int, default=8, help="probed phases per workload (default 8)")
+    ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase (default 2)")
+    a = ap.parse_args()
+    preflight()
+    print(f"{'workload':<8} {'alone ops/s':>12} {'probed ops/s':>13} {'ratio':>6}  {'ratios min..max':>15}  "
+          f"{'lock waits/s':>12} {'samples/s':>9} {'switches/s':>10}")
+    for wl in a.workloads.split(","):
+        r = measure(wl, a.fs, a.workers, a.phases, a.phase)
+        print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f}  "
+              f"{min(r['ratios']):>7.3f}..{max(r['ratios']):.3f}  {r['waits_per_s']:>12,.0f} "
+              f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
