@@ -116,6 +116,8 @@ def _common_run_args(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                    help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
                         f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
+    p.add_argument("--system-wide", action="store_true",
+                   help="count the lock waits of every task on the machine, not only the workload's")
     p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")
 
 
@@ -231,7 +233,8 @@ def cmd_run(args, command: list[str] | None) -> int:
             scratch.check_setup(fs)
         spec = PointSpec(workload=name, fs=fs, workers=workers, duration=duration, warmup=0.0, command=command,
                          throughput_regex=args.throughput_regex, probe=not args.no_probe,
-                         scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz)
+                         scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
+                         system_wide=args.system_wide)
     else:
         info = workloads.check_workload(args.workload)
         fs = args.fs or "tmpfs"
@@ -242,7 +245,8 @@ def cmd_run(args, command: list[str] | None) -> int:
         else:
             fs = NO_FS
         spec = PointSpec(workload=args.workload, fs=fs, workers=workers, duration=duration, warmup=args.warmup,
-                         probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz)
+                         probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
+                         system_wide=args.system_wide)
     _require_run_environment(spec.probe)
     out = args.out or _default_out(spec.id)
     rec = run_point(spec)
@@ -312,7 +316,8 @@ def cmd_sweep(args, command: list[str] | None) -> int:
     spec = SweepSpec(workloads=names, fs=fss, workers=workers, duration=duration,
                      warmup=0.0 if command else args.warmup, command=command,
                      throughput_regex=args.throughput_regex, probe=not args.no_probe,
-                     scratch_root=str(args.scratch), cpus=_cpus(args.cpus), sample_hz=args.sample_hz)
+                     scratch_root=str(args.scratch), cpus=_cpus(args.cpus), sample_hz=args.sample_hz,
+                     system_wide=args.system_wide)
     _require_run_environment(spec.probe)
     out = args.out or _default_out("sweep")
     outcome = run_sweep(spec, out)

@@ -76,12 +76,15 @@ def diagnose(scratch_root: Path = scratch.DEFAULT_SCRATCH) -> dict:
     checks.append(_check("running as root", root, "yes" if root else "no: run with sudo", True))
     btf = BTF.exists()
     checks.append(_check("kernel BTF", btf, str(BTF) if btf else f"{BTF} missing (CONFIG_DEBUG_INFO_BTF)", True))
+    built = {}
     for name in ("lockscope-probe", "lockscope-workload"):
         try:
             checks.append(_check(f"{name} binary", True, str(paths.binary(name)), True))
+            built[name] = True
         except LockscopeError as e:
             checks.append(_check(f"{name} binary", False, str(e), True))
-    if root and btf and checks[2]["ok"]:
+            built[name] = False
+    if root and btf and built["lockscope-probe"]:
         checks.append(_probe_check())
     else:
         checks.append(_check("BPF probes", False, "not tried: needs root, BTF and the probe binary", True))

@@ -46,6 +46,7 @@ class PointSpec:
     scratch_root: Path = scratch.DEFAULT_SCRATCH
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
+    system_wide: bool = False          # count every task's waits, not only the workload's
 
     @property
     def id(self) -> str:
@@ -142,7 +143,8 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
-        probe = stack.enter_context(ProbeSession(sample_hz=spec.sample_hz)) if spec.probe else None
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
+            if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
             spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus))
         progress("setting up the workload")
@@ -163,6 +165,9 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         after = cpustat.sample()
         data = probe.stop() if probe else None
         result = wl.finish()
+        # the driver's own warnings (e.g. MWUL may run out of pre-created files)
+        driver_warnings = [f"workload: {line.split(': warning: ', 1)[1]}"
+                           for line in wl.stderr_tail(20000).splitlines() if ": warning: " in line]
         raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else {}
         fs_detail = fs.describe() if fs else {"setup": NO_FS}
         fs_warnings = fs.warnings if fs else []
@@ -178,7 +183,9 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
                                  ran_out=bool(w.get("ran_out"))) for w in result.get("per_worker", [])],
         cpu=cpustat.breakdown(before, after, cpus),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
-        warnings=list(fs_warnings))
+        warnings=list(fs_warnings) + driver_warnings + (["system-wide: lock waits of every task on the machine are counted, "
+                                       "shares are relative to the workload's workers"]
+                                      if spec.system_wide else []))
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
@@ -213,7 +220,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
         argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
-        probe = stack.enter_context(ProbeSession(sample_hz=spec.sample_hz)) if spec.probe else None
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
+            if spec.probe else None
         out = stack.enter_context(tempfile.TemporaryFile())
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:

@@ -221,13 +221,31 @@ def loop_devices() -> list[tuple[str, str]]:
     return out
 
 
+def _owner_alive(point: str) -> bool:
+    """Point directories are named <setup>-<pid>-<n>: is that lockscope alive?"""
+    try:
+        pid = int(point.rsplit("-", 2)[1])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (IndexError, ValueError, OSError):
+        return False
+    return b"lockscope" in cmdline and pid != os.getpid()
+
+
+def _stale(path: str, root: str) -> bool:
+    """Under the scratch root, and not in use by a running lockscope."""
+    if not path.startswith(root + "/"):
+        return False
+    return not _owner_alive(path[len(root) + 1:].split("/", 1)[0])
+
+
 def leftovers(scratch_root: Path = DEFAULT_SCRATCH) -> dict[str, list[str]]:
-    """Mounts, loop devices and directories a killed lockscope left behind."""
+    """Mounts, loop devices and directories a killed lockscope left behind
+    (those of a lockscope still running are not leftovers)."""
     root = str(Path(scratch_root).resolve())
-    left_mounts = [m[1] for m in mounts() if m[1].startswith(root + "/")]
-    left_loops = [f"{dev} ({backing})" for dev, backing in loop_devices()
-                  if backing.startswith(root + "/")]
-    left_dirs = [str(p) for p in sorted(Path(root).glob("*"))] if Path(root).is_dir() else []
+    left_mounts = [m[1] for m in mounts() if _stale(m[1], root)]
+    left_loops = [f"{dev} ({backing})" for dev, backing in loop_devices() if _stale(backing, root)]
+    left_dirs = [str(p) for p in sorted(Path(root).glob("*")) if _stale(str(p), root)] \
+        if Path(root).is_dir() else []
     return {"mounts": left_mounts, "loop_devices": left_loops, "directories": left_dirs}
 
 
@@ -237,7 +255,7 @@ def clean_leftovers(scratch_root: Path = DEFAULT_SCRATCH) -> list[str]:
     root = str(Path(scratch_root).resolve())
 
     def ours() -> list[str]:
-        return [m[1] for m in mounts() if m[1].startswith(root + "/")]
+        return [m[1] for m in mounts() if _stale(m[1], root)]
 
     # the file systems first, then the loop devices under them, then the RAM
     # disks that hold their images
@@ -246,7 +264,7 @@ def clean_leftovers(scratch_root: Path = DEFAULT_SCRATCH) -> list[str]:
             unmount(Path(m))
             done.append(f"unmounted {m}")
     for dev, backing in loop_devices():
-        if backing.startswith(root + "/"):
+        if _stale(backing, root):
             _detach_loop(dev)
             done.append(f"detached {dev}")
     for m in sorted(ours(), key=len, reverse=True):
@@ -254,7 +272,7 @@ def clean_leftovers(scratch_root: Path = DEFAULT_SCRATCH) -> list[str]:
         done.append(f"unmounted {m}")
     if Path(root).is_dir():
         for p in Path(root).iterdir():
-            if not any(mp[1].startswith(str(p)) for mp in mounts()):
+            if _stale(str(p), root) and not any(mp[1].startswith(str(p) + "/") for mp in mounts()):
                 shutil.rmtree(p, ignore_errors=True)
                 done.append(f"removed {p}")
     return done

@@ -34,6 +34,7 @@ class SweepSpec:
     scratch_root: str = ""
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
+    system_wide: bool = False
 
     def points(self) -> list[PointSpec]:
         out = []
@@ -46,7 +47,7 @@ class SweepSpec:
                                          warmup=self.warmup, command=self.command,
                                          throughput_regex=self.throughput_regex, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
-                                         sample_hz=self.sample_hz))
+                                         sample_hz=self.sample_hz, system_wide=self.system_wide))
         return out
 
 
@@ -57,7 +58,7 @@ def record_path(out: Path, point_id: str) -> Path:
 def _compatible(old: dict, spec: SweepSpec) -> list[str]:
     """Parameters that change what a point measures must match to resume."""
     diffs = []
-    for key in ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz"):
+    for key in ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide"):
         if key in old and old[key] != getattr(spec, key):
             diffs.append(f"{key}: {old[key]!r} there, {getattr(spec, key)!r} now")
     return diffs
@@ -93,7 +94,7 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
         "created": manifest.get("created") or datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
         "params": {k: params[k] for k in ("duration", "warmup", "command", "throughput_regex", "probe",
-                                          "sample_hz")}
+                                          "sample_hz", "system_wide")}
         | {"workloads": sorted(set(manifest.get("params", {}).get("workloads", [])) | set(spec.workloads)),
            "fs": sorted(set(manifest.get("params", {}).get("fs", [])) | set(spec.fs)),
            "workers": sorted(set(manifest.get("params", {}).get("workers", [])) | set(spec.workers))},

@@ -39,6 +39,11 @@ def assert_released(scratch_root):
     assert left == {"mounts": [], "loop_devices": [], "directories": []}, left
 
 
+def loops_under(root) -> list[str]:
+    """Loop devices backed by a file under root, live owner or not."""
+    return [dev for dev, backing in sc.loop_devices() if backing.startswith(str(root) + "/")]
+
+
 def sweep_cmd(out, scratch_root):
     return [sys.executable, "-m", "lockscope", "sweep", "MWRM", "--fs", "ext4", "--workers", "1,2",
             "--duration", "1.5", "--warmup", "0.3", "--out", str(out), "--scratch", str(scratch_root)]
@@ -55,7 +60,7 @@ def test_sigterm_mid_sweep_releases_everything_keeps_points_and_resumes(tmp_path
             time.sleep(0.1)
         assert first.exists(), "first point did not finish"
         # wait until the second point holds a mounted ext4 on a loop device and a probe
-        while time.time() < deadline and not (sc.leftovers(root)["loop_devices"] and
+        while time.time() < deadline and not (loops_under(root) and
                                               any(c == "lockscope-probe" for _, c in our_processes())):
             time.sleep(0.05)
         time.sleep(0.8)
@@ -114,9 +119,11 @@ def test_doctor_finds_and_cleans_what_a_sigkill_left(tmp_path, e2e):
                           "--duration", "10", "--out", str(tmp_path / "out"), "--scratch", str(root)],
                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
-    while not sc.leftovers(root)["loop_devices"] and time.time() < deadline:
+    while not loops_under(root) and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)
+    # while it runs, its mounts are in use, not leftovers
+    assert sc.leftovers(root) == {"mounts": [], "loop_devices": [], "directories": []}
     p.kill()                       # no cleanup can run: the mounts stay
     p.wait()
     left = sc.leftovers(root)

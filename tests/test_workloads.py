@@ -38,12 +38,12 @@ def run(workload, directory, workers=WORKERS, duration="0.3"):
 
 
 @pytest.fixture(scope="module")
-def fs():
+def fs(tmp_path_factory):
     needs_root()
     if e2e_missing() and "C parts" in e2e_missing():
         pytest.skip(e2e_missing())
     from lockscope import scratch
-    with scratch.mounted("tmpfs", scratch.DEFAULT_SCRATCH / "test-workloads") as m:
+    with scratch.mounted("tmpfs", tmp_path_factory.mktemp("scratch")) as m:
         yield m.mountpoint
 
 
