@@ -24,7 +24,7 @@ from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import CpuBreakdown, ProbeInfo, RunRecord, WorkerResult
+from lockscope.record import ProbeInfo, RunRecord, WorkerResult
 
 MAX_WATCH_PATHS = 512
 MAX_RAW_ENTRIES = 2000
@@ -66,16 +66,6 @@ def host_info() -> dict:
             "ncpus": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)), "cpu_model": model}
 
 
-def _mount_table() -> dict[int, str]:
-    """kernel s_dev -> mount point, from /proc/self/mountinfo."""
-    table: dict[int, str] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        parts = line.split()
-        major, minor = (int(x) for x in parts[2].split(":"))
-        table.setdefault((major << 20) | minor, parts[4].encode().decode("unicode_escape"))
-    return table
-
-
 def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
     """The probe's output as kept in the record: heaviest aggregates, their
     stacks symbolized, the objects, and the mounts they live on."""
@@ -87,7 +77,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
     stacks = {k: sym.stack(v) for k, v in data.get("stacks", {}).items() if k in used}
     sample_stacks = {k: sym.stack(v) for k, v in data.get("sample_stacks", {}).items()}
     objects = data.get("objects", {})
-    table = _mount_table()
+    table = scratch.mounts_by_dev()
     devs = {int(f.get("dev", 0)) for f in objects.get("files", [])}
     mounts = {str(d): table[d] for d in devs if d in table}
     return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,

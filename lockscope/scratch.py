@@ -151,6 +151,16 @@ def is_mounted(path: Path) -> bool:
     return any(m[1] == target for m in mounts())
 
 
+def mounts_by_dev() -> dict[int, str]:
+    """The kernel's sb->s_dev of each mounted file system -> its mount point."""
+    table: dict[int, str] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        parts = line.split()
+        major, minor = (int(x) for x in parts[2].split(":"))
+        table.setdefault((major << 20) | minor, parts[4].encode().decode("unicode_escape"))
+    return table
+
+
 def mounts() -> list[tuple[str, str, str]]:
     """(source, mountpoint, fstype) of every mount, octal escapes decoded."""
     out = []

@@ -7,7 +7,7 @@ import datetime
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -55,10 +55,15 @@ def record_path(out: Path, point_id: str) -> Path:
     return out / RUNS / f"{point_id}.json"
 
 
+# parameters that change what a point measures: they must match to resume
+MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide")
+# parameters that choose the points: a rerun may add to them
+POINT_PARAMS = ("workloads", "fs", "workers")
+
+
 def _compatible(old: dict, spec: SweepSpec) -> list[str]:
-    """Parameters that change what a point measures must match to resume."""
     diffs = []
-    for key in ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide"):
+    for key in MEASURE_PARAMS:
         if key in old and old[key] != getattr(spec, key):
             diffs.append(f"{key}: {old[key]!r} there, {getattr(spec, key)!r} now")
     return diffs
@@ -88,16 +93,13 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
                              "use another --out directory, or the same parameters to resume it")
     ids = [p.id for p in points]
     known = manifest.get("points", [])
-    params = asdict(spec)
+    old = manifest.get("params", {})
     manifest = {
         "schema": SWEEP_SCHEMA,
         "created": manifest.get("created") or datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
-        "params": {k: params[k] for k in ("duration", "warmup", "command", "throughput_regex", "probe",
-                                          "sample_hz", "system_wide")}
-        | {"workloads": sorted(set(manifest.get("params", {}).get("workloads", [])) | set(spec.workloads)),
-           "fs": sorted(set(manifest.get("params", {}).get("fs", [])) | set(spec.fs)),
-           "workers": sorted(set(manifest.get("params", {}).get("workers", [])) | set(spec.workers))},
+        "params": {k: getattr(spec, k) for k in MEASURE_PARAMS}
+        | {k: sorted(set(old.get(k, [])) | set(getattr(spec, k))) for k in POINT_PARAMS},
         "points": known + [i for i in ids if i not in known],
         "failures": {},
     }

@@ -122,3 +122,30 @@ def test_installed_command_runs():
     assert p.returncode == 0 and p.stdout.startswith("lockscope ")
     p = subprocess.run([exe, "list", "--json"], capture_output=True, text=True, cwd="/")
     assert p.returncode == 0 and "MWRM" in p.stdout     # finds its installed C binaries
+
+
+def test_missing_btf_names_the_kernel_option(monkeypatch, tmp_path):
+    from lockscope import probe
+    from lockscope.errors import EnvironmentProblem
+    if os.geteuid() != 0:
+        pytest.skip("the root check comes first; run as root to reach the BTF check")
+    monkeypatch.setattr(probe, "BTF", tmp_path / "vmlinux")
+    with pytest.raises(EnvironmentProblem) as e:
+        probe.preflight()
+    assert "has no BTF type information" in e.value.message and "CONFIG_DEBUG_INFO_BTF=y" in e.value.fix
+    assert e.value.exit_code == 3
+
+
+@pytest.mark.parametrize("event,message,fix", [
+    ({"stage": "preflight", "errno": 2, "message": "this kernel has no lock:contention_begin tracepoint"},
+     "no lock:contention_begin tracepoint", "Linux 5.19+"),
+    ({"stage": "load", "errno": 1, "message": "loading the BPF probes failed: Operation not permitted"},
+     "Operation not permitted", "unprivileged_bpf_disabled"),
+])
+def test_probe_load_errors_become_environment_errors_with_a_fix(event, message, fix):
+    from lockscope.errors import EnvironmentProblem
+    from lockscope.probe import ProbeSession
+    s = ProbeSession()
+    with pytest.raises(EnvironmentProblem) as e:
+        s.on_error({"event": "error", **event})
+    assert message in e.value.message and fix in e.value.fix and e.value.exit_code == 3
