@@ -93,8 +93,9 @@ def probe_warnings(data: dict) -> list[str]:
     for k, v in lost.items():
         out.append(f"probe: {v} events lost ({k.removeprefix('lost_').replace('_', ' ')})")
     if c.get("stacks_lost"):
-        out.append(f"probe: {c['stacks_lost']} stacks not stored (stack map full or hash collision); "
-                   "their waits are counted under an unknown stack")
+        n = c["stacks_lost"]
+        out.append(f"probe: {n} stack{'s' if n != 1 else ''} not stored (stack map full or hash collision); "
+                   "the waits or samples are counted under an unknown stack")
     misses = sum(p.get("recursion_misses", 0) for p in data.get("programs", []))
     total = c.get("contentions", 0) + c.get("offcpu_spans", 0)
     if misses:
