@@ -203,12 +203,29 @@ struct lock_entry {
 	struct wait_stat s;
 };
 
-static int add_entry(struct lock_entry **arr, size_t *n, size_t *cap, const struct lock_key *k,
-		     const struct wait_stat *s)
+/* a new slot at the end of the array, or NULL */
+static struct lock_entry *append_entry(struct lock_entry **arr, size_t *n, size_t *cap)
 {
-	for (size_t i = 0; i < *n; i++) {
-		struct lock_entry *e = &(*arr)[i];
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		struct lock_entry *p = realloc(*arr, c * sizeof(*p));
 
+		if (!p)
+			return NULL;
+		*arr = p;
+		*cap = c;
+	}
+	return &(*arr)[(*n)++];
+}
+
+/* add a wait to the entry of its key, making one if needed */
+static int merge_entry(struct lock_entry **arr, size_t *n, size_t *cap, const struct lock_key *k,
+		       const struct wait_stat *s)
+{
+	struct lock_entry *e;
+
+	for (size_t i = 0; i < *n; i++) {
+		e = &(*arr)[i];
 		if (memcmp(&e->key, k, sizeof(*k)) == 0) {
 			e->s.count += s->count;
 			e->s.total_ns += s->total_ns;
@@ -217,17 +234,11 @@ static int add_entry(struct lock_entry **arr, size_t *n, size_t *cap, const stru
 			return 0;
 		}
 	}
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		struct lock_entry *p = realloc(*arr, c * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*arr = p;
-		*cap = c;
-	}
-	(*arr)[*n].key = *k;
-	(*arr)[(*n)++].s = *s;
+	e = append_entry(arr, n, cap);
+	if (!e)
+		return -ENOMEM;
+	e->key = *k;
+	e->s = *s;
 	return 0;
 }
 
@@ -247,17 +258,12 @@ static unsigned int emit_lock_stats(const struct cpu_state *cpu_st, __u64 *merge
 			continue;
 		sum_stat(vals, &s);
 		/* map entries are distinct: append without searching */
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 1024;
-			struct lock_entry *p = realloc(arr, c * sizeof(*p));
+		struct lock_entry *e = append_entry(&arr, &n, &cap);
 
-			if (!p)
-				break;
-			arr = p;
-			cap = c;
-		}
-		arr[n].key = key;
-		arr[n++].s = s;
+		if (!e)
+			break;
+		e->key = key;
+		e->s = s;
 	}
 	*merged = 0;
 	for (int c = 0; cpu_st && c < ncpus; c++) {
@@ -268,7 +274,7 @@ static unsigned int emit_lock_stats(const struct cpu_state *cpu_st, __u64 *merge
 			struct lock_key k = { .lock = p->lock, .flags = p->flags, .stack_id = p->stack };
 			struct wait_stat one = { .count = 1, .total_ns = p->delta, .max_ns = p->delta };
 
-			if (add_entry(&arr, &n, &cap, &k, &one) == 0)
+			if (merge_entry(&arr, &n, &cap, &k, &one) == 0)
 				(*merged)++;
 		}
 	}
