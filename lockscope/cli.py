@@ -98,14 +98,16 @@ def _common_run_args(p: argparse.ArgumentParser, multi: bool) -> None:
                         f"{','.join(DEFAULT_FS) if multi else 'tmpfs'}; a command gets one only if asked, "
                         "and finds it at {dir})")
     p.add_argument("--workers", default=None,
-                   help=("worker counts: 1,2,4 or 1-4" if multi else "worker count") +
-                        " (default: 1 to the number of CPUs" + ("" if multi else ", i.e. the number of CPUs") + ")")
+                   help="worker counts: 1,2,4 or 1-4 (default: 1 to the number of CPUs)" if multi
+                   else "worker count (default: the number of CPUs)")
     p.add_argument("--duration", type=float, default=None,
                    help=f"timed window in seconds (default {DEFAULT_DURATION:g}; a command without it runs "
                         "to completion)")
     p.add_argument("--warmup", type=float, default=DEFAULT_WARMUP,
                    help=f"seconds of warm-up before the timed window (default {DEFAULT_WARMUP:g})")
-    p.add_argument("--out", type=Path, default=None, help="results directory (run records go to OUT/runs/)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="results directory; run records go to OUT/runs/ (default: a new directory under "
+                        "./lockscope-results/)")
     p.add_argument("--no-probe", action="store_true", help="measure throughput only, without the BPF probes")
     p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,
                    help=f"where file systems are created and mounted (default {scratch.DEFAULT_SCRATCH})")
