@@ -205,7 +205,6 @@ def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = N
         entries.sort(key=lambda e: -e["total_ns"])
         with_stack = [e for e in entries if frames(e)]
         kind = lock_kind(entries[0]["flags"])[0]
-        rule = None
         if addr in verified:
             v = verified[addr]
             acc = groups.get(v.name) or _Acc(v.name, v.lock_class, "verified", kind)
