@@ -83,7 +83,9 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
     return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,
             "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks,
             "sample_stacks": sample_stacks, "objects": objects, "layout": data.get("layout", {}),
-            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None}
+            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None,
+            # cumulative wait per lock address every --series-ms (the time view)
+            "series": data.get("series", {})}
 
 
 def probe_warnings(data: dict) -> list[str]:

@@ -464,6 +464,169 @@ static void emit_layout(void)
 	jw_obj_end(&out);
 }
 
+/* ---- time series --------------------------------------------------------- */
+
+/* While counting, every --series-ms the cumulative wait per lock address (the
+ * heaviest SERIES_MAX_LOCKS) and the off-CPU time outside lock waits per task
+ * state are kept in memory, and emitted with the "data" event ("series"), so
+ * that bursts within a run are not averaged away. Nothing is written during
+ * the window. */
+#define SERIES_MAX_SNAPS 4096
+#define SERIES_MAX_LOCKS 128
+#define SERIES_MAX_STATES 16
+
+struct series_val {
+	__u64 key;            /* lock address, or task state */
+	__u64 total_ns;
+};
+
+struct series_snap {
+	__u64 t_ns;           /* since start */
+	__u32 nlocks, nstates;
+	struct series_val *locks;
+	struct series_val states[SERIES_MAX_STATES];
+};
+
+static struct series_snap *series;
+static size_t nseries;
+static bool series_truncated;
+static long series_ms = 250;
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct series_val *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int cmp_total_desc(const void *a, const void *b)
+{
+	const struct series_val *x = a, *y = b;
+
+	return x->total_ns > y->total_ns ? -1 : x->total_ns < y->total_ns;
+}
+
+static void series_reset(void)
+{
+	for (size_t i = 0; i < nseries; i++)
+		free(series[i].locks);
+	nseries = 0;
+	series_truncated = false;
+}
+
+static void series_snapshot(void)
+{
+	int fd = bpf_map__fd(cskel->maps.lock_stats);
+	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
+	struct lock_key key, *prev = NULL;
+	struct offcpu_key okey, *oprev = NULL;
+	struct series_val *arr = NULL;
+	struct series_snap *snap;
+	size_t n = 0, cap = 0, m = 0;
+
+	if (!vals)
+		return;
+	if (!series && !(series = calloc(SERIES_MAX_SNAPS, sizeof(*series))))
+		goto out;
+	if (nseries == SERIES_MAX_SNAPS) {
+		series_truncated = true;
+		goto out;
+	}
+	snap = &series[nseries];
+	memset(snap, 0, sizeof(*snap));
+	snap->t_ns = now_ns() - t_start;
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		sum_stat(vals, &s);
+		if (n == cap) {
+			struct series_val *p = realloc(arr, (cap = cap ? cap * 2 : 256) * sizeof(*p));
+
+			if (!p)
+				goto out;
+			arr = p;
+		}
+		arr[n].key = key.lock;
+		arr[n++].total_ns = s.total_ns;
+	}
+	/* one value per address (entries differ by flags and stack) */
+	if (n)
+		qsort(arr, n, sizeof(*arr), cmp_key);
+	for (size_t i = 0; i < n; i++) {
+		if (m && arr[m - 1].key == arr[i].key)
+			arr[m - 1].total_ns += arr[i].total_ns;
+		else
+			arr[m++] = arr[i];
+	}
+	if (m)
+		qsort(arr, m, sizeof(*arr), cmp_total_desc);
+	snap->nlocks = m < SERIES_MAX_LOCKS ? m : SERIES_MAX_LOCKS;
+	snap->locks = arr;
+	arr = NULL;
+
+	fd = bpf_map__fd(cskel->maps.offcpu_stats);
+	while (bpf_map_get_next_key(fd, oprev, &okey) == 0) {
+		__u32 j;
+
+		oprev = &okey;
+		if (okey.in_lock_wait || bpf_map_lookup_elem(fd, &okey, vals))
+			continue;
+		sum_stat(vals, &s);
+		for (j = 0; j < snap->nstates && snap->states[j].key != okey.state; j++)
+			;
+		if (j == SERIES_MAX_STATES)
+			continue;
+		if (j == snap->nstates) {
+			snap->states[j].key = okey.state;
+			snap->nstates++;
+		}
+		snap->states[j].total_ns += s.total_ns;
+	}
+	nseries++;
+out:
+	free(arr);
+	free(vals);
+}
+
+static void emit_series(void)
+{
+	jw_key(&out, "series");
+	jw_obj(&out);
+	jw_ku64(&out, "interval_ns", (uint64_t)series_ms * 1000000ULL);
+	jw_kbool(&out, "truncated", series_truncated);
+	jw_ku64(&out, "max_locks", SERIES_MAX_LOCKS);
+	jw_key(&out, "snapshots");
+	jw_arr(&out);
+	for (size_t i = 0; i < nseries; i++) {
+		const struct series_snap *sn = &series[i];
+
+		jw_obj(&out);
+		jw_ku64(&out, "t_ns", sn->t_ns);
+		jw_key(&out, "locks");
+		jw_arr(&out);
+		for (__u32 j = 0; j < sn->nlocks; j++) {
+			jw_arr(&out);
+			jw_hex(&out, sn->locks[j].key);
+			jw_u64(&out, sn->locks[j].total_ns);
+			jw_arr_end(&out);
+		}
+		jw_arr_end(&out);
+		jw_key(&out, "offcpu");
+		jw_arr(&out);
+		for (__u32 j = 0; j < sn->nstates; j++) {
+			jw_arr(&out);
+			jw_u64(&out, sn->states[j].key);
+			jw_u64(&out, sn->states[j].total_ns);
+			jw_arr_end(&out);
+		}
+		jw_arr_end(&out);
+		jw_obj_end(&out);
+	}
+	jw_arr_end(&out);
+	jw_obj_end(&out);
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 static void snapshot_objects(void)
@@ -549,6 +712,7 @@ static void cmd_start(void)
 	clear_map(cskel->maps.stacks);
 	clear_map(cskel->maps.sample_stacks);
 	reset_cpu_states();
+	series_reset();
 	objects_reset();
 	snapshot_objects();
 	t_start = now_ns();
@@ -587,6 +751,7 @@ static void cmd_stop(void)
 	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
 	emit_layout();
+	emit_series();
 	emit_counters(cpu_st, merged);
 	free(cpu_st);
 	emit_programs();
@@ -733,6 +898,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
+		"                       [--series-ms N]\n"
+		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
+		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 2000; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
@@ -747,6 +915,7 @@ int main(int argc, char **argv)
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "stack-rate", required_argument, NULL, 'r' },
 		{ "sample-hz", required_argument, NULL, 'f' },
+		{ "series-ms", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -757,18 +926,20 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int sfd, err, opt, rc = 0;
 	const char *reason = "quit";
+	uint64_t last_objects = 0;
 
-	while ((opt = getopt_long(argc, argv, "si:r:f:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "si:r:f:S:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': system_wide = true; break;
 		case 'i': interval_ms = strtol(optarg, NULL, 10); break;
 		case 'r': stack_rate = strtol(optarg, NULL, 10); break;
 		case 'f': sample_hz = strtol(optarg, NULL, 10); break;
+		case 'S': series_ms = strtol(optarg, NULL, 10); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (interval_ms <= 0 || stack_rate < 0 || sample_hz < 0 || sample_hz > 100000) {
+	if (interval_ms <= 0 || stack_rate < 0 || sample_hz < 0 || sample_hz > 100000 || series_ms < 0) {
 		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate >= 0, "
 			"--sample-hz between 0 and 100000\n");
 		return 2;
@@ -815,7 +986,8 @@ int main(int argc, char **argv)
 			{ .fd = STDIN_FILENO, .events = POLLIN },
 			{ .fd = sfd, .events = POLLIN },
 		};
-		int n = poll(pfd, 2, enabled ? (int)interval_ms : -1);
+		long tick = series_ms && series_ms < interval_ms ? series_ms : interval_ms;
+		int n = poll(pfd, 2, enabled ? (int)tick : -1);
 
 		if (n < 0 && errno != EINTR) {
 			reason = "poll failed";
@@ -823,8 +995,16 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (n == 0) {
+			uint64_t now = now_ns();
+
+			if (series_ms)
+				series_snapshot();
 			/* objects come and go during a run: collect them periodically */
-			snapshot_objects();
+			if (now - (last_objects > t_start ? last_objects : t_start) >=
+			    (uint64_t)interval_ms * 1000000ULL) {
+				snapshot_objects();
+				last_objects = now;
+			}
 			continue;
 		}
 		if (pfd[1].revents & POLLIN) {
