@@ -125,7 +125,7 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
     rec.host = host_info()
-    rec.cpi = hwcounters.cpi_status()
+    rec.cpi = rec.cpi or hwcounters.cpi_status()
     return rec
 
 
@@ -149,13 +149,16 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
             for path in ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
                 probe.watch(path)
         progress(f"warming up {spec.warmup:g} s")
+        hw = stack.enter_context(hwcounters.CpiCounters(ready.get("cpus") or sorted(os.sched_getaffinity(0))))
         wl.go()
         before = cpustat.sample()
+        hw.start()
         if probe:
             probe.start()
         progress(f"measuring {spec.duration:g} s")
         wl.wait_measure_end()
         after = cpustat.sample()
+        hw.stop()
         data = probe.stop() if probe else None
         result = wl.finish()
         # the driver's own warnings (e.g. MWUL may run out of pre-created files)
@@ -174,7 +177,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         warmup_s=result.get("warmup_s", spec.warmup), setup_s=ready.get("setup_s", 0.0),
         per_worker=[WorkerResult(worker=w["worker"], cpu=w.get("cpu"), pid=w.get("pid"), ops=w["ops"],
                                  ran_out=bool(w.get("ran_out"))) for w in result.get("per_worker", [])],
-        cpu=cpustat.breakdown(before, after, cpus),
+        cpu=cpustat.breakdown(before, after, cpus), cpi=hw.result(),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=list(fs_warnings) + driver_warnings + (["system-wide: lock waits of every task on the machine are counted, "
                                        "shares are relative to the workload's workers"]
@@ -219,7 +222,9 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:
             probe.watch(str(fs.mountpoint))
+        hw = stack.enter_context(hwcounters.CpiCounters(sorted(os.sched_getaffinity(0))))
         before = cpustat.sample()
+        hw.start()
         if probe:
             probe.start()
         t0 = time.monotonic()
@@ -237,6 +242,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             rc, completed = None, False
         elapsed = time.monotonic() - t0
         after = cpustat.sample()
+        hw.stop()
         data = probe.stop() if probe else None
         if not completed:
             kill_group(proc)
@@ -266,7 +272,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
         ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
         cpus=sorted(before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
-        cpu=cpustat.breakdown(before, after),
+        cpu=cpustat.breakdown(before, after), cpi=hw.result(),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=warnings)
     return _finish_record(rec, data, raw)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-record the run records the unit tests read (real runs, trimmed small).
 
-    sudo python3 tests/data/record.py
+    sudo python3 tests/data/record.py [SWEEP ...]     (default: all of SWEEPS)
 
 Runs two small sweeps with the lockscope of this source tree and keeps, per
 point, the heaviest probe aggregates and only the stacks and objects they
@@ -20,6 +20,8 @@ SWEEPS = {
     # name: (workloads, fs, workers)
     "mwrm_mmap_tmpfs": ("MWRM,mmap", "tmpfs", "1,2"),
     "shared_tmpfs": ("DWOM,MWCM,MWCL", "tmpfs", "2"),
+    # with the per-interval series (time view); tmpfs against ext4 for `compare`
+    "series_mwrm": ("MWRM", "tmpfs,ext4", "1,2"),
 }
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 
@@ -39,12 +41,18 @@ def trim(rec: dict) -> dict:
     for lock in rec["locks"]:
         lock["stacks"] = lock["stacks"][:3]
     rec["locks"] = rec["locks"][:15]
+    series = raw.get("series") or {}
+    kept = {a for lock in rec["locks"] for a in lock["addresses"]}
+    for snap in series.get("snapshots", []):
+        snap["locks"] = [e for e in snap["locks"] if e[0] in kept]
     rec["offcpu"] = rec["offcpu"][:10]
     return rec
 
 
 def main() -> int:
-    for name, (workloads, fs, workers) in SWEEPS.items():
+    chosen = sys.argv[1:] or list(SWEEPS)
+    for name in chosen:
+        workloads, fs, workers = SWEEPS[name]
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run([sys.executable, "-m", "lockscope", "sweep", workloads, "--fs", fs, "--workers", workers,
                             "--duration", "2", "--warmup", "0.5", "--out", tmp], cwd=REPO, check=True)
