@@ -28,6 +28,8 @@ examples:
   lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
   lockscope analyze results/sweep --json
   lockscope report results/sweep            # writes results/sweep/report/index.html
+  lockscope export results/sweep            # PDF/SVG figures, CSV/LaTeX table: results/sweep/exports
+  lockscope compare results/before results/after [--html compare.html]
 
 exit codes: 0 ok, 1 a run failed, 2 bad input, 3 this machine lacks something (root, BTF, a tool),
 130 interrupted (finished points are kept).
@@ -154,6 +156,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write DIR/report/index.html")
     p.add_argument("dir", type=Path)
     p.add_argument("--out", type=Path, default=None, help="report directory (default DIR/report)")
+
+    p = sub.add_parser("export", help="figures (PDF, SVG), bottleneck table (CSV, LaTeX) and run records for papers",
+                       description="Write DIR/exports (or --out): per experiment the throughput figure (with ideal, "
+                                   "USL fit and the what-if bound) and the lock wait share figure as PDF and SVG; "
+                                   "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records.")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="exports directory (default DIR/exports)")
+
+    p = sub.add_parser("compare", help="compare two results directories experiment by experiment",
+                       description="Compare two results directories (before/after a kernel patch, two file "
+                                   "systems, two machines): per experiment, matched by workload and file system, "
+                                   "the change in throughput at each worker count and in each wait's share.")
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+    p.add_argument("--fs-a", default=None, help="compare this file system of A ...")
+    p.add_argument("--fs-b", default=None, help="... with this one of B (both or neither)")
+    p.add_argument("--workload", default=None, help="only this workload")
+    p.add_argument("--json", action="store_true", help="machine-readable output (lockscope.compare/1)")
+    p.add_argument("--html", type=Path, default=None, help="also write an offline HTML page here")
 
     p = sub.add_parser("doctor", help="what works on this machine, and why not; leftovers of killed runs")
     p.add_argument("--clean", action="store_true", help="release leftover mounts, loop devices and directories")
@@ -406,6 +427,38 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from lockscope.reports.exports import write_exports
+
+    paths = write_exports(args.dir, args.out)
+    out = args.out or Path(args.dir) / "exports"
+    figs = sum(1 for p in paths if p.parent.name == "figures")
+    runs = sum(1 for p in paths if p.parent.name == "runs")
+    print(f"exports: {out}\n  {figs} figures (PDF and SVG) in figures/, bottlenecks.csv, bottlenecks.tex, "
+          f"analysis.json, {runs} run records in runs/")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from lockscope.reports.compare import compare, render_html, render_text
+
+    doc = compare(args.a, args.b, args.fs_a, args.fs_b, args.workload)
+    if args.html:
+        html = render_html(doc)
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.html.with_name("." + args.html.name + ".tmp")
+        tmp.write_text(html)
+        tmp.replace(args.html)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+    else:
+        sys.stdout.write(render_text(doc))
+        if args.html:
+            print(f"page: {args.html}")
+    return 0
+
+
 def cmd_list(args) -> int:
     from lockscope import workloads
 
@@ -475,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args, command)
         if args.cmd == "sweep":
             return cmd_sweep(args, command)
-        return {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor}[args.cmd](args)
+        return {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
+                "export": cmd_export, "compare": cmd_compare}[args.cmd](args)
     except LockscopeError as e:
         print(f"lockscope: error: {e.message}", file=sys.stderr)
         if e.fix:
