@@ -209,3 +209,30 @@ def test_cpi_per_point_in_the_analysis_says_unavailable_with_the_reason():
         for c, r in zip(e["cpi"], e["points"]):
             assert c["workers"] == r["workers"]
             assert "perf_event_open(cycles) failed: No such file or directory" in c["unavailable"]
+
+
+# ---- end to end: a real run keeps the intervals and the CPI status ----------
+
+@pytest.mark.e2e
+def test_a_real_run_records_the_time_view_and_cpi(tmp_path, e2e, scratch):
+    from conftest import lockscope
+    from lockscope import record
+
+    r = lockscope("run", "MWRM", "--fs", "tmpfs", "--workers", "2", "--duration", "1.5", "--warmup", "0.3",
+                  "--out", str(tmp_path / "out"), "--scratch", str(scratch))
+    assert r.returncode == 0, r.stderr
+    rec = record.load(tmp_path / "out" / "runs" / "MWRM-tmpfs-w2.json")
+    snaps = rec.probe.raw["series"]["snapshots"]
+    assert len(snaps) >= 4                                  # 1.5 s at 250 ms
+    assert all(a["t_ns"] < b["t_ns"] for a, b in zip(snaps, snaps[1:]))
+    tv = timeview.timeview(rec)
+    mutex = next(s for s in tv["series"] if s["name"] == "sb->s_vfs_rename_mutex of tmpfs at <scratch>")
+    assert len(mutex["wait_share"]) == len(tv["t_s"]) >= 5
+    # contended interval after interval (under other load a worker may lose its CPU for a while)
+    assert sum(s > 0.02 for s in mutex["wait_share"]) >= len(mutex["wait_share"]) / 2, mutex
+    ok, why = hwcounters.availability()
+    assert rec.cpi["available"] == ok
+    if not ok:
+        assert rec.cpi["reason"] == why
+    else:
+        assert rec.cpi["value"] > 0 and rec.cpi["cpus"] == sorted(w.cpu for w in rec.per_worker)
