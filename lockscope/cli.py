@@ -66,16 +66,14 @@ def check_workers(counts: list[int], force: bool, infos: list[dict] | None = Non
     for n in counts:
         if n < 1:
             raise UsageError(f"--workers {n}: needs at least 1 worker")
-        for info in infos:
-            if info.get("max_workers") and n > info["max_workers"]:
-                raise UsageError(f"--workers {n}: workload {info['name']} runs at most {info['max_workers']} workers")
-        if infos and all(info.get("many_tasks") for info in infos):
-            continue
-        if n > limit and not force:
+        if n > limit and not force and not (infos and all(info.get("many_tasks") for info in infos)):
             raise UsageError(
                 f"--workers {n} is more than {MAX_WORKERS_PER_CPU} per CPU (this machine lets lockscope use "
                 f"{_ncpus()}): at that level a run measures the scheduler, not the workload",
                 "use fewer workers, or pass --force to run it anyway")
+        for info in infos:
+            if info.get("max_workers") and n > info["max_workers"]:
+                raise UsageError(f"--workers {n}: workload {info['name']} runs at most {info['max_workers']} workers")
 
 
 def parse_params(items: list[str] | None) -> dict[str, str]:
@@ -306,7 +304,12 @@ def summarize(rec) -> str:
     tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
              f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
-    if rec.per_worker:
+    if len(rec.per_worker) > 16:
+        ops = sorted(w.ops for w in rec.per_worker)
+        lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
+                     (f"; {sum(w.ran_out for w in rec.per_worker)} ran out" if any(w.ran_out for w in rec.per_worker)
+                      else ""))
+    elif rec.per_worker:
         lines.append("per worker: " + ", ".join(f"{w.ops:,}" + (" (ran out)" if w.ran_out else "")
                                                 for w in rec.per_worker))
     if rec.params:

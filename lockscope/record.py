@@ -26,7 +26,10 @@ def _json_name(f: dataclasses.Field) -> str:
 
 def to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
-        return {_json_name(f): to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        # fields marked omit_empty (later optional additions) are left out
+        # while empty, so that older records round-trip unchanged
+        return {_json_name(f): to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get("omit_empty") and not getattr(obj, f.name))}
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -209,11 +212,11 @@ class RunRecord:
     # built-in workloads: parameters (--param, defaults filled in), ops of
     # each operation type and their latency over the timed window (empty
     # with --no-latency), and the time series (--interval; empty when off)
-    params: dict = field(default_factory=dict)
-    op_counts: dict[str, int] = field(default_factory=dict)
-    latency: dict[str, Latency] = field(default_factory=dict)
-    interval_s: float = 0.0
-    timeseries: list[Interval] = field(default_factory=list)
+    params: dict = field(default_factory=dict, metadata={"omit_empty": True})
+    op_counts: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
+    latency: dict[str, Latency] = field(default_factory=dict, metadata={"omit_empty": True})
+    interval_s: float = field(default=0.0, metadata={"omit_empty": True})
+    timeseries: list[Interval] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

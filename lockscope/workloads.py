@@ -78,6 +78,7 @@ class WorkloadSession(JsonLinesProcess):
             self.argv.append("--no-latency")
         self.duration = duration
         self.warmup = warmup
+        self.workers = workers
 
     def expect(self, event: str, timeout: float) -> dict:
         """As JsonLinesProcess.expect, keeping the progress events."""
@@ -110,7 +111,8 @@ class WorkloadSession(JsonLinesProcess):
 
     def finish(self) -> dict:
         self.send("stop")
-        result = self.expect("result", timeout=60)
+        # thousands of tasks blocked in fsync (syncs) take long to stop
+        result = self.expect("result", timeout=60 + self.workers / 40)
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

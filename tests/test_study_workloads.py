@@ -71,7 +71,7 @@ def test_syncs_appends_and_fsyncs_private_files(d):
     _, r = run("syncs", d, workers=4)
     assert r["params"] == {"bytes": 1024}
     c = r["op_counts"]
-    assert c["fsync"] == r["ops"] and 0 <= c["append"] - c["fsync"] <= 4      # one op = append + fsync
+    assert c["fsync"] == r["ops"] and abs(c["append"] - c["fsync"]) <= 4   # one op = append + fsync (window edges)
     for w in r["per_worker"]:
         size = os.path.getsize(d / "share" / f"s{w['worker']}")
         assert size % 1024 == 0 and size >= 1024 * w["ops"]                    # warm-up appends too
