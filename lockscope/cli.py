@@ -19,6 +19,7 @@ DEFAULT_WORKLOADS = ["MWRM", "DWOM", "MWCM", "MWCL", "mmap"]
 DEFAULT_FS = ["tmpfs", "ext4"]
 DEFAULT_DURATION = 3.0
 DEFAULT_WARMUP = 1.0
+DEFAULT_INTERVAL = 1.0
 MAX_WORKERS_PER_CPU = 64
 
 EPILOG = """\
@@ -58,16 +59,39 @@ def parse_workers(text: str) -> list[int]:
     return sorted(out)
 
 
-def check_workers(counts: list[int], force: bool) -> None:
+def check_workers(counts: list[int], force: bool, infos: list[dict] | None = None) -> None:
+    """Worker counts: at most 64 per CPU unless --force, except for workloads
+    whose tasks mostly sleep (catalog many_tasks, e.g. syncs), which may use
+    up to their max_workers; no workload goes beyond its max_workers."""
     limit = MAX_WORKERS_PER_CPU * _ncpus()
+    infos = infos or []
     for n in counts:
         if n < 1:
             raise UsageError(f"--workers {n}: needs at least 1 worker")
-        if n > limit and not force:
+        if n > limit and not force and not (infos and all(info.get("many_tasks") for info in infos)):
             raise UsageError(
                 f"--workers {n} is more than {MAX_WORKERS_PER_CPU} per CPU (this machine lets lockscope use "
                 f"{_ncpus()}): at that level a run measures the scheduler, not the workload",
                 "use fewer workers, or pass --force to run it anyway")
+        for info in infos:
+            if info.get("max_workers") and n > info["max_workers"]:
+                raise UsageError(f"--workers {n}: workload {info['name']} runs at most {info['max_workers']} workers")
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """--param KEY=VALUE (repeatable) -> {KEY: VALUE}."""
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--param {item!r}: expected KEY=VALUE, e.g. --param files=128")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def check_interval(interval: float) -> None:
+    if interval < 0:
+        raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")
 
 
 def check_sample_hz(hz: int) -> None:
@@ -123,6 +147,13 @@ def _common_run_args(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--system-wide", action="store_true",
                    help="count the lock waits of every task on the machine, not only the workload's")
     p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")
+    p.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
+                   help="a parameter of the built-in workload (repeatable; see `lockscope list`)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
+                   help=f"time series: ops/s and latency percentiles every this many seconds of the timed "
+                        f"window (default {DEFAULT_INTERVAL:g}; 0: off)")
+    p.add_argument("--no-latency", action="store_true",
+                   help="count operations without timing each one (no latency histograms)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,7 +274,11 @@ def cmd_run(args, command: list[str] | None) -> int:
     workers = parse_workers(args.workers)[0] if args.workers else _ncpus()
     if args.workers and len(parse_workers(args.workers)) != 1:
         raise UsageError("run measures one worker count", "use `lockscope sweep` for several")
-    check_workers([workers], args.force)
+    params = parse_params(args.param)
+    check_interval(args.interval)
+    if command and params:
+        raise UsageError("--param goes with a built-in workload, not with a command")
+    check_workers([workers], args.force, [workloads.check_workload(args.workload)] if args.workload else None)
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
     check_sample_hz(args.sample_hz)
@@ -269,7 +304,8 @@ def cmd_run(args, command: list[str] | None) -> int:
             fs = NO_FS
         spec = PointSpec(workload=args.workload, fs=fs, workers=workers, duration=duration, warmup=args.warmup,
                          probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
-                         system_wide=args.system_wide)
+                         system_wide=args.system_wide, params=workloads.check_params(args.workload, params),
+                         interval=args.interval, latency=not args.no_latency)
     _require_run_environment(spec.probe)
     out = args.out or _default_out(spec.id)
     rec = run_point(spec)
@@ -289,9 +325,26 @@ def summarize(rec) -> str:
     tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
              f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
-    if rec.per_worker:
+    if len(rec.per_worker) > 16:
+        ops = sorted(w.ops for w in rec.per_worker)
+        lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
+                     (f"; {sum(w.ran_out for w in rec.per_worker)} ran out" if any(w.ran_out for w in rec.per_worker)
+                      else ""))
+    elif rec.per_worker:
         lines.append("per worker: " + ", ".join(f"{w.ops:,}" + (" (ran out)" if w.ran_out else "")
                                                 for w in rec.per_worker))
+    if rec.params:
+        lines.append("parameters: " + ", ".join(f"{k}={v}" for k, v in rec.params.items()))
+    if rec.latency:
+        lines.append("latency per operation (ops, p50 / p99 / max):")
+        for op, lat in rec.latency.items():
+            lines.append(f"  {op:<8} {lat.count:>12,}  {_ns(lat.p50_ns)} / {_ns(lat.p99_ns)} / {_ns(lat.max_ns)}")
+    elif len(rec.op_counts) > 1:
+        lines.append("ops per operation: " + ", ".join(f"{k} {v:,}" for k, v in rec.op_counts.items()))
+    if rec.timeseries:
+        lines.append(f"time series: {len(rec.timeseries)} intervals of {rec.interval_s:g} s, ops/s " +
+                     " ".join(f"{i.ops_per_sec:,.0f}" for i in rec.timeseries[:12]) +
+                     (" ..." if len(rec.timeseries) > 12 else ""))
     c = rec.cpu
     lines.append(f"CPU {','.join(map(str, c.cpus))}: user {c.user:.0%}  sys {c.sys:.0%}  idle {c.idle:.0%}  "
                  f"iowait {c.iowait:.0%}  irq {c.irq:.0%}")
@@ -311,6 +364,15 @@ def summarize(rec) -> str:
     return "\n".join(lines)
 
 
+def _ns(ns: int) -> str:
+    """A latency for people: 850 ns, 12.3 us, 4.1 ms, 1.20 s."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{ns} ns"
+
+
 def cmd_sweep(args, command: list[str] | None) -> int:
     from lockscope import workloads
     from lockscope.sweep import SweepSpec, run_sweep
@@ -320,7 +382,13 @@ def cmd_sweep(args, command: list[str] | None) -> int:
     if command and args.workloads:
         raise UsageError("both workloads and a command were given", "give one of them")
     workers = parse_workers(args.workers) if args.workers else list(range(1, _ncpus() + 1))
-    check_workers(workers, args.force)
+    params = parse_params(args.param)
+    check_interval(args.interval)
+    if command and params:
+        raise UsageError("--param goes with a built-in workload, not with a command")
+    check_workers(workers, args.force, None if command else
+                  [workloads.check_workload(w) for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",")
+                   if w])
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
     check_sample_hz(args.sample_hz)
@@ -332,6 +400,10 @@ def cmd_sweep(args, command: list[str] | None) -> int:
         names = [w for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",") if w]
         for w in names:
             workloads.check_workload(w)
+        checked = {}
+        for w in names:       # each --param must belong to every workload of the sweep
+            checked = workloads.check_params(w, params)
+        params = checked
         fss = [f for f in (args.fs or ",".join(DEFAULT_FS)).split(",") if f]
     for fs in fss:
         if fs != "none":
@@ -340,7 +412,8 @@ def cmd_sweep(args, command: list[str] | None) -> int:
                      warmup=0.0 if command else args.warmup, command=command,
                      throughput_regex=args.throughput_regex, probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=_cpus(args.cpus), sample_hz=args.sample_hz,
-                     system_wide=args.system_wide)
+                     system_wide=args.system_wide, params=params, interval=args.interval,
+                     latency=not args.no_latency)
     _require_run_environment(spec.probe)
     out = args.out or _default_out("sweep")
     outcome = run_sweep(spec, out)
@@ -474,6 +547,12 @@ def cmd_list(args) -> int:
     for w in cat.values():
         print(f"  {w['name']:<6} {w['operation']}\n         sharing: {w['sharing']}; stresses: {w['component']}"
               + ("; threads of one process" if w.get("model") == "thread" else ""))
+        if len(w.get("op_names", [])) > 1:
+            print(f"         operations timed: {', '.join(w['op_names'])}")
+        for p in w.get("params", []):
+            print(f"         --param {p['name']}=N  {p['help']} (default {p['default']}, {p['min']}..{p['max']})")
+        if w.get("many_tasks"):
+            print(f"         up to {w['max_workers']} workers without --force (they mostly sleep in I/O)")
     print("\nfile systems (--fs):")
     for name, (ok, why) in fss.items():
         print(f"  {name:<6} {scratch.FS_SETUPS[name].description}" + ("" if ok else f"  [unavailable: {why}]"))

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +24,7 @@ from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import ProbeInfo, RunRecord, WorkerResult
+from lockscope.record import Interval, Latency, ProbeInfo, RunRecord, WorkerResult
 
 MAX_WATCH_PATHS = 512
 MAX_RAW_ENTRIES = 2000
@@ -47,6 +47,9 @@ class PointSpec:
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
     system_wide: bool = False          # count every task's waits, not only the workload's
+    params: dict = field(default_factory=dict)   # built-in workloads: --param KEY=VALUE
+    interval: float = 0.0              # time series every this many seconds (0: none)
+    latency: bool = True               # time every operation (histograms)
 
     @property
     def id(self) -> str:
@@ -129,6 +132,19 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
     return rec
 
 
+def _latency(d: dict | None) -> dict[str, Latency]:
+    return {op: Latency(**{k: v for k, v in lat.items() if k in Latency.__dataclass_fields__})
+            for op, lat in (d or {}).items()}
+
+
+def timeseries(events: list[dict], start_ns: int) -> list[Interval]:
+    """The driver's progress events as the record's time series."""
+    return [Interval(t_s=(e["t_ns"] - start_ns) / 1e9, interval_s=e.get("interval_s", 0.0),
+                     ops=e.get("interval_ops", 0), ops_per_sec=e.get("ops_per_sec", 0.0),
+                     op_counts=e.get("op_counts", {}), latency=_latency(e.get("latency")))
+            for e in events if "interval_s" in e]
+
+
 def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
     info = workloads.check_workload(spec.workload)
     with contextlib.ExitStack() as stack:
@@ -139,7 +155,8 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
-            spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus))
+            spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus,
+            params=spec.params, interval=spec.interval, latency=spec.latency))
         progress("setting up the workload")
         wl.start(probe.track if probe else None)
         ready = wl.wait_ready()
@@ -181,7 +198,10 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=list(fs_warnings) + driver_warnings + (["system-wide: lock waits of every task on the machine are counted, "
                                        "shares are relative to the workload's workers"]
-                                      if spec.system_wide else []))
+                                      if spec.system_wide else []),
+        params=result.get("params", {}), op_counts=result.get("op_counts", {}),
+        latency=_latency(result.get("latency")), interval_s=spec.interval,
+        timeseries=timeseries(wl.progress, result.get("measure_start_ns", 0)))
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
