@@ -143,4 +143,32 @@ struct cpu_state {
 	__u64 counters[CNT__MAX];
 };
 
+/* user-space lock waits (futex.bpf.c) */
+#define FUTEX_OP_WAITV 0x100   /* futex_key.op of futex_waitv (keyed by its first futex) */
+
+struct ufutex_open {
+	__u64 start;
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 op;
+	__s32 stack_id;     /* user stack at enter; <0: not taken */
+	__u32 pad;
+};
+
+struct ufutex_key {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 op;           /* futex op & FUTEX_CMD_MASK, or FUTEX_OP_WAITV */
+	__s32 stack_id;
+	__u32 pad;
+};
+
+enum futex_counter {
+	FCNT_WAITS,           /* futex waits aggregated */
+	FCNT_AGG_FULL,        /* a wait lost: aggregation map full */
+	FCNT_OPEN_FULL,       /* a wait lost: open-wait map full */
+	FCNT_STACK_LOST,      /* user stack not stored; wait kept, stack -1 */
+	FCNT__MAX,
+};
+
 #endif
