@@ -48,16 +48,16 @@ COMPONENT = "user space"
 # C library (and dynamic loader) files: their frames are the lock's
 # implementation, not the caller
 _RUNTIME = re.compile(r"^(libc|libpthread|ld-linux[\w.-]*|ld|libstdc\+\+|libgcc_s)[.-]")
-# the C library function a wait came from -> kind of user-space lock
+# the C library function a wait came from (leading underscores stripped:
+# glibc's internal names have one to three) -> kind of user-space lock
 _KIND_BY_FUNCTION = [
-    (re.compile(r"^(__lll_lock_wait$|__pthread_mutex_(cond_)?lock|pthread_mutex_(timed|clock)?lock|"
-                r"__pthread_mutex_clocklock|__pthread_mutex_timedlock|lll_lock_wait)"), "pthread_mutex"),
-    (re.compile(r"^__lll_lock_wait_private$"), "libc internal lock"),
-    (re.compile(r"^(__)?pthread_rwlock_"), "pthread_rwlock"),
-    (re.compile(r"^(__)?pthread_cond_(timed|clock)?wait|^__pthread_cond_wait"), "pthread_cond"),
-    (re.compile(r"^(__)?pthread_barrier_wait"), "pthread_barrier"),
-    (re.compile(r"^(__new_sem_wait|sem_(timed|clock)?wait|do_futex_wait|__new_sem_wait_slow)"), "semaphore"),
-    (re.compile(r"^(__)?pthread_(clock|timed|try)?join|^__pthread_clockjoin_ex"), "pthread_join"),
+    (re.compile(r"^(lll_lock_wait$|pthread_mutex_(cond_)?lock|pthread_mutex_(timed|clock)lock)"), "pthread_mutex"),
+    (re.compile(r"^lll_lock_wait_private$"), "libc internal lock"),
+    (re.compile(r"^pthread_rwlock_"), "pthread_rwlock"),
+    (re.compile(r"^pthread_cond_(timed|clock)?wait"), "pthread_cond"),
+    (re.compile(r"^pthread_barrier_wait"), "pthread_barrier"),
+    (re.compile(r"^(new_sem_wait|sem_(timed|clock)?wait|do_futex_wait)"), "semaphore"),
+    (re.compile(r"^pthread_(clock|timed|try)?join|^pthread_clockjoin_ex"), "pthread_join"),
 ]
 NOT_LOCKS = {"pthread_join"}
 
@@ -329,7 +329,7 @@ def futex_kind(op: int, frames: list[str]) -> str:
     for fr in frames:
         if not in_runtime(fr):
             break
-        fn = frame_function(fr)
+        fn = frame_function(fr).lstrip("_")
         for pattern, kind in _KIND_BY_FUNCTION:
             if pattern.match(fn):
                 return kind
