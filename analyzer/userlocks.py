@@ -263,6 +263,50 @@ class AddressSpace:
         # thread stacks and large malloc arenas are anonymous mappings
         return {"region": "anon"}
 
+    def _after_call(self, addr: int) -> bool:
+        """Whether addr, in an executable file mapping, follows a call
+        instruction (x86-64: call rel32, or call through a register or
+        memory operand): then it is a return address."""
+        m, _ = self.mapping(addr)
+        if m is None or "x" not in m.perms or not _is_file(m.path):
+            return False
+        off = m.offset + (addr - m.start)
+        if off < 7:
+            return False
+        try:
+            with open(_file_path(m.path), "rb") as f:
+                f.seek(off - 7)
+                b = f.read(7)
+        except OSError:
+            return False
+        if len(b) != 7:
+            return False
+        if b[2] == 0xE8:                      # call rel32
+            return True
+        # call r/m64: FF /2 with a 0, 1 or 4 byte displacement (a SIB byte too)
+        return any(b[7 - n] == 0xFF and (b[8 - n] >> 3) & 7 == 2 for n in (2, 3, 4, 6, 7))
+
+    def recover_caller(self, frames: list[int], words: list[int]) -> list[int]:
+        """Frame pointers skip the caller of a function that has none (most
+        of the C library): insert the first return address into the program
+        found on the top of the stack, after the C library frames."""
+        lead = 0
+        while lead < len(frames) and self._in_runtime_file(frames[lead]):
+            lead += 1
+        if lead == 0:
+            return frames
+        for w in words:
+            if not w or self._in_runtime_file(w) or not self._after_call(w):
+                continue
+            if w not in frames:
+                return frames[:lead] + [w] + frames[lead:]
+            break
+        return frames
+
+    def _in_runtime_file(self, addr: int) -> bool:
+        m, _ = self.mapping(addr)
+        return m is not None and bool(_RUNTIME.match(os.path.basename(m.path)))
+
     def symbolize(self, addr: int) -> str:
         """'func+0x1f [file]'; '[file+0xoffset]' without a symbol."""
         r = self._file_vaddr(addr)
@@ -290,6 +334,7 @@ def resolve(data: dict) -> dict:
     entries = sorted(data.get("futex", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
     spaces = {tgid: AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
     stacks_raw = data.get("user_stacks", {})
+    words_raw = data.get("user_stack_words", {})
     addresses: dict[str, dict] = {}
     stacks: dict[str, list[str]] = {}
     for e in entries:
@@ -303,6 +348,8 @@ def resolve(data: dict) -> dict:
         skey = f"{tgid}:{sid}"
         if sid in stacks_raw and skey not in stacks:
             ips = [int(a, 16) for a in stacks_raw[sid]]
+            if space and sid in words_raw:
+                ips = space.recover_caller(ips, [int(a, 16) for a in words_raw[sid]])
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     return out
@@ -367,7 +414,27 @@ def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
     stacks = raw.get("user_stacks", {})
     addresses = raw.get("futex_addresses", {})
     groups: dict[str, _Acc] = {}
+    # waits counted without a stack (sampling) take the frames of their
+    # futex's sampled waits, in proportion to those waits' time
+    per_futex: dict[tuple, list[dict]] = defaultdict(list)
     for e in raw.get("futex", []):
+        per_futex[(str(e["tgid"]), e["uaddr"], e["op"])].append(e)
+    spread = []
+    for (tgid, _, _), es in per_futex.items():
+        sampled = [e for e in es if stacks.get(f"{tgid}:{e['stack']}")]
+        rest = [e for e in es if not stacks.get(f"{tgid}:{e['stack']}")]
+        if not sampled or not rest:
+            spread += es
+            continue
+        s_wait = sum(e["total_ns"] for e in sampled) or 1
+        s_count = sum(e["count"] for e in sampled) or 1
+        wscale = 1 + sum(e["total_ns"] for e in rest) / s_wait
+        cscale = 1 + sum(e["count"] for e in rest) / s_count
+        rmax = max(e["max_ns"] for e in rest)
+        for e in sampled:
+            spread.append({**e, "count": round(e["count"] * cscale), "total_ns": round(e["total_ns"] * wscale),
+                           "max_ns": max(e["max_ns"], rmax), "sampled": e["count"]})
+    for e in spread:
         tgid = str(e["tgid"])
         frames = stacks.get(f"{tgid}:{e['stack']}", [])
         kind = futex_kind(int(e["op"]), frames)
@@ -393,9 +460,10 @@ def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
         acc.max = max(acc.max, e["max_ns"])
         acc.modes[OP_NAMES.get(int(e["op"]), str(e["op"]))] += e["total_ns"]
         key = tuple(frames[:MAX_FRAMES])
-        st = acc.stacks.setdefault(key, [0, 0])
+        st = acc.stacks.setdefault(key, [0, 0, 0])
         st[0] += e["count"]
         st[1] += e["total_ns"]
+        st[2] += e.get("sampled", e["count"]) if frames else 0
     denom = workers * window_ns if workers and window_ns else 0
     locks = []
     for acc in groups.values():
@@ -407,7 +475,7 @@ def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
             object=acc.object, component=COMPONENT,
             explain="user-space lock: time threads slept in futex waits on it",
             stacks=[StackSummary(frames=list(k), site=site(list(k)) if k else "[no stack]", syscall="futex",
-                                 count=v[0], wait_ns=v[1], sampled=v[0]) for k, v in top]))
+                                 count=v[0], wait_ns=v[1], sampled=v[2]) for k, v in top]))
     locks.sort(key=lambda lk: -lk.wait_ns)
     return locks
 

@@ -12,7 +12,10 @@
  *
  * A wait is remembered at enter in a hash keyed by thread id (the loader
  * adds the waits still open at stop, up to the stop time) and added up at
- * exit. The user stack (frame pointers) is taken at enter.
+ * exit. The user stack (frame pointers) is taken at enter, for the first
+ * waits of each futex and then one in STACK_EVERY; the others are counted
+ * under stack STACK_NOT_SAMPLED and the analyzer spreads them over the
+ * futex's sampled stacks.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -28,6 +31,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define FUTEX_WAIT_REQUEUE_PI 11
 #define FUTEX_LOCK_PI2        13
 #define FUTEX_CMD_MASK      0x7f   /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
+/* user stacks: the first waits of every futex, then one wait in STACK_EVERY */
+#define STACKS_PER_FUTEX 8
+#define STACK_EVERY 64
 
 const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
@@ -43,6 +49,14 @@ struct {
 	__type(key, __u32);   /* tgid */
 	__type(value, __u8);
 } tracked SEC(".maps");
+
+/* waits seen per futex, for stack sampling */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ufutex_id);
+	__type(value, __u32);
+} futex_seen SEC(".maps");
 
 /* open waits by thread id */
 struct {
@@ -65,6 +79,21 @@ struct {
 	__type(key, __u32);
 	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
 } user_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __s32);
+	__type(value, struct ustack_words);
+} user_stack_words SEC(".maps");
+
+/* scratch for one ustack_words (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ustack_words);
+} words_buf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -126,9 +155,30 @@ int BPF_PROG(lksc_futex_enter, struct pt_regs *regs, long id)
 	}
 	w.op = op;
 	w.tgid = tgid;
-	w.stack_id = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
-	if (w.stack_id < 0)
+	{
+		struct ufutex_id fid = { .uaddr = w.uaddr, .tgid = tgid };
+		__u32 *seen = bpf_map_lookup_elem(&futex_seen, &fid), one = 1, n = 0;
+
+		if (seen)
+			n = (*seen)++;     /* a race only shifts the sampling */
+		else
+			bpf_map_update_elem(&futex_seen, &fid, &one, BPF_ANY);
+		if (n < STACKS_PER_FUTEX || n % STACK_EVERY == 0) {
+			w.stack_id = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
+		} else {
+			w.stack_id = STACK_NOT_SAMPLED;
+			fcount(FCNT_STACK_SKIPPED);
+		}
+	}
+	if (w.stack_id < 0 && w.stack_id != STACK_NOT_SAMPLED) {
 		fcount(FCNT_STACK_LOST);
+	} else if (w.stack_id >= 0 && !bpf_map_lookup_elem(&user_stack_words, &w.stack_id)) {
+		__u32 zero = 0;
+		struct ustack_words *buf = bpf_map_lookup_elem(&words_buf, &zero);
+
+		if (buf && !bpf_probe_read_user(buf, sizeof(*buf), (void *)PT_REGS_SP_CORE(regs)))
+			bpf_map_update_elem(&user_stack_words, &w.stack_id, buf, BPF_NOEXIST);
+	}
 	w.start = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_ANY))
 		fcount(FCNT_OPEN_FULL);

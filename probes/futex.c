@@ -29,6 +29,7 @@ static const char *fcounter_names[FCNT__MAX] = {
 	[FCNT_AGG_FULL] = "lost_futex_map_full",
 	[FCNT_OPEN_FULL] = "lost_futex_open_map_full",
 	[FCNT_STACK_LOST] = "futex_stacks_lost",
+	[FCNT_STACK_SKIPPED] = "futex_stacks_not_sampled",
 };
 
 static struct futex_bpf *fskel;
@@ -97,6 +98,8 @@ void futex_start(void)
 	clear(fskel->maps.futex_open);
 	clear(fskel->maps.futex_stats);
 	clear(fskel->maps.user_stacks);
+	clear(fskel->maps.user_stack_words);
+	clear(fskel->maps.futex_seen);
 	zero = calloc(nc, sizeof(*zero));
 	for (__u32 i = 0; zero && i < FCNT__MAX; i++)
 		bpf_map_update_elem(bpf_map__fd(fskel->maps.futex_counters), &i, zero, BPF_ANY);
@@ -371,6 +374,30 @@ void futex_json(struct jw *w)
 		jw_arr(w);
 		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
 			jw_hex(w, ips[d]);
+		jw_arr_end(w);
+	}
+	jw_obj_end(w);
+
+	/* the top of each user stack, where the caller that frame pointers miss is */
+	jw_key(w, "user_stack_words");
+	jw_obj(w);
+	fd = bpf_map__fd(fskel->maps.user_stack_words);
+	for (size_t i = 0; i < nentries; i++) {
+		__s32 sid = entries[i].key.stack_id;
+		struct ustack_words sw;
+		bool dup = false;
+
+		if (sid < 0)
+			continue;
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = entries[j].key.stack_id == sid;
+		if (dup || bpf_map_lookup_elem(fd, &sid, &sw))
+			continue;
+		snprintf(id, sizeof(id), "%d", sid);
+		jw_key(w, id);
+		jw_arr(w);
+		for (int d = 0; d < STACK_WORDS; d++)
+			jw_hex(w, sw.w[d]);
 		jw_arr_end(w);
 	}
 	jw_obj_end(w);

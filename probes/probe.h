@@ -163,11 +163,26 @@ struct ufutex_key {
 	__u32 pad;
 };
 
+/* the top of the user stack at a futex wait, once per user stack id: the
+ * frame-pointer walk misses the caller of a function without a frame pointer
+ * (most of glibc); user space finds it among these words */
+#define STACK_WORDS 32
+struct ustack_words {
+	__u64 w[STACK_WORDS];
+};
+
+struct ufutex_id {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 pad;
+};
+
 enum futex_counter {
 	FCNT_WAITS,           /* futex waits aggregated */
 	FCNT_AGG_FULL,        /* a wait lost: aggregation map full */
 	FCNT_OPEN_FULL,       /* a wait lost: open-wait map full */
 	FCNT_STACK_LOST,      /* user stack not stored; wait kept, stack -1 */
+	FCNT_STACK_SKIPPED,   /* wait counted without a stack (sampling) */
 	FCNT__MAX,
 };
 
