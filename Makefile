@@ -6,8 +6,9 @@
 
 PYTHON  ?= python3
 RESULTS ?= results/default
+# libc6-dbg: the C library's full symbol table (user stacks through glibc)
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
-                linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount
+                linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps install build report test bench clean
@@ -21,6 +22,8 @@ deps:
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }; }; \
 	fi
+	@# pyelftools: ELF symbols of user-space locks and stacks (also in setup.py, for running from the source tree)
+	@$(PYTHON) -c "import elftools" 2>/dev/null || $(PIP) "pyelftools>=0.29"
 
 build: deps
 	$(MAKE) -C probes

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import naming
+from lockscope.analyzer import naming, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -88,7 +88,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
             "sample_stacks": sample_stacks, "objects": objects, "layout": data.get("layout", {}),
             "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None,
             # cumulative wait per lock address every --series-ms (the time view)
-            "series": data.get("series", {})}
+            "series": data.get("series", {}),
+            **userlocks.resolve(data)}
 
 
 def probe_warnings(data: dict) -> list[str]:
@@ -123,6 +124,9 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
+        # user-space locks (futex waits) next to the kernel's
+        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
+        rec.warnings += userlocks.futex_warnings(raw)
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window)
         rec.warnings += probe_warnings(data)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

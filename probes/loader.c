@@ -37,6 +37,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "objects.h"
+#include "futex.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -392,6 +393,7 @@ static void emit_counters(const struct cpu_state *cpu_st, __u64 merged)
 			sum += cpu_st[c].counters[i];
 		jw_ku64(&out, counter_names[i], sum);
 	}
+	futex_counters_json(&out);
 	jw_obj_end(&out);
 }
 
@@ -413,6 +415,7 @@ static void emit_programs(void)
 			jw_ku64(&out, "recursion_misses", info.recursion_misses);
 		jw_obj_end(&out);
 	}
+	futex_programs_json(&out);
 	jw_arr_end(&out);
 }
 
@@ -715,6 +718,7 @@ static void cmd_start(void)
 	series_reset();
 	objects_reset();
 	snapshot_objects();
+	futex_start();
 	t_start = now_ns();
 	cskel->bss->enabled = true;
 	enabled = true;
@@ -736,6 +740,7 @@ static void cmd_stop(void)
 	cskel->bss->enabled = false;
 	t_stop = now_ns();
 	enabled = false;
+	futex_stop(t_stop);
 	snapshot_objects();
 
 	jw_event_begin(&out, stdout, "data");
@@ -750,6 +755,7 @@ static void cmd_stop(void)
 	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
 	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
+	futex_json(&out);
 	emit_layout();
 	emit_series();
 	emit_counters(cpu_st, merged);
@@ -760,6 +766,7 @@ static void cmd_stop(void)
 	emit_map_use("lock_stats", cskel->maps.lock_stats, nlock);
 	emit_map_use("offcpu_stats", cskel->maps.offcpu_stats, noff);
 	emit_map_use("cpu_samples", cskel->maps.cpu_samples, nsamp);
+	futex_map_use_json(&out);
 	jw_obj_end(&out);
 	jw_event_end(&out);
 }
@@ -898,12 +905,13 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
-		"                       [--series-ms N]\n"
+		"                       [--series-ms N] [--futex]\n"
 		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
 		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 2000; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
+		"  --futex         also trace futex waits (user-space locks) by address and user stack\n"
 		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
 		"Events on stdout, one JSON object per line.\n");
 }
@@ -916,10 +924,11 @@ int main(int argc, char **argv)
 		{ "stack-rate", required_argument, NULL, 'r' },
 		{ "sample-hz", required_argument, NULL, 'f' },
 		{ "series-ms", required_argument, NULL, 'S' },
+		{ "futex", no_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	bool system_wide = false;
+	bool system_wide = false, futex = false;
 	long interval_ms = 1000, stack_rate = 2000, sample_hz = 199;
 	char buf[8192];
 	size_t have = 0;
@@ -928,13 +937,14 @@ int main(int argc, char **argv)
 	const char *reason = "quit";
 	uint64_t last_objects = 0;
 
-	while ((opt = getopt_long(argc, argv, "si:r:f:S:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "si:r:f:S:uh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': system_wide = true; break;
 		case 'i': interval_ms = strtol(optarg, NULL, 10); break;
 		case 'r': stack_rate = strtol(optarg, NULL, 10); break;
 		case 'f': sample_hz = strtol(optarg, NULL, 10); break;
 		case 'S': series_ms = strtol(optarg, NULL, 10); break;
+		case 'u': futex = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -971,6 +981,10 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* user-space lock waits: optional, and not fatal (the data event says
+	 * why they are unavailable) */
+	if (futex)
+		futex_load(system_wide, bpf_map__fd(cskel->maps.tracked), ncpus);
 
 	jw_event_begin(&out, stdout, "ready");
 	jw_ku64(&out, "pid", (uint64_t)getpid());
@@ -979,6 +993,7 @@ int main(int argc, char **argv)
 	jw_ku64(&out, "stack_depth", MAX_STACK_DEPTH);
 	jw_ku64(&out, "stack_rate", (uint64_t)stack_rate);
 	jw_ku64(&out, "sample_period_ns", sample_period_ns);
+	jw_kbool(&out, "futex", futex_attached());
 	jw_event_end(&out);
 
 	for (;;) {
@@ -1003,6 +1018,7 @@ int main(int argc, char **argv)
 			if (now - (last_objects > t_start ? last_objects : t_start) >=
 			    (uint64_t)interval_ms * 1000000ULL) {
 				snapshot_objects();
+				futex_snapshot_maps();
 				last_objects = now;
 			}
 			continue;
@@ -1048,6 +1064,7 @@ out:
 	bpf_link__destroy(files_iter);
 	bpf_link__destroy(tasks_iter);
 	objects_bpf__destroy(oskel);
+	futex_destroy();
 	contention_bpf__destroy(cskel);
 	for (int i = 0; i < nwatch; i++)
 		close(watch_fds[i]);

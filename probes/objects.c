@@ -107,7 +107,8 @@ static int run_iter(struct bpf_link *link, size_t rec_size, void (*keep)(const v
 		size_t off = 0;
 
 		if (n < 0) {
-			if (errno == EINTR)
+			/* EAGAIN: the kernel stopped a long walk without output; read on */
+			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			int err = -errno;
 			close(fd);

@@ -143,4 +143,47 @@ struct cpu_state {
 	__u64 counters[CNT__MAX];
 };
 
+/* user-space lock waits (futex.bpf.c) */
+#define FUTEX_OP_WAITV 0x100   /* futex_key.op of futex_waitv (keyed by its first futex) */
+
+struct ufutex_open {
+	__u64 start;
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 op;
+	__s32 stack_id;     /* user stack at enter; <0: not taken */
+	__u32 pad;
+};
+
+struct ufutex_key {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 op;           /* futex op & FUTEX_CMD_MASK, or FUTEX_OP_WAITV */
+	__s32 stack_id;
+	__u32 pad;
+};
+
+/* the top of the user stack at a futex wait, once per user stack id: the
+ * frame-pointer walk misses the caller of a function without a frame pointer
+ * (most of glibc); user space finds it among these words */
+#define STACK_WORDS 32
+struct ustack_words {
+	__u64 w[STACK_WORDS];
+};
+
+struct ufutex_id {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+enum futex_counter {
+	FCNT_WAITS,           /* futex waits aggregated */
+	FCNT_AGG_FULL,        /* a wait lost: aggregation map full */
+	FCNT_OPEN_FULL,       /* a wait lost: open-wait map full */
+	FCNT_STACK_LOST,      /* user stack not stored; wait kept, stack -1 */
+	FCNT_STACK_SKIPPED,   /* wait counted without a stack (sampling) */
+	FCNT__MAX,
+};
+
 #endif

@@ -5,6 +5,7 @@
 #include "fsbench.h"
 #include "mmbench.h"
 #include "studybench.h"
+#include "pthbench.h"
 
 const struct workload ls_catalog[] = {
     {
@@ -202,6 +203,27 @@ const struct workload ls_catalog[] = {
         .watch_paths = st_private_watch,
         .op_names = st_mdtest_ops,
         .params = st_mdtest_params,
+    },
+    {
+        .name = "PMUTEX",
+        .operation = "lock one global pthread mutex, 256 steps of arithmetic "
+                     "on the data it guards, unlock (threads of one process)",
+        .sharing = "user-space lock",
+        .component = "application lock (a global pthread_mutex_t)",
+        .model = LS_MODEL_THREAD,
+        .needs_dir = false,
+        .worker_run = pth_pmutex_run,
+    },
+    {
+        .name = "PMUTEXL",
+        .operation = "the same on a private pthread mutex and data per "
+                     "thread (threads of one process)",
+        .sharing = "none",
+        .component = "application lock, private (scales)",
+        .model = LS_MODEL_THREAD,
+        .needs_dir = false,
+        .worker_setup = pth_pmutexl_setup,
+        .worker_run = pth_pmutexl_run,
     },
 };
 
