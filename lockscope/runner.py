@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import naming
+from lockscope.analyzer import naming, slab
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -83,7 +83,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
     return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,
             "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks,
             "sample_stacks": sample_stacks, "objects": objects, "layout": data.get("layout", {}),
-            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None}
+            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None,
+            "slab": slab.resolve(data.get("slab", {}), {slab.parse_addr(e["lock"]) for e in contention})}
 
 
 def probe_warnings(data: dict) -> list[str]:

@@ -37,6 +37,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "objects.h"
+#include "kmem.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -472,6 +473,7 @@ static void snapshot_objects(void)
 
 	if (err)
 		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
+	kmem_resolve_map(bpf_map__fd(cskel->maps.lock_stats));
 }
 
 static void cmd_track(const char *arg)
@@ -550,6 +552,7 @@ static void cmd_start(void)
 	clear_map(cskel->maps.sample_stacks);
 	reset_cpu_states();
 	objects_reset();
+	kmem_reset();
 	snapshot_objects();
 	t_start = now_ns();
 	cskel->bss->enabled = true;
@@ -586,6 +589,7 @@ static void cmd_stop(void)
 	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
 	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
+	kmem_json(&out);
 	emit_layout();
 	emit_counters(cpu_st, merged);
 	free(cpu_st);
@@ -726,6 +730,7 @@ static int load(bool system_wide, long stack_rate, long sample_hz)
 	tasks_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_tasks, NULL);
 	if (!tasks_iter)
 		return -errno;
+	kmem_load();          /* optional: without it, slab locks are not resolved */
 	return 0;
 }
 
@@ -868,6 +873,7 @@ out:
 	bpf_link__destroy(files_iter);
 	bpf_link__destroy(tasks_iter);
 	objects_bpf__destroy(oskel);
+	kmem_destroy();
 	contention_bpf__destroy(cskel);
 	for (int i = 0; i < nwatch; i++)
 		close(watch_fds[i]);
