@@ -21,8 +21,10 @@ static struct kmem_bpf *skel;
 static char unavailable[160];        /* why slab resolution is off; "" if on */
 static struct kmem_ent found[MAX_KMEM];
 static unsigned int nfound;
-/* addresses already asked in this window (found or not) */
-static __u64 asked[MAX_KMEM * 2];
+/* addresses already asked in this window (found or not): open addressing,
+ * half full at most; 0 is empty (no lock lives at address 0) */
+#define ASKED_SLOTS (MAX_KMEM * 4)
+static __u64 asked[ASKED_SLOTS];
 static unsigned int nasked;
 
 int kmem_load(void)
@@ -50,14 +52,26 @@ int kmem_load(void)
 void kmem_reset(void)
 {
 	nfound = nasked = 0;
+	memset(asked, 0, sizeof(asked));
 }
 
+/* true if addr was asked before; else remembers it */
 static bool was_asked(__u64 addr)
 {
-	for (unsigned int i = 0; i < nasked; i++)
-		if (asked[i] == addr)
+	__u64 h = addr * 0x9e3779b97f4a7c15ULL;
+
+	for (unsigned int i = 0; i < ASKED_SLOTS; i++) {
+		unsigned int slot = (unsigned int)((h >> 40) + i) & (ASKED_SLOTS - 1);
+
+		if (asked[slot] == addr)
 			return true;
-	return false;
+		if (asked[slot] == 0) {
+			asked[slot] = addr;
+			nasked++;
+			return false;
+		}
+	}
+	return true;
 }
 
 static void run_batch(unsigned int n)
@@ -83,11 +97,10 @@ void kmem_resolve_map(int fd)
 		return;
 	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
 		prev = &key;
-		if (nasked >= sizeof(asked) / sizeof(asked[0]))
+		if (nasked >= ASKED_SLOTS / 2)
 			break;
-		if (was_asked(key.lock))
+		if (!key.lock || was_asked(key.lock))
 			continue;
-		asked[nasked++] = key.lock;
 		memset(&skel->bss->req[n], 0, sizeof(skel->bss->req[n]));
 		skel->bss->req[n++].addr = key.lock;
 		if (n == KMEM_BATCH) {
