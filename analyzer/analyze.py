@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lockscope import record
-from lockscope.analyzer import attribution, scaling, timeview, usl
+from lockscope.analyzer import attribution, naming, scaling, timeview, usl
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
 
@@ -31,6 +31,7 @@ class PointView:
     waits: list[dict]                # top waits (locks and off-CPU classes) with worker-equivalents
     explained: float                 # worker-equivalents of all lock waits
     warnings: list[str] = field(default_factory=list)
+    named_share: float | None = None  # lock wait with a verified or inferred name; None: no lock wait
 
 
 @dataclass
@@ -99,7 +100,8 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint]) -> list[P
             oversubscribed=r.oversubscribed, cpu=asdict(r.cpu),
             waits=[asdict(w) for w in ws[:TOP_LOCKS]],
             explained=sum(w.worker_equivalents for w in ws if w.type == "lock"),
-            warnings=list(r.warnings)))
+            warnings=list(r.warnings),
+            named_share=naming.named_share(r.locks) if r.probe.attached else None))
     return views
 
 

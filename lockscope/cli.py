@@ -438,6 +438,7 @@ def cmd_analyze(args) -> int:
             top = p.waits[0] if p.waits else None
             print(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
                   f"efficiency {p.efficiency:4.0%}" +
+                  (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                   (f"  top wait: {top['name']} {top['wait_share']:.1%}" if top else ""))
         for line in analysis_lines(e.extra, e.unit):
             print(line)

@@ -109,7 +109,7 @@ class Lock:
 @dataclass
 class OffCpu:
     """Off-CPU time of the workload's tasks, by class and stack."""
-    wait_class: str = field(metadata={"json": "class"})   # lock | preempted | sleep | blocked | other
+    wait_class: str = field(metadata={"json": "class"})   # lock | preempted | a locks.toml [[offcpu]] class | sleep | blocked | other
     state: int = 0
     in_lock_wait: bool = False
     count: int = 0

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import naming, userlocks
+from lockscope.analyzer import naming, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -89,6 +89,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
             "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None,
             # cumulative wait per lock address every --series-ms (the time view)
             "series": data.get("series", {}),
+            "slab": slab.resolve(data.get("slab", {}), {slab.parse_addr(e["lock"]) for e in contention}),
             **userlocks.resolve(data)}
 
 

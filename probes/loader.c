@@ -38,6 +38,7 @@
 #include "jsonw.h"
 #include "objects.h"
 #include "futex.h"
+#include "kmem.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -638,6 +639,7 @@ static void snapshot_objects(void)
 
 	if (err)
 		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
+	kmem_resolve_map(bpf_map__fd(cskel->maps.lock_stats));
 }
 
 static void cmd_track(const char *arg)
@@ -717,6 +719,7 @@ static void cmd_start(void)
 	reset_cpu_states();
 	series_reset();
 	objects_reset();
+	kmem_reset();
 	snapshot_objects();
 	futex_start();
 	t_start = now_ns();
@@ -756,6 +759,7 @@ static void cmd_stop(void)
 	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
 	futex_json(&out);
+	kmem_json(&out);
 	emit_layout();
 	emit_series();
 	emit_counters(cpu_st, merged);
@@ -898,6 +902,7 @@ static int load(bool system_wide, long stack_rate, long sample_hz)
 	tasks_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_tasks, NULL);
 	if (!tasks_iter)
 		return -errno;
+	kmem_load();          /* optional: without it, slab locks are not resolved */
 	return 0;
 }
 
@@ -1065,6 +1070,7 @@ out:
 	bpf_link__destroy(tasks_iter);
 	objects_bpf__destroy(oskel);
 	futex_destroy();
+	kmem_destroy();
 	contention_bpf__destroy(cskel);
 	for (int i = 0; i < nwatch; i++)
 		close(watch_fds[i]);

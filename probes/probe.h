@@ -100,6 +100,34 @@ struct obj_file {
 	 * read; meaningful only for the file system named in fstype */
 	__u64 shmem_stat_lock;      /* tmpfs: shmem_sb_info->stat_lock */
 	__u64 shmem_shrinklist_lock;/* tmpfs: shmem_sb_info->shrinklist_lock */
+	/* ext4 (fstype "ext4"): ext4_sb_info, its jbd2 journal, ext4_inode_info */
+	__u64 ext4_s_orphan_lock;
+	__u64 ext4_s_md_lock;
+	__u64 ext4_s_es_lock;
+	__u64 jbd2_j_state_lock;
+	__u64 jbd2_j_list_lock;
+	__u64 jbd2_j_checkpoint_mutex;
+	__u64 jbd2_j_barrier;
+	__u64 jbd2_j_history_lock;
+	__u64 jbd2_j_revoke_lock;
+	__u64 jbd2_j_abort_mutex;
+	__u64 ext4_i_data_sem;
+	__u64 ext4_i_raw_lock;
+	__u64 ext4_i_es_lock;
+	__u64 ext4_xattr_sem;
+	/* xfs (fstype "xfs"): xfs_mount, its log and CIL, xfs_inode */
+	__u64 xfs_m_sb_lock;
+	__u64 xfs_l_icloglock;
+	__u64 xfs_xc_ctx_lock;
+	__u64 xfs_xc_push_lock;
+	__u64 xfs_i_lock;          /* xfs_inode->i_lock: ILOCK */
+	__u64 xfs_i_flags_lock;
+	/* btrfs (fstype "btrfs"): btrfs_fs_info, the inode's root and its node */
+	__u64 btrfs_trans_lock;
+	__u64 btrfs_tree_root_node_lock;  /* fs_info->tree_root->node->lock */
+	__u64 btrfs_root_node_lock;       /* BTRFS_I(inode)->root->node->lock */
+	__u64 btrfs_root_log_mutex;
+	__u64 btrfs_inode_lock;           /* BTRFS_I(inode)->lock */
 };
 
 struct obj_task {
@@ -114,6 +142,23 @@ struct obj_task {
 	__u64 file_lock;      /* files->file_lock */
 	__u64 fs_lock;        /* fs->lock */
 	__u64 siglock;        /* sighand->siglock */
+	/* per thread (one record per thread) */
+	__u64 pi_lock;        /* task->pi_lock */
+	__u64 rq_lock;        /* runqueue lock of the CPU the thread was on */
+	__u32 cpu;
+	__u32 pad2;
+	__u64 lru_lock;       /* lruvec lock of the thread's memory cgroup, node 0 */
+};
+
+/* slab cache of a lock address (kmem.bpf.c): addr in, the rest out */
+#define KMEM_BATCH 128
+struct kmem_ent {
+	__u64 addr;
+	__u64 cache;          /* struct kmem_cache *; 0: not a slab object */
+	__u64 base;           /* object start; 0: unknown */
+	__u32 size;           /* slab stride (object and metadata) */
+	__u32 object_size;
+	char name[32];        /* cache name */
 };
 
 /* per-CPU state of contention.bpf.c: open spin waits, finished waits not
