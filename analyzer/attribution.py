@@ -57,13 +57,11 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
 
 
 def nonlock_class(o: OffCpu) -> str:
-    """The class of off-CPU time outside lock waits: by its stack
-    (naming.classify_offcpu: block-io, journal, ...) where the analyzer has
-    that classifier and it knows the stack, else by the task state
-    (preempted, blocked, sleep)."""
-    classify = getattr(naming, "classify_offcpu", None)
-    cls = classify(o.frames) if classify is not None and o.frames else None
-    return cls or o.wait_class
+    """The class of off-CPU time outside lock waits, as the record has it:
+    classified by its switch-out stack when the run was recorded
+    (naming.classify_offcpu: block I/O, journal commit wait, ...), else by
+    the task state (preempted, blocked, sleep)."""
+    return o.wait_class
 
 
 @dataclass
