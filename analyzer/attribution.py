@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lockscope.analyzer import naming
 from lockscope.record import OffCpu, RunRecord
 
 WAIT_LABELS = {
