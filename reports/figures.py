@@ -202,7 +202,9 @@ def attribution(exp: Experiment, data: list | None, top: int = TOP) -> str | Non
     for pt in data:
         for it in pt.get("items", []):
             totals[it["name"]] = totals.get(it["name"], 0.0) + it.get("worker_equivalents", 0.0)
-    names = sorted(totals, key=lambda n: -totals[n])[:top]
+    big = max(totals.values(), default=0.0)
+    # named when it matters (>= 1% of the heaviest); the rest is "other waits"
+    names = [n for n in sorted(totals, key=lambda n: -totals[n]) if totals[n] >= 0.01 * big][:top]
     fig, ax = plt.subplots(figsize=(4.8, 2.9))
     labels = [str(pt["workers"]) for pt in data]
     bottom = [0.0] * len(data)
@@ -246,10 +248,12 @@ def timeview(data: dict | None, top: int = TOP) -> str | None:
         ys.append([100 * sum(s["wait_share"][i] for s in rest) for i in range(len(t))])
         labels.append(f"other ({len(rest)})")
         colors.append(OTHER)
-    ax.stackplot(t, *ys, labels=labels, colors=colors, step="post", lw=0)
+    # step="post" draws each interval from its start: repeat the last value at the window's end
+    end = t[-1] + (data.get("interval_s") or 0)
+    ax.stackplot(list(t) + [end], *[y + y[-1:] for y in ys], labels=labels, colors=colors, step="post", lw=0)
     ax.set_xlabel("time in the timed window (s)")
     ax.set_ylabel("% of worker time waiting")
-    ax.set_xlim(t[0], t[-1] + (data.get("interval_s") or 0))
+    ax.set_xlim(min(0.0, t[0]), end)
     total = [sum(v) for v in zip(*ys)] if ys else [0]
     ax.set_ylim(0, max(5.0, min(100.0, max(total) * 1.15)))
     h, lab = ax.get_legend_handles_labels()

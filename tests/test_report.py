@@ -189,3 +189,16 @@ def test_analysis_contract_keys_are_drawn(tmp_path, monkeypatch):
     assert "&lt;b&gt;other&lt;/b&gt;" in page and "<b>other</b>" not in page
     assert "CPI unavailable: no hardware counters (test)" in page
     assert page.count(">97%<") == 2                                  # named share per point
+
+
+def test_flame_graph_points_are_the_collapse_and_one_worker_or_the_last(tmp_path):
+    from lockscope.analyzer.analyze import analyze, load_records
+    mwrm, mmap = analyze(load_records(DATA / "mwrm_mmap_tmpfs"))
+    assert [(role, r.workers) for role, r in flamegraph.points_for(mwrm)] == [("collapse point", 2), ("1 worker", 1)]
+    dwom = analyze(load_records(DATA / "shared_tmpfs"))[0]
+    assert dwom.collapse is None
+    assert [(role, r.workers) for role, r in flamegraph.points_for(dwom)] == [("last point", 2)]
+    graphs = flamegraph.write(dwom, tmp_path, "DWOM-tmpfs", find=False)
+    assert [g.reason for g in graphs[0].graphs] == [flamegraph.MISSING] * 3
+    assert sorted(p.name for p in (tmp_path / "flame").iterdir()) == [
+        "DWOM-tmpfs-w2-cpu.folded", "DWOM-tmpfs-w2-lockwait.folded", "DWOM-tmpfs-w2-offcpu.folded"]
