@@ -248,12 +248,13 @@ def timeview(data: dict | None, top: int = TOP) -> str | None:
         ys.append([100 * sum(s["wait_share"][i] for s in rest) for i in range(len(t))])
         labels.append(f"other ({len(rest)})")
         colors.append(OTHER)
-    # step="post" draws each interval from its start: repeat the last value at the window's end
-    end = t[-1] + (data.get("interval_s") or 0)
-    ax.stackplot(list(t) + [end], *[y + y[-1:] for y in ys], labels=labels, colors=colors, step="post", lw=0)
+    # t_s are the ends of the intervals (analyzer/timeview.py): each value holds from the
+    # previous end (0 for the first) to its own, so draw steps that end at each t
+    end = t[-1]
+    ax.stackplot([0.0] + list(t), *[y[:1] + y for y in ys], labels=labels, colors=colors, step="pre", lw=0)
     ax.set_xlabel("time in the timed window (s)")
     ax.set_ylabel("% of worker time waiting")
-    ax.set_xlim(min(0.0, t[0]), end)
+    ax.set_xlim(0.0, end)
     total = [sum(v) for v in zip(*ys)] if ys else [0]
     ax.set_ylim(0, max(5.0, min(100.0, max(total) * 1.15)))
     h, lab = ax.get_legend_handles_labels()

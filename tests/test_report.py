@@ -165,7 +165,7 @@ def contract_keys(exp):
         "whatif": {"label": f"upper bound: {name} removed", "name": name,
                    "curve": [{"workers": p.workers, "ops_per_sec": p.ops_per_sec * (1 + p.lost_capacity / p.ideal)}
                              for p in exp.points]},
-        "timeview": {"workers": last, "interval_s": 0.1, "t_s": [i / 10 for i in range(20)],
+        "timeview": {"workers": last, "interval_s": 0.1, "t_s": [(i + 1) / 10 for i in range(20)],
                      "series": [{"name": name, "wait_share": [0.2 + 0.1 * (i % 5 == 0) for i in range(20)]},
                                 {"name": "<b>other</b>", "wait_share": [0.01] * 20}]},
         "cpi": [{"workers": p.workers, "unavailable": "no hardware counters (test)"} for p in exp.points],
