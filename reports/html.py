@@ -82,9 +82,8 @@ def page_name(exp: Experiment) -> str:
     return f"{flamegraph.slug(exp.workload)}-{flamegraph.slug(exp.fs)}"
 
 
-def _view(exp: Experiment, out_dir: Path, renderer) -> dict:
+def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
     data = exp.to_json()
-    name = page_name(exp)
     usl = data.get("usl")
     att = data.get("attribution") if isinstance(data.get("attribution"), list) else None
     att_at = None
@@ -136,7 +135,11 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
     out_dir = Path(out_dir) if out_dir else results_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     renderer = flamegraph.renderer()
-    views = [_view(e, out_dir, renderer) for e in exps]
+    names: list[str] = []
+    for e in exps:                       # distinct file names even when two names make one slug
+        n = page_name(e)
+        names.append(n if n not in names else f"{n}-{len(names)}")
+    views = [_view(e, out_dir, renderer, n) for e, n in zip(exps, names)]
     first = exps[0].records[0] if exps and exps[0].records else None
     common = {**_common(), "host": first.host if first else {},
               "sweep": Path(results_dir).resolve().name, "views": views,
