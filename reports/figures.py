@@ -159,7 +159,7 @@ def _stacked_legend(ax, n: int) -> None:
     h, lab = ax.get_legend_handles_labels()
     if h:
         ax.legend(h[::-1], lab[::-1], frameon=False, loc="upper left", bbox_to_anchor=(0, -0.2 if n else -0.1),
-                  fontsize=7)
+                  fontsize=7.5)
 
 
 def lock_share(exp: Experiment, top: int = TOP) -> str:
