@@ -165,6 +165,12 @@ def _extra(recs: list[RunRecord], curve: list[scaling.CurvePoint], collapse: sca
     return out
 
 
+def _named_share(pts: list[PointView]) -> list[dict] | dict:
+    """Per point, the share of lock wait time with a verified or inferred name."""
+    shares = [{"workers": p.workers, "share": p.named_share} for p in pts if p.named_share is not None]
+    return shares or {"unavailable": "no lock wait was recorded (or probes were disabled)"}
+
+
 def analyze(records: list[RunRecord]) -> list[Experiment]:
     groups: dict[tuple[str, str], dict[int, RunRecord]] = {}
     for r in records:
@@ -187,7 +193,7 @@ def analyze(records: list[RunRecord]) -> list[Experiment]:
             workload=workload, fs=fs, kind=recs[0].kind, unit=recs[0].throughput_unit, points=pts,
             collapse=asdict(collapse) if collapse else None, root_cause=asdict(root) if root else None,
             diagnosis=_diagnosis(workload, fs, pts, collapse, root, recs), records=recs,
-            extra=_extra(recs, curve, collapse, root)))
+            extra=_extra(recs, curve, collapse, root) | {"named_share": _named_share(pts)}))
     return out
 
 
