@@ -108,6 +108,9 @@ def test_classify_offcpu_by_stack_and_state():
           "__ext4_get_inode_loc"]
     assert c(io, 2) == "block I/O"
     assert c(["__schedule", "schedule", "jbd2_log_wait_commit", "ext4_sync_file"], 2) == "journal commit wait"
+    # syncs at 10,000 tasks: handles wait for the locked transaction (wait_transaction_locked inlined)
+    assert c(["finish_task_switch.isra.0+0x93", "__schedule+0x3d4", "schedule+0x23", "add_transaction_credits+0x29c",
+              "start_this_handle+0x11e", "jbd2__journal_start+0x11a"], 2) == "journal commit wait"
     assert c(["__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "folio_wait_writeback",
               "__filemap_fdatawait_range"], 2) == "page lock / writeback"
     assert c(["__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__wait_rcu_gp",
