@@ -1,9 +1,14 @@
 #include "lat.h"
 
 #include <sched.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "util.h"
+
+/* how long a worker may stay inside one histogram update before its
+ * values are read anyway */
+#define LAT_STUCK_NS 2000000000ull
 
 void lat_snap_init(struct lat_snap *s, int nworkers)
 {
@@ -26,13 +31,25 @@ void lat_take(struct ls_shm *shm, int nworkers, struct lat_snap *s)
     }
     for (int w = 0; w < nworkers; w++) {
         struct ls_lat *l = lat_of(shm, w);
-        uint64_t ops;
+        uint64_t ops, odd_since = 0;
         for (unsigned tries = 0;; tries++) {
             uint32_t s1 = atomic_load_explicit(&l->seq, memory_order_acquire);
-            if (s1 & 1) { /* the worker is inside its update */
-                if (tries > 64)
-                    sched_yield(); /* it may be preempted there */
-                continue;
+            /* Odd: the worker is inside its update. It may be preempted
+             * there (wait), or have died there (a killed process): after
+             * LAT_STUCK_NS take the values as they are, off by at most the
+             * one op being recorded, rather than spin forever. */
+            bool stuck = false;
+            if (s1 & 1) {
+                if (tries > 64) {
+                    uint64_t now = ls_now_ns();
+                    if (!odd_since)
+                        odd_since = now;
+                    stuck = now - odd_since > LAT_STUCK_NS;
+                    if (!stuck)
+                        sched_yield();
+                }
+                if (!stuck)
+                    continue;
             }
             ops = atomic_load_explicit(&shm->counters[w].ops,
                                        memory_order_relaxed);
@@ -47,7 +64,7 @@ void lat_take(struct ls_shm *shm, int nworkers, struct lat_snap *s)
                                                        memory_order_relaxed);
             }
             atomic_thread_fence(memory_order_acquire);
-            if (atomic_load_explicit(&l->seq, memory_order_relaxed) == s1)
+            if (stuck || atomic_load_explicit(&l->seq, memory_order_relaxed) == s1)
                 break;
         }
         s->ops[w] = ops;
