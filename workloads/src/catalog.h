@@ -42,6 +42,8 @@ struct workload {
     void (*worker_run)(struct ls_ctx *c);
     /* Absolute paths of the key objects, for the "ready" event. */
     void (*watch_paths)(const struct ls_run *run, struct ls_strlist *out);
+    /* If set, per_worker results carry "<aux_key>": ls_wstate.aux. */
+    const char *aux_key;
 };
 
 extern const struct workload ls_catalog[];
