@@ -370,7 +370,7 @@ def cmd_list(args) -> int:
         return 0
     print("workloads:")
     for w in cat.values():
-        print(f"  {w['name']:<6} {w['operation']}\n         sharing: {w['sharing']}; stresses: {w['component']}"
+        print(f"  {w['name']:<8} {w['operation']}\n           sharing: {w['sharing']}; stresses: {w['component']}"
               + ("; threads of one process" if w.get("model") == "thread" else ""))
     print("\nfile systems (--fs):")
     for name, (ok, why) in fss.items():
