@@ -907,8 +907,8 @@ static int run(void)
             json_kuint(&D.j, D.wl->aux_key, ws->aux);
         json_obj_end(&D.j);
         if (ran_out && ws->ran_out_ns <= t1)
-            fprintf(stderr, LS_PROG ": warning: worker %d ran out of files "
-                            "during the measurement\n", i);
+            fprintf(stderr, LS_PROG ": warning: worker %d ran out of pre-created "
+                            "work during the measurement\n", i);
     }
     json_arr_end(&D.j);
     json_obj_end(&D.j);
