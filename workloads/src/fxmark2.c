@@ -247,6 +247,7 @@ static void drb_run(struct ls_ctx *c, off_t off, int direct)
     if (((char *)buf)[0] != 'x' || ((char *)buf)[IO_UNIT - 1] != 'x')
         ls_fail(c, "pread", c->pa, NULL, 0, "block does not hold the "
                 "pre-filled data");
+    ls_op_start(c);
 
     while (!ls_stopped(c)) {
         r = pread(fd, buf, IO_UNIT, off);
@@ -353,6 +354,7 @@ void fx_dwal_run(struct ls_ctx *c)
                 ls_fail(c, "ftruncate", c->pa, NULL, errno, NULL);
             size = 0;
             c->ws->aux++;
+            ls_op_start(c); /* the truncation is not in the next op's time */
         }
         ssize_t w = write(fd, buf, IO_UNIT);
         if (w != IO_UNIT)
