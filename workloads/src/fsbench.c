@@ -326,12 +326,14 @@ static void create_empty(struct ls_ctx *c)
 }
 
 /* How many objects (files, blocks) to pre-create for a run at `rate`
- * ops/s: ceil(rate * (warmup + duration) * 1.5) + 1000, capped at `max` and
- * at `budget` (the file system's room per worker; a warning then). */
-uint64_t fs_count_for(const struct ls_ctx *c, double rate, uint64_t max,
-                      uint64_t budget, const char *unit)
+ * ops/s: ceil(rate * (warmup + duration) * margin) + 1000, capped at `max`
+ * and at `budget` (the file system's room per worker). A warning when a cap
+ * leaves less than rate * (warmup + duration): the worker may run out. */
+uint64_t fs_count_for(const struct ls_ctx *c, double rate, double margin,
+                      uint64_t max, uint64_t budget, const char *unit)
 {
-    double want = rate * (c->warmup_s + c->duration_s) * MWUL_MARGIN;
+    double need = rate * (c->warmup_s + c->duration_s);
+    double want = need * margin;
     uint64_t target;
     if (want >= (double)max) {
         target = max;
@@ -343,15 +345,17 @@ uint64_t fs_count_for(const struct ls_ctx *c, double rate, uint64_t max,
         if (target > max)
             target = max;
     }
-    if (target > budget) {
-        fprintf(stderr,
-                LS_PROG ": warning: %s worker %d: file system has room "
-                "for only %llu %s per worker (wanted %llu); it may run "
-                "out\n",
-                c->wl->name, c->idx, (unsigned long long)budget, unit,
-                (unsigned long long)target);
+    const char *why = target < budget ? "the workload's cap allows"
+                                      : "the file system has room for";
+    if (target > budget)
         target = budget;
-    }
+    if ((double)target < need)
+        fprintf(stderr,
+                LS_PROG ": warning: %s worker %d: %s only %llu %s per "
+                "worker, %.0f are needed at the measured rate; it will "
+                "run out\n",
+                c->wl->name, c->idx, why, (unsigned long long)target, unit,
+                need);
     return target;
 }
 
@@ -381,7 +385,7 @@ static void precreate_for_unlink(struct ls_ctx *c, const char *calib,
             rate = r;
     }
 
-    uint64_t target = fs_count_for(c, rate, MWUL_MAX_FILES,
+    uint64_t target = fs_count_for(c, rate, MWUL_MARGIN, MWUL_MAX_FILES,
                                    c->shm->files_budget, "files");
 
     /* Pre-create <files>0 .. <files><target-1>. */
