@@ -546,7 +546,7 @@ def cmd_list(args) -> int:
         return 0
     print("workloads:")
     for w in cat.values():
-        print(f"  {w['name']:<6} {w['operation']}\n         sharing: {w['sharing']}; stresses: {w['component']}"
+        print(f"  {w['name']:<8} {w['operation']}\n           sharing: {w['sharing']}; stresses: {w['component']}"
               + ("; threads of one process" if w.get("model") == "thread" else ""))
         if len(w.get("op_names", [])) > 1:
             print(f"         operations timed: {', '.join(w['op_names'])}")

@@ -59,6 +59,8 @@ struct workload {
      * workers mostly sleep (I/O waits), so many per CPU is the point. */
     int max_workers;
     bool many_tasks;
+    /* If set, per_worker results carry "<aux_key>": ls_wstate.aux. */
+    const char *aux_key;
 };
 
 extern const struct workload ls_catalog[];

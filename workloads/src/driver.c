@@ -1082,10 +1082,12 @@ static int run(void)
         json_kdouble(&D.j, "setup_s", ls_ns_to_s(ws->setup_ns));
         if (D.wl->reports_precreated)
             json_kuint(&D.j, "precreated", ws->precreated);
+        if (D.wl->aux_key)
+            json_kuint(&D.j, D.wl->aux_key, ws->aux);
         json_obj_end(&D.j);
         if (ran_out && ws->ran_out_ns <= t1)
-            fprintf(stderr, LS_PROG ": warning: worker %d ran out of files "
-                            "during the measurement\n", i);
+            fprintf(stderr, LS_PROG ": warning: worker %d ran out of pre-created "
+                            "work during the measurement\n", i);
     }
     json_arr_end(&D.j);
     json_obj_end(&D.j);

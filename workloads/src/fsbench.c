@@ -325,20 +325,55 @@ static void create_empty(struct ls_ctx *c)
         ls_fail(c, "close", c->pa, NULL, errno, NULL);
 }
 
-void fs_mwul_setup(struct ls_ctx *c)
+/* How many objects (files, blocks) to pre-create for a run at `rate`
+ * ops/s: ceil(rate * (warmup + duration) * margin) + 1000, capped at `max`
+ * and at `budget` (the file system's room per worker). A warning when a cap
+ * leaves less than rate * (warmup + duration): the worker may run out. */
+uint64_t fs_count_for(const struct ls_ctx *c, double rate, double margin,
+                      uint64_t max, uint64_t budget, const char *unit)
 {
-    make_private_dir(c, "");
+    double need = rate * (c->warmup_s + c->duration_s);
+    double want = need * margin;
+    uint64_t target;
+    if (want >= (double)max) {
+        target = max;
+    } else {
+        target = (uint64_t)want; /* ceil() without libm */
+        if ((double)target < want)
+            target++;
+        target += MWUL_EXTRA;
+        if (target > max)
+            target = max;
+    }
+    const char *why = target < budget ? "the workload's cap allows"
+                                      : "the file system has room for";
+    if (target > budget)
+        target = budget;
+    if ((double)target < need)
+        fprintf(stderr,
+                LS_PROG ": warning: %s worker %d: %s only %llu %s per "
+                "worker, %.0f are needed at the measured rate; it will "
+                "run out\n",
+                c->wl->name, c->idx, why, (unsigned long long)target, unit,
+                need);
+    return target;
+}
 
+/* MWUL/MWUM set-up: calibrate the unlink rate on files <calib><k>, then
+ * pre-create <files>0 .. <files><n-1>; leaves c->pa = <files>0. */
+static void precreate_for_unlink(struct ls_ctx *c, const char *calib,
+                                 const char *files)
+{
     /* Calibrate: create a batch of files, then time unlinking them. A
      * batch takes only milliseconds, so take the best of a few rounds
      * (a single round easily under-estimates the sustained rate). */
     double rate = 0;
     for (int round = 0; round < MWUL_CALIBRATE_ROUNDS; round++) {
-        wpath(c, c->pa, "/c");
+        snprintf(c->pa, sizeof(c->pa), "%s", calib);
         num_start(c);
         for (int k = 0; k < MWUL_CALIBRATE_FILES; k++, num_inc(c))
             create_empty(c);
-        wpath(c, c->pa, "/c");
+        snprintf(c->pa, sizeof(c->pa), "%s", calib);
         num_start(c);
         uint64_t t0 = ls_now_ns();
         for (int k = 0; k < MWUL_CALIBRATE_FILES; k++, num_inc(c))
@@ -350,31 +385,11 @@ void fs_mwul_setup(struct ls_ctx *c)
             rate = r;
     }
 
-    double want = rate * (c->warmup_s + c->duration_s) * MWUL_MARGIN;
-    uint64_t target;
-    if (want >= (double)MWUL_MAX_FILES) {
-        target = MWUL_MAX_FILES;
-    } else {
-        target = (uint64_t)want; /* ceil() without libm */
-        if ((double)target < want)
-            target++;
-        target += MWUL_EXTRA;
-        if (target > MWUL_MAX_FILES)
-            target = MWUL_MAX_FILES;
-    }
-    uint64_t budget = c->shm->files_budget;
-    if (target > budget) {
-        fprintf(stderr,
-                LS_PROG ": warning: MWUL worker %d: file system has inodes "
-                "for only %llu files per worker (wanted %llu); it may run "
-                "out\n",
-                c->idx, (unsigned long long)budget,
-                (unsigned long long)target);
-        target = budget;
-    }
+    uint64_t target = fs_count_for(c, rate, MWUL_MARGIN, MWUL_MAX_FILES,
+                                   c->shm->files_budget, "files");
 
-    /* Pre-create D/w<i>/f0 .. f<target-1>. */
-    wpath(c, c->pa, "/f");
+    /* Pre-create <files>0 .. <files><target-1>. */
+    snprintf(c->pa, sizeof(c->pa), "%s", files);
     num_start(c);
     uint64_t k;
     for (k = 0; k < target; k++, num_inc(c)) {
@@ -382,10 +397,10 @@ void fs_mwul_setup(struct ls_ctx *c)
         if (fd < 0) {
             if ((errno == ENOSPC || errno == EDQUOT) && k > 0) {
                 fprintf(stderr,
-                        LS_PROG ": warning: MWUL worker %d: file system "
+                        LS_PROG ": warning: %s worker %d: file system "
                         "full after %llu pre-created files (wanted %llu); "
                         "it may run out\n",
-                        c->idx, (unsigned long long)k,
+                        c->wl->name, c->idx, (unsigned long long)k,
                         (unsigned long long)target);
                 break;
             }
@@ -396,8 +411,18 @@ void fs_mwul_setup(struct ls_ctx *c)
     }
     c->nfiles = k;
     c->ws->precreated = k;
-    wpath(c, c->pa, "/f");
+    snprintf(c->pa, sizeof(c->pa), "%s", files);
     num_start(c);
+}
+
+void fs_mwul_setup(struct ls_ctx *c)
+{
+    char calib[PATH_MAX], files[PATH_MAX];
+
+    make_private_dir(c, "");
+    wpath(c, calib, "/c");
+    wpath(c, files, "/f");
+    precreate_for_unlink(c, calib, files);
 }
 
 void fs_mwul_run(struct ls_ctx *c)
@@ -521,4 +546,28 @@ void fs_mrph_watch(const struct ls_run *r, struct ls_strlist *out)
     ls_strlist_addf(out, "%s/share", r->dir);
     ls_strlist_addf(out, "%s/share/" MRP_SUBPATH, r->dir);
     ls_strlist_addf(out, "%s/share/" MRP_SUBPATH "/file", r->dir);
+}
+
+/* ------------------------------------------------------------------- MWUM */
+
+/* The shared directory, and MWUL's inode budget per worker. */
+int fs_mwum_shared(const struct ls_run *r, struct ls_err *e)
+{
+    if (fs_share_dir_shared(r, e) != 0)
+        return -1;
+    return fs_mwul_shared(r, e);
+}
+
+/* Calibrates in a private directory (uncontended: an upper bound of the
+ * rate in the shared one, so the pre-created count is on the safe side),
+ * then pre-creates D/share/f<i>-<k>. The run loop is MWUL's. */
+void fs_mwum_setup(struct ls_ctx *c)
+{
+    char calib[PATH_MAX], files[PATH_MAX], suffix[32];
+
+    make_private_dir(c, "");
+    wpath(c, calib, "/c");
+    snprintf(suffix, sizeof(suffix), "/f%d-", c->idx);
+    spath(c, files, suffix);
+    precreate_for_unlink(c, calib, files);
 }

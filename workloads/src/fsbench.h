@@ -27,6 +27,9 @@ void fs_share_dir_watch(const struct ls_run *r, struct ls_strlist *out);
 int fs_mwul_shared(const struct ls_run *r, struct ls_err *e);
 void fs_mwul_setup(struct ls_ctx *c);
 void fs_mwul_run(struct ls_ctx *c);
+/* Pre-create count for a run at `rate` ops/s (MWUL, MWUM, DWTL). */
+uint64_t fs_count_for(const struct ls_ctx *c, double rate, double margin,
+                      uint64_t max, uint64_t budget, const char *unit);
 
 /* MWRL / MWRM: rename ping-pong within a private dir / via the shared dir. */
 void fs_mwrl_setup(struct ls_ctx *c);
@@ -41,5 +44,9 @@ void fs_mrph_setup(struct ls_ctx *c);
 void fs_lookup_run(struct ls_ctx *c);
 void fs_mrpl_watch(const struct ls_run *r, struct ls_strlist *out);
 void fs_mrph_watch(const struct ls_run *r, struct ls_strlist *out);
+
+/* MWUM: unlink pre-created files in the shared dir (run: fs_mwul_run). */
+int fs_mwum_shared(const struct ls_run *r, struct ls_err *e);
+void fs_mwum_setup(struct ls_ctx *c);
 
 #endif

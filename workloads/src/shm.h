@@ -49,6 +49,7 @@ struct ls_wstate {
     int32_t err_errno;
     uint64_t ran_out_ns;   /* CLOCK_MONOTONIC when it ran out */
     uint64_t precreated;   /* MWUL: files pre-created */
+    uint64_t aux;          /* count named by the catalog's aux_key */
     uint64_t setup_ns;     /* this worker's private set-up time */
     char err_op[32];
     char err_msg[128];     /* "" -> strerror(err_errno) */
