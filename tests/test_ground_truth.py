@@ -89,3 +89,23 @@ def test_a_failing_command_is_an_error_with_its_output(tmp_path, e2e, scratch):
     assert p.returncode == 1
     assert "exited with code 3: broken" in p.stderr
     assert not (tmp_path / "out" / "runs").exists()
+
+
+@pytest.mark.e2e
+def test_dwsl_on_ext4_waits_on_the_journal_not_a_file_lock(tmp_path, e2e, scratch):
+    """DWSL (overwrite + fsync of a private file) on ext4: the waits are the
+    journal's (jbd2 commit waits off-CPU, or a journal lock), not a lock of
+    the file, which no other worker touches."""
+    rec = json.loads(lockscope("run", "DWSL", "--fs", "ext4", "--workers", "2", "--duration", "1.5",
+                               "--warmup", "0.5", "--out", str(tmp_path / "out"), "--scratch", str(scratch),
+                               "--json").stdout)
+    assert rec["ops"] > 0 and all(w["ops"] > 0 for w in rec["per_worker"])
+    journal_offcpu = sum(o["wait_share"] for o in rec["offcpu"] if o["class"] == "journal commit wait")
+    journal_locks = sum(lk["wait_share"] for lk in rec["locks"]
+                        if "journal" in lk["name"] or lk["class"].startswith(("journal_t->", "journal->")))
+    file_locks = sum(lk["wait_share"] for lk in rec["locks"] if (lk["object"] or "").startswith("<scratch>/w"))
+    assert journal_offcpu + journal_locks > 0.01, (journal_offcpu, journal_locks)
+    assert journal_offcpu + journal_locks > 5 * file_locks
+    # the heaviest non-lock waits are the fsync path's, classified by stack
+    classes = {o["class"] for o in rec["offcpu"][:4]}
+    assert classes & {"journal commit wait", "block I/O", "page lock / writeback"}, classes
