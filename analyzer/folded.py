@@ -89,7 +89,8 @@ def _lock_names(rec: RunRecord) -> dict[int, str]:
     names = {}
     for lk in rec.locks:
         for a in lk.addresses:
-            names[int(a, 16)] = lk.name
+            if ":" not in a:    # user-space locks ("pid:address") have their own stacks
+                names[int(a, 16)] = lk.name
     return names
 
 

@@ -33,6 +33,8 @@ def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> dict:
     names: dict[int, str] = {}
     for lk in rec.locks:                       # heaviest first: an address keeps its heaviest name
         for a in lk.addresses:
+            if isinstance(a, str) and ":" in a:  # a user-space lock ("pid:address"): not in the kernel series
+                continue
             names.setdefault(_addr(a), lk.name)
     # cumulative ns per name at each snapshot, and at the end of the window
     times = [s["t_ns"] for s in snaps if s["t_ns"] < window_ns] + [window_ns]

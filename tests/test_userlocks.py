@@ -128,9 +128,10 @@ def test_unloaded_probe_is_a_warning():
 
 
 @pytest.mark.e2e
-def test_pmutex_names_the_global_mutex(e2e, scratch):
+def test_pmutex_names_the_global_mutex(tmp_path, e2e, scratch):
+    out = tmp_path / "out"
     rec = json.loads(lockscope("run", "PMUTEX", "--workers", "2", "--duration", "1", "--warmup", "0.5",
-                               "--scratch", str(scratch), "--json").stdout)
+                               "--out", str(out), "--scratch", str(scratch), "--json").stdout)
     assert rec["probe"]["attached"] and rec["probe"]["counters"]["futex_waits"] > 0
     lost = {k: v for k, v in rec["probe"]["counters"].items() if k.startswith("lost_") and v}
     assert not lost, lost
@@ -140,3 +141,11 @@ def test_pmutex_names_the_global_mutex(e2e, scratch):
     assert top["tier"] == "verified" and top["kind"] == "pthread_mutex" and top["instances"] == 1
     # two threads on one mutex: a large part of their time is spent waiting for it
     assert top["wait_share"] > 0.05
+    # analysis and report take user-space locks (addresses "pid:0x...") with the kernel's
+    a = lockscope("analyze", str(out), "--json")
+    assert a.returncode == 0, a.stderr
+    exp = json.loads(a.stdout)["experiments"][0]
+    assert exp["points"][0]["waits"][0]["name"] == top["name"]
+    r = lockscope("report", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "pmutex_global_lock" in (out / "report" / "PMUTEX-none.html").read_text()
