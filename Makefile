@@ -7,7 +7,7 @@
 PYTHON  ?= python3
 RESULTS ?= results/default
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
-                linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount
+                linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount kmod
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps install build report test bench clean

@@ -47,6 +47,7 @@ class PointSpec:
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
     system_wide: bool = False          # count every task's waits, not only the workload's
+    device: str | None = None          # a checked block device for disk setups (--device)
 
     @property
     def id(self) -> str:
@@ -133,7 +134,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         fs = None
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
-            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
+            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
@@ -209,7 +210,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         fs = None
         if spec.fs != NO_FS:
             progress(f"preparing {spec.fs}")
-            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
+            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
         argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None

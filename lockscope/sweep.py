@@ -35,6 +35,8 @@ class SweepSpec:
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
     system_wide: bool = False
+    device: str | None = None          # --device: a checked block device for the disk setups
+    unavailable_fs: dict[str, str] = field(default_factory=dict)   # setups skipped here -> why
 
     def points(self) -> list[PointSpec]:
         out = []
@@ -47,7 +49,8 @@ class SweepSpec:
                                          warmup=self.warmup, command=self.command,
                                          throughput_regex=self.throughput_regex, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
-                                         sample_hz=self.sample_hz, system_wide=self.system_wide))
+                                         sample_hz=self.sample_hz, system_wide=self.system_wide,
+                                         device=self.device))
         return out
 
 
@@ -56,7 +59,8 @@ def record_path(out: Path, point_id: str) -> Path:
 
 
 # parameters that change what a point measures: they must match to resume
-MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide")
+MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide",
+                  "device")
 # parameters that choose the points: a rerun may add to them
 POINT_PARAMS = ("workloads", "fs", "workers")
 
@@ -102,6 +106,9 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
         | {k: sorted(set(old.get(k, [])) | set(getattr(spec, k))) for k in POINT_PARAMS},
         "points": known + [i for i in ids if i not in known],
         "failures": {},
+        # setups asked for but not available on this machine, with the reason
+        "skipped_fs": {k: v for k, v in {**manifest.get("skipped_fs", {}), **spec.unavailable_fs}.items()
+                       if k not in spec.fs},
     }
     record.atomic_write_json(manifest_path, manifest)
 
