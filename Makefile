@@ -6,21 +6,34 @@
 
 PYTHON  ?= python3
 RESULTS ?= results/default
+# libc6-dbg: the C library's full symbol table (user stacks through glibc)
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
-                linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount kmod
+                linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg kmod \
+                chromium
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
-.PHONY: all deps install build report test bench clean
+.PHONY: all deps tools install build report test bench clean
 
 all: install
 
-deps:
+deps: tools
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }; }; \
 	fi
+	@# pyelftools: ELF symbols of user-space locks and stacks (also in setup.py, for running from the source tree)
+	@$(PYTHON) -c "import elftools" 2>/dev/null || $(PIP) "pyelftools>=0.29"
+
+# inferno renders the flame graphs (cargo install puts it in ~/.cargo/bin,
+# where lockscope finds it even off PATH). Without cargo the report still
+# renders and says why it has no flame graphs.
+CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+tools:
+	@if command -v inferno-flamegraph >/dev/null 2>&1 || [ -x "$${CARGO_HOME:-$(HOME)/.cargo}/bin/inferno-flamegraph" ]; then :; \
+	elif [ -x "$(CARGO)" ]; then echo "installing inferno (flame graphs)"; "$(CARGO)" install --quiet --locked inferno; \
+	else echo "warning: cargo not found: flame graphs need inferno (https://rustup.rs, then cargo install inferno)"; fi
 
 build: deps
 	$(MAKE) -C probes
@@ -29,11 +42,11 @@ build: deps
 install: build
 	$(PIP) .
 
-report: install
+report: install tools
 	lockscope sweep --out $(RESULTS)
 	lockscope report $(RESULTS)
 
-test: install
+test: install tools
 	@$(PYTHON) -c "import pytest" 2>/dev/null || $(PIP) "pytest>=7"
 	$(PYTHON) -m pytest tests
 

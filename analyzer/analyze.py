@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lockscope import record
-from lockscope.analyzer import attribution, scaling
+from lockscope.analyzer import attribution, naming, scaling, timeview, usl
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
 
@@ -31,6 +31,7 @@ class PointView:
     waits: list[dict]                # top waits (locks and off-CPU classes) with worker-equivalents
     explained: float                 # worker-equivalents of all lock waits
     warnings: list[str] = field(default_factory=list)
+    named_share: float | None = None  # lock wait with a verified or inferred name; None: no lock wait
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Experiment:
     root_cause: dict | None
     diagnosis: str
     records: list[RunRecord] = field(default_factory=list, repr=False)
+    # issue 5: usl, attribution, whatif, timeview, cpi (CONTRACT.md)
+    extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -55,7 +58,7 @@ class Experiment:
             "collapse": self.collapse,
             "root_cause": self.root_cause,
             "diagnosis": self.diagnosis,
-        }
+        } | self.extra
 
 
 def load_records(path: Path) -> list[RunRecord]:
@@ -97,7 +100,8 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint]) -> list[P
             oversubscribed=r.oversubscribed, cpu=asdict(r.cpu),
             waits=[asdict(w) for w in ws[:TOP_LOCKS]],
             explained=sum(w.worker_equivalents for w in ws if w.type == "lock"),
-            warnings=list(r.warnings)))
+            warnings=list(r.warnings),
+            named_share=naming.named_share(r.locks) if r.probe.attached else None))
     return views
 
 
@@ -132,6 +136,41 @@ def _diagnosis(workload: str, fs: str, pts: list[PointView], collapse: scaling.C
             f"{at.ideal:g} workers).")
 
 
+def _extra(recs: list[RunRecord], curve: list[scaling.CurvePoint], collapse: scaling.Collapse | None,
+           root: attribution.RootCause | None) -> dict:
+    """USL fit, attribution of lost capacity per point, what-if without the
+    root cause, time view of the collapse point (or the last), CPI per point."""
+    out: dict = {}
+    out["usl"] = usl.fit_json([(p.workers, p.ops_per_sec, r.oversubscribed or p.workers > p.ideal)
+                               for r, p in zip(recs, curve)])
+    out["attribution"] = [attribution.attribute(r, p.ideal, p.speedup, p.lost_capacity) for r, p in zip(recs, curve)]
+    if root is None:
+        out["whatif"] = {"unavailable": "no collapse with a root cause, so there is no wait to remove"
+                         if collapse is None or any(r.probe.attached for r in recs) else
+                         "lock waits were not measured (probes disabled)"}
+    else:
+        x1 = curve[0].ops_per_sec / curve[0].speedup if curve and curve[0].speedup else 0.0
+        pts = [(p.workers, p.ops_per_sec, float(r.workers),
+                w.worker_equivalents if (w := attribution.waits(r).get(root.name)) else 0.0)
+               for r, p in zip(recs, curve)]
+        out["whatif"] = {"label": f"upper bound: {root.name} removed", "name": root.name,
+                         "formula": "X'(N) = X(N) * N / (N - we(N)), capped at the ideal X(1) * ideal(N); "
+                                    "we(N): worker-equivalents of the wait at N workers",
+                         "curve": attribution.whatif(pts, root.name, [x1 * p.ideal for p in curve])}
+    at = next((r for r in recs if collapse is not None and r.workers == collapse.workers), recs[-1] if recs else None)
+    out["timeview"] = timeview.timeview(at) if at is not None else {"unavailable": "no points"}
+    out["cpi"] = [({"workers": r.workers, "value": r.cpi["value"]} if r.cpi.get("available") and "value" in r.cpi
+                   else {"workers": r.workers, "unavailable": r.cpi.get("reason") or
+                         "this record has no CPI (recorded before CPI was measured)"}) for r in recs]
+    return out
+
+
+def _named_share(pts: list[PointView]) -> list[dict] | dict:
+    """Per point, the share of lock wait time with a verified or inferred name."""
+    shares = [{"workers": p.workers, "share": p.named_share} for p in pts if p.named_share is not None]
+    return shares or {"unavailable": "no lock wait was recorded (or probes were disabled)"}
+
+
 def analyze(records: list[RunRecord]) -> list[Experiment]:
     groups: dict[tuple[str, str], dict[int, RunRecord]] = {}
     for r in records:
@@ -153,7 +192,8 @@ def analyze(records: list[RunRecord]) -> list[Experiment]:
         out.append(Experiment(
             workload=workload, fs=fs, kind=recs[0].kind, unit=recs[0].throughput_unit, points=pts,
             collapse=asdict(collapse) if collapse else None, root_cause=asdict(root) if root else None,
-            diagnosis=_diagnosis(workload, fs, pts, collapse, root, recs), records=recs))
+            diagnosis=_diagnosis(workload, fs, pts, collapse, root, recs), records=recs,
+            extra=_extra(recs, curve, collapse, root) | {"named_share": _named_share(pts)}))
     return out
 
 

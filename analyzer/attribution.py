@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lockscope.record import RunRecord
+from lockscope.record import OffCpu, RunRecord
 
 WAIT_LABELS = {
     "preempted": "off-CPU: preempted (runnable, waiting for a CPU)",
@@ -44,13 +44,23 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
                             lk.lock_class, lk.instances)
     by_class: dict[str, int] = {}
     for o in rec.offcpu:
-        if o.wait_class != "lock":
-            by_class[o.wait_class] = by_class.get(o.wait_class, 0) + o.wait_ns
+        if o.in_lock_wait or o.wait_class == "lock":
+            continue             # already part of its lock's wait time: counted once, there
+        cls = nonlock_class(o)
+        by_class[cls] = by_class.get(cls, 0) + o.wait_ns
     for cls, ns in by_class.items():
         name = WAIT_LABELS.get(cls, f"off-CPU: {cls}")
         we = ns / window_ns
-        out[name] = Wait(name, "wait", we, we / rec.workers, ns)
+        out[name] = Wait(name, "wait", we, we / rec.workers, ns, lock_class=cls)
     return out
+
+
+def nonlock_class(o: OffCpu) -> str:
+    """The class of off-CPU time outside lock waits, as the record has it:
+    classified by its switch-out stack when the run was recorded
+    (naming.classify_offcpu: block I/O, journal commit wait, ...), else by
+    the task state (preempted, blocked, sleep)."""
+    return o.wait_class
 
 
 @dataclass
@@ -85,3 +95,62 @@ def root_cause(before: RunRecord, at: RunRecord, lost_before: float, lost_at: fl
     return RootCause(best.name, best.type, best.tier, best.kind, best.lock_class, best.instances,
                      best.wait_share, best.worker_equivalents, growth, min(1.0, raw), raw,
                      before.workers, at.workers)
+
+
+# ---- attribution of lost capacity -----------------------------------------
+
+MAX_ITEMS = 12          # heavier items are listed, the rest of the locks summed as one
+
+
+def attribute(rec: RunRecord, ideal: float, speedup: float, lost_capacity: float) -> dict:
+    """Lost capacity of one point (ideal - speedup, in workers) split into
+    each named lock, each class of off-CPU time outside lock waits, and the
+    unexplained remainder, all in worker-equivalents (wait time / window).
+
+    No double counting: off-CPU time inside a lock wait is part of that
+    lock's wait and appears only there. Waits are measured, the loss is
+    derived from throughput: when the waits add up to more than the loss
+    (e.g. a wait that overlaps useful work of other workers, or a single
+    worker that waits but has lost nothing), the unexplained part is 0 and
+    `waits_exceed_loss` says so."""
+    ws = sorted(waits(rec).values(), key=lambda w: -w.worker_equivalents)
+    items = []
+    for w in ws:
+        items.append({"name": w.name, "type": "lock" if w.type == "lock" else "nonlock",
+                      "class": (w.kind or "unknown") if w.type == "lock" else (w.lock_class or "other"),
+                      "tier": w.tier if w.type == "lock" else None,
+                      "worker_equivalents": w.worker_equivalents})
+    locks = [i for i in items if i["type"] == "lock"]
+    if len(locks) > MAX_ITEMS:
+        rest = locks[MAX_ITEMS:]
+        items = [i for i in items if i not in rest]
+        items.append({"name": f"{len(rest)} other locks", "type": "lock", "class": "various", "tier": None,
+                      "worker_equivalents": sum(i["worker_equivalents"] for i in rest)})
+    total = sum(i["worker_equivalents"] for i in items)
+    for i in items:
+        i["share_of_loss"] = i["worker_equivalents"] / lost_capacity if lost_capacity > 0 else 0.0
+    return {"workers": rec.workers, "ideal": ideal, "speedup": speedup, "lost_capacity": lost_capacity,
+            "items": items, "explained": min(total, lost_capacity),
+            "unexplained": max(0.0, lost_capacity - total),
+            "waits_exceed_loss": total > lost_capacity,
+            "measured": bool(rec.probe.attached)}
+
+
+def whatif(points: list[tuple[int, float, float, float]], name: str,
+           ideal_tput: list[float]) -> list[dict]:
+    """Upper bound of the curve with the wait `name` removed.
+
+    points: (workers, ops_per_sec, workers' worth of time W, worker-equivalents
+    of the wait we). If the time the workers spent in that wait were spent
+    working at the rate they work the rest of the time:
+
+        X'(N) = X(N) * W / (W - we(N)),   capped at the ideal X(1) * ideal(N)
+
+    An upper bound: it assumes the freed time meets no other wait (the next
+    lock in line usually takes part of it)."""
+    out = []
+    for (w, x, cap_w, we), ideal in zip(points, ideal_tput):
+        x2 = x * cap_w / (cap_w - we) if cap_w - we > 1e-9 else float("inf")
+        out.append({"workers": w, "ops_per_sec": min(x2, ideal) if ideal > 0 else x2,
+                    "capped": ideal > 0 and x2 > ideal})
+    return out

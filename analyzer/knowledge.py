@@ -25,6 +25,18 @@ def function(frame: str) -> str:
 
 
 @dataclass(frozen=True)
+class OffCpuRule:
+    wait_class: str
+    frames: tuple[str, ...]
+    depth: int = 10
+    explain: str = ""
+    ref: str = ""
+
+    def matches(self, fns: list[str]) -> bool:
+        return any(fnmatch.fnmatchcase(f, p) for f in fns[:self.depth] for p in self.frames)
+
+
+@dataclass(frozen=True)
 class Rule:
     name: str
     lock_class: str
@@ -59,6 +71,12 @@ class Knowledge:
                            depth=int(r.get("depth", 4)), component=r.get("component", ""),
                            explain=r.get("explain", ""), ref=r.get("ref", ""))
                       for r in data["rule"]]
+        self.offcpu_rules = [OffCpuRule(wait_class=r["class"], frames=tuple(r["frames"]),
+                                        depth=int(r.get("depth", 10)), explain=r.get("explain", ""),
+                                        ref=r.get("ref", ""))
+                             for r in data.get("offcpu", [])]
+        # slab cache name -> the struct type of its objects
+        self.slab_types: dict[str, str] = dict(data.get("slab", {}))
 
     @staticmethod
     def _any(name: str, patterns: tuple[str, ...]) -> bool:
@@ -117,6 +135,14 @@ class Knowledge:
 
     def untraced_spinning(self, frames: list[str]) -> bool:
         return any(self._any(fn, self.untraced_spin) for fn in self.functions(frames))
+
+    def offcpu_rule(self, frames: list[str]) -> OffCpuRule | None:
+        """The first [[offcpu]] class whose frames match the switch-out stack."""
+        fns = self.functions(frames)
+        for rule in self.offcpu_rules:
+            if rule.matches(fns):
+                return rule
+        return None
 
     def infer(self, kind: str, frames: list[str]) -> Rule | None:
         site = self.site(frames)

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+from lockscope.analyzer.slab import consistent as slab_consistent
 from lockscope.record import Lock, OffCpu, StackSummary
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
@@ -110,6 +111,11 @@ def verified_table(raw: dict) -> dict[int, Verified]:
         if fstype == "tmpfs":
             put(f.get("shmem_stat_lock"), "sbinfo->stat_lock", sb)
             put(f.get("shmem_shrinklist_lock"), "sbinfo->shrinklist_lock", sb)
+        for key, cls, per_inode in _FS_PRIVATE.get(fstype, ()):
+            if per_inode:
+                put(f.get(key), cls, shown, detail)
+            else:
+                put(f.get(key), cls, sb)
     _add_wait_locks(table, raw.get("layout", {}))
     for t in objects.get("tasks", []):
         # named by command, not pid, so that the name is the same in every run
@@ -118,11 +124,72 @@ def verified_table(raw: dict) -> dict[int, Verified]:
         comm, proc = t.get("comm", "?"), f"{t.get('comm', '?')} (pid {t.get('tgid')})"
         for field_, cls in (("mmap_lock", "mm->mmap_lock"), ("page_table_lock", "mm->page_table_lock"),
                             ("file_lock", "files->file_lock"), ("fs_lock", "fs_struct lock"),
-                            ("siglock", "sighand->siglock")):
+                            ("siglock", "sighand->siglock"), ("pi_lock", "task->pi_lock")):
             a = _addr(t.get(field_))
             if a and a not in table:
                 table[a] = Verified(cls, f"{cls} of {comm}", proc)
+        a = _addr(t.get("rq_lock"))
+        if a and a not in table:
+            cpu = t.get("cpu", "?")
+            table[a] = Verified("rq->__lock", f"rq->__lock (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}")
+        a = _addr(t.get("lru_lock"))
+        if a and a not in table:
+            table[a] = Verified("lruvec->lru_lock", f"lruvec->lru_lock of the memory cgroup of {comm} (node 0)",
+                                f"memory cgroup of {proc}, node 0")
     return table
+
+
+# file-system private locks the object iterator computes through
+# sb->s_fs_info (per file system) and the fs inode around the VFS inode:
+# (record key, lock class, per inode: named after the file, else after the
+# file system)
+_FS_PRIVATE = {
+    "ext4": (
+        ("ext4_s_orphan_lock", "ext4_sb_info->s_orphan_lock", False),
+        ("ext4_s_md_lock", "ext4_sb_info->s_md_lock", False),
+        ("ext4_s_es_lock", "ext4_sb_info->s_es_lock", False),
+        ("jbd2_j_state_lock", "journal_t->j_state_lock", False),
+        ("jbd2_j_list_lock", "journal_t->j_list_lock", False),
+        ("jbd2_j_checkpoint_mutex", "journal_t->j_checkpoint_mutex", False),
+        ("jbd2_j_barrier", "journal_t->j_barrier", False),
+        ("jbd2_j_history_lock", "journal_t->j_history_lock", False),
+        ("jbd2_j_revoke_lock", "journal_t->j_revoke_lock", False),
+        ("jbd2_j_abort_mutex", "journal_t->j_abort_mutex", False),
+        ("ext4_i_data_sem", "ext4_inode_info->i_data_sem", True),
+        ("ext4_i_raw_lock", "ext4_inode_info->i_raw_lock", True),
+        ("ext4_i_es_lock", "ext4_inode_info->i_es_lock", True),
+        ("ext4_xattr_sem", "ext4_inode_info->xattr_sem", True),
+    ),
+    "xfs": (
+        ("xfs_m_sb_lock", "xfs_mount->m_sb_lock", False),
+        ("xfs_l_icloglock", "xlog->l_icloglock", False),
+        ("xfs_xc_ctx_lock", "xfs_cil->xc_ctx_lock", False),
+        ("xfs_xc_push_lock", "xfs_cil->xc_push_lock", False),
+        ("xfs_i_lock", "xfs_inode->i_lock (ILOCK)", True),
+        ("xfs_i_flags_lock", "xfs_inode->i_flags_lock", True),
+    ),
+    "btrfs": (
+        ("btrfs_trans_lock", "btrfs_fs_info->trans_lock", False),
+        ("btrfs_tree_root_node_lock", "extent_buffer->lock (root tree root node)", False),
+        ("btrfs_root_node_lock", "extent_buffer->lock (subvolume root node)", False),
+        ("btrfs_root_log_mutex", "btrfs_root->log_mutex", False),
+        ("btrfs_inode_lock", "btrfs_inode->lock", True),
+    ),
+}
+
+
+def slab_table(raw: dict) -> dict[int, dict]:
+    """Lock address -> its slab object and lock field, for the addresses
+    the probe resolved to a typed slab cache (see analyzer/slab.py)."""
+    return {_addr(e["addr"]): e for e in raw.get("slab", {}).get("entries", []) if e.get("field")}
+
+
+def _slab_verified(e: dict | None, family: str) -> Verified | None:
+    """A verified name for a lock in a slab object, when the BTF field at its
+    offset is a lock of the family the contention event reported."""
+    if not e or not slab_consistent(e.get("lock", ""), family):
+        return None
+    return Verified(e["field"], f"{e['field']} ({e['cache']} object)", f"{e['cache']} object")
 
 
 # lock classes that are a struct rw_semaphore or a struct mutex: their
@@ -131,6 +198,12 @@ _SLEEPING_LOCK_TYPE = {
     "inode->i_rwsem": "rw_semaphore", "mapping->i_mmap_rwsem": "rw_semaphore",
     "mapping->invalidate_lock": "rw_semaphore", "sb->s_umount": "rw_semaphore",
     "mm->mmap_lock": "rw_semaphore", "sb->s_vfs_rename_mutex": "mutex",
+    "ext4_sb_info->s_orphan_lock": "mutex", "journal_t->j_checkpoint_mutex": "mutex",
+    "journal_t->j_barrier": "mutex", "journal_t->j_abort_mutex": "mutex",
+    "ext4_inode_info->i_data_sem": "rw_semaphore", "ext4_inode_info->xattr_sem": "rw_semaphore",
+    "xfs_cil->xc_ctx_lock": "rw_semaphore", "xfs_inode->i_lock (ILOCK)": "rw_semaphore",
+    "extent_buffer->lock (root tree root node)": "rw_semaphore",
+    "extent_buffer->lock (subvolume root node)": "rw_semaphore", "btrfs_root->log_mutex": "mutex",
 }
 
 
@@ -193,6 +266,7 @@ def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = N
     kb = kb or default_knowledge()
     stacks = raw.get("stacks", {})
     verified = verified_table(raw)
+    slabs = slab_table(raw)
     per_addr: dict[int, list[dict]] = defaultdict(list)
     for e in raw.get("contention", []):
         per_addr[_addr(e["lock"])].append(e)
@@ -205,8 +279,8 @@ def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = N
         entries.sort(key=lambda e: -e["total_ns"])
         with_stack = [e for e in entries if frames(e)]
         kind = lock_kind(entries[0]["flags"])[0]
-        if addr in verified:
-            v = verified[addr]
+        v = verified.get(addr) or _slab_verified(slabs.get(addr), kind)
+        if v:
             acc = groups.get(v.name) or _Acc(v.name, v.lock_class, "verified", kind)
             acc.object = acc.object or v.object
         else:
@@ -243,6 +317,18 @@ def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = N
                                  count=v[0], wait_ns=v[1], sampled=v[3]) for k, v in top]))
     locks.sort(key=lambda lk: -lk.wait_ns)
     return locks
+
+
+NAMED_TIERS = ("verified", "inferred")
+
+
+def named_share(locks: list[Lock]) -> float | None:
+    """The share of lock wait time attributed to a verified or inferred name
+    (not an address or a bare call site); None when there was no lock wait."""
+    total = sum(lk.wait_ns for lk in locks)
+    if total <= 0:
+        return None
+    return sum(lk.wait_ns for lk in locks if lk.tier in NAMED_TIERS) / total
 
 
 SPIN_MODE = "optimistic spin (sampled)"
@@ -320,6 +406,21 @@ def offcpu_class(state: int, in_lock_wait: bool) -> str:
     return "other"
 
 
+def classify_offcpu(frames: list[str], state: int | None = None, kb: Knowledge | None = None) -> str:
+    """The class of an off-CPU wait that is not a lock wait, from its kernel
+    stack at switch-out (the [[offcpu]] rules of locks.toml): block I/O,
+    journal commit wait, page lock / writeback, RCU synchronize, pipe/socket
+    wait, sleep, ...; a runnable task (state 0) is preempted; a stack no rule
+    matches falls back to the task state (blocked, sleep, other)."""
+    kb = kb or default_knowledge()
+    if state == 0:
+        return "preempted"
+    rule = kb.offcpu_rule(frames)
+    if rule:
+        return rule.wait_class
+    return offcpu_class(state, False) if state is not None else "other"
+
+
 def offcpu_summary(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None,
                    limit: int = 20) -> list[OffCpu]:
     kb = kb or default_knowledge()
@@ -329,7 +430,7 @@ def offcpu_summary(raw: dict, workers: int, window_ns: int, kb: Knowledge | None
     denom = workers * window_ns if workers and window_ns else 0
     for e in raw.get("offcpu", []):
         fr = stacks.get(str(e.get("stack")), [])
-        cls = offcpu_class(int(e["state"]), bool(e["in_lock_wait"]))
+        cls = "lock" if e["in_lock_wait"] else classify_offcpu(fr, int(e["state"]), kb)
         site = kb.site(fr, off_cpu=True)
         key = (cls, site)
         g = groups.get(key)

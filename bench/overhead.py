@@ -32,6 +32,7 @@ from lockscope import paths, scratch  # noqa: E402
 from lockscope.probe import ProbeSession, preflight  # noqa: E402
 
 INTERVAL = 0.1
+scratch_root: list[Path] = []     # --scratch
 
 
 class Progress:
@@ -62,10 +63,11 @@ class Progress:
         return (b_ops - a_ops) / ((b_t - a_t) / 1e9)
 
 
-def measure(workload: str, fs: str, workers: int, phases: int, phase: float) -> dict:
+def measure(workload: str, fs: str, workers: int, phases: int, phase: float, futex: bool | None = True) -> dict:
+    """futex None: probed phases alternate without and with futex tracing"""
     total = phases * 2 + 1
     duration = total * (phase + 1.5) + 5
-    with scratch.mounted(fs) as m:
+    with scratch.mounted(fs, *scratch_root) as m:
         proc = subprocess.Popen([str(paths.workload_binary()), "run", "--workload", workload, "--workers",
                                  str(workers), "--duration", str(duration), "--warmup", "1", "--dir",
                                  str(m.mountpoint), "--interval", str(INTERVAL)],
@@ -74,14 +76,16 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float) -> 
             prog = Progress(proc)
             if not prog.started.wait(120):
                 raise RuntimeError("the workload did not start")
-            alone, probed, events = [], [], []
+            alone, probed, events, with_futex = [], [], [], []
             for i in range(total):
                 if i % 2 == 0:
                     t0 = time.monotonic_ns()
                     time.sleep(phase)
                     alone.append(prog.rate(t0, time.monotonic_ns()))
                 else:
-                    with ProbeSession() as probe:
+                    on = bool((i // 2) % 2 == 0) if futex is None else futex
+                    with_futex.append(on)
+                    with ProbeSession(futex=on) as probe:
                         for pid in prog.ready["worker_pids"]:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]
@@ -91,17 +95,24 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float) -> 
                     c = data["counters"]
                     window = data["window_ns"] / 1e9
                     events.append((c["contentions"] / window, c["cpu_samples"] / window,
-                                   c["offcpu_spans"] / window))
+                                   c["offcpu_spans"] / window, c.get("futex_waits", 0) / window))
                 time.sleep(0.3)      # let attach/detach settle before the next phase
         finally:
             proc.kill()
             proc.wait()
     ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
+    if futex is None:
+        on = [r for r, f in zip(ratios, with_futex) if f]
+        off = [r for r, f in zip(ratios, with_futex) if not f]
+        return {"ratio_futex": statistics.median(on), "ratio_no_futex": statistics.median(off),
+                "ratios_futex": on, "ratios_no_futex": off,
+                "futex_waits_per_s": statistics.median(e[3] for e, f in zip(events, with_futex) if f)}
     return {"alone": statistics.median(alone), "probed": statistics.median(probed),
             "ratio": statistics.median(ratios), "ratios": ratios,
             "waits_per_s": statistics.median(e[0] for e in events),
             "samples_per_s": statistics.median(e[1] for e in events),
-            "switches_per_s": statistics.median(e[2] for e in events)}
+            "switches_per_s": statistics.median(e[2] for e in events),
+            "futex_waits_per_s": statistics.median(e[3] for e in events)}
 
 
 def main() -> int:
@@ -113,15 +124,29 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--phases", type=int, default=8, help="probed phases per workload (default 8)")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase (default 2)")
+    ap.add_argument("--no-futex", action="store_true", help="probe without the futex (user-space lock) tracing")
+    ap.add_argument("--compare-futex", action="store_true",
+                    help="probed phases alternate without and with futex tracing; print both median ratios")
+    ap.add_argument("--scratch", type=Path, help="where the file system is made (default: lockscope's)")
     a = ap.parse_args()
+    if a.scratch:
+        scratch_root.append(a.scratch)
     preflight()
+    if a.compare_futex:
+        print(f"{'workload':<8} {'ratio no futex':>14} {'ratio futex':>11}  {'futex waits/s':>13}")
+        for wl in a.workloads.split(","):
+            r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=None)
+            print(f"{wl:<8} {r['ratio_no_futex']:>14.3f} {r['ratio_futex']:>11.3f}  {r['futex_waits_per_s']:>13,.0f}  "
+                  f"(ratios {[round(x, 3) for x in r['ratios_no_futex']]} / {[round(x, 3) for x in r['ratios_futex']]})",
+                  flush=True)
+        return 0
     print(f"{'workload':<8} {'alone ops/s':>12} {'probed ops/s':>13} {'ratio':>6}  {'ratios min..max':>15}  "
-          f"{'lock waits/s':>12} {'samples/s':>9} {'switches/s':>10}")
+          f"{'lock waits/s':>12} {'samples/s':>9} {'switches/s':>10} {'futex waits/s':>13}")
     for wl in a.workloads.split(","):
-        r = measure(wl, a.fs, a.workers, a.phases, a.phase)
+        r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=not a.no_futex)
         print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f}  "
               f"{min(r['ratios']):>7.3f}..{max(r['ratios']):.3f}  {r['waits_per_s']:>12,.0f} "
-              f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f}", flush=True)
+              f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f} {r['futex_waits_per_s']:>13,.0f}", flush=True)
     return 0
 
 

@@ -19,6 +19,7 @@ DEFAULT_WORKLOADS = ["MWRM", "DWOM", "MWCM", "MWCL", "mmap"]
 DEFAULT_FS = ["tmpfs", "ext4"]
 DEFAULT_DURATION = 3.0
 DEFAULT_WARMUP = 1.0
+DEFAULT_INTERVAL = 1.0
 MAX_WORKERS_PER_CPU = 64
 
 EPILOG = """\
@@ -28,6 +29,8 @@ examples:
   lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
   lockscope analyze results/sweep --json
   lockscope report results/sweep            # writes results/sweep/report/index.html
+  lockscope export results/sweep            # PDF/SVG figures, CSV/LaTeX table: results/sweep/exports
+  lockscope compare results/before results/after [--html compare.html]
 
 exit codes: 0 ok, 1 a run failed, 2 bad input, 3 this machine lacks something (root, BTF, a tool),
 130 interrupted (finished points are kept).
@@ -56,16 +59,39 @@ def parse_workers(text: str) -> list[int]:
     return sorted(out)
 
 
-def check_workers(counts: list[int], force: bool) -> None:
+def check_workers(counts: list[int], force: bool, infos: list[dict] | None = None) -> None:
+    """Worker counts: at most 64 per CPU unless --force, except for workloads
+    whose tasks mostly sleep (catalog many_tasks, e.g. syncs), which may use
+    up to their max_workers; no workload goes beyond its max_workers."""
     limit = MAX_WORKERS_PER_CPU * _ncpus()
+    infos = infos or []
     for n in counts:
         if n < 1:
             raise UsageError(f"--workers {n}: needs at least 1 worker")
-        if n > limit and not force:
+        if n > limit and not force and not (infos and all(info.get("many_tasks") for info in infos)):
             raise UsageError(
                 f"--workers {n} is more than {MAX_WORKERS_PER_CPU} per CPU (this machine lets lockscope use "
                 f"{_ncpus()}): at that level a run measures the scheduler, not the workload",
                 "use fewer workers, or pass --force to run it anyway")
+        for info in infos:
+            if info.get("max_workers") and n > info["max_workers"]:
+                raise UsageError(f"--workers {n}: workload {info['name']} runs at most {info['max_workers']} workers")
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """--param KEY=VALUE (repeatable) -> {KEY: VALUE}."""
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--param {item!r}: expected KEY=VALUE, e.g. --param files=128")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def check_interval(interval: float) -> None:
+    if interval < 0:
+        raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")
 
 
 def check_sample_hz(hz: int) -> None:
@@ -126,6 +152,13 @@ def _common_run_args(p: argparse.ArgumentParser, multi: bool) -> None:
                         "it is FORMATTED at every point (needs --yes-format-device with the same path)")
     p.add_argument("--yes-format-device", default=None, metavar="PATH",
                    help="confirm that --device PATH may be formatted: repeat its path")
+    p.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
+                   help="a parameter of the built-in workload (repeatable; see `lockscope list`)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
+                   help=f"time series: ops/s and latency percentiles every this many seconds of the timed "
+                        f"window (default {DEFAULT_INTERVAL:g}; 0: off)")
+    p.add_argument("--no-latency", action="store_true",
+                   help="count operations without timing each one (no latency histograms)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,6 +192,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write DIR/report/index.html")
     p.add_argument("dir", type=Path)
     p.add_argument("--out", type=Path, default=None, help="report directory (default DIR/report)")
+
+    p = sub.add_parser("export", help="figures (PDF, SVG), bottleneck table (CSV, LaTeX) and run records for papers",
+                       description="Write DIR/exports (or --out): per experiment the throughput figure (with ideal, "
+                                   "USL fit and the what-if bound) and the lock wait share figure as PDF and SVG; "
+                                   "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records.")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="exports directory (default DIR/exports)")
+
+    p = sub.add_parser("compare", help="compare two results directories experiment by experiment",
+                       description="Compare two results directories (before/after a kernel patch, two file "
+                                   "systems, two machines): per experiment, matched by workload and file system, "
+                                   "the change in throughput at each worker count and in each wait's share.")
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+    p.add_argument("--fs-a", default=None, help="compare this file system of A ...")
+    p.add_argument("--fs-b", default=None, help="... with this one of B (both or neither)")
+    p.add_argument("--workload", default=None, help="only this workload")
+    p.add_argument("--json", action="store_true", help="machine-readable output (lockscope.compare/1)")
+    p.add_argument("--html", type=Path, default=None, help="also write an offline HTML page here")
 
     p = sub.add_parser("doctor", help="what works on this machine, and why not; leftovers of killed runs")
     p.add_argument("--clean", action="store_true", help="release leftover mounts, loop devices and directories")
@@ -227,7 +279,11 @@ def cmd_run(args, command: list[str] | None) -> int:
     workers = parse_workers(args.workers)[0] if args.workers else _ncpus()
     if args.workers and len(parse_workers(args.workers)) != 1:
         raise UsageError("run measures one worker count", "use `lockscope sweep` for several")
-    check_workers([workers], args.force)
+    params = parse_params(args.param)
+    check_interval(args.interval)
+    if command and params:
+        raise UsageError("--param goes with a built-in workload, not with a command")
+    check_workers([workers], args.force, [workloads.check_workload(args.workload)] if args.workload else None)
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
     check_sample_hz(args.sample_hz)
@@ -255,7 +311,8 @@ def cmd_run(args, command: list[str] | None) -> int:
         device = _device(args, [fs])
         spec = PointSpec(workload=args.workload, fs=fs, workers=workers, duration=duration, warmup=args.warmup,
                          probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
-                         system_wide=args.system_wide)
+                         system_wide=args.system_wide, params=workloads.check_params(args.workload, params),
+                         interval=args.interval, latency=not args.no_latency)
     spec.device = device
     _require_run_environment(spec.probe)
     out = args.out or _default_out(spec.id)
@@ -276,9 +333,26 @@ def summarize(rec) -> str:
     tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
              f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
-    if rec.per_worker:
+    if len(rec.per_worker) > 16:
+        ops = sorted(w.ops for w in rec.per_worker)
+        lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
+                     (f"; {sum(w.ran_out for w in rec.per_worker)} ran out" if any(w.ran_out for w in rec.per_worker)
+                      else ""))
+    elif rec.per_worker:
         lines.append("per worker: " + ", ".join(f"{w.ops:,}" + (" (ran out)" if w.ran_out else "")
                                                 for w in rec.per_worker))
+    if rec.params:
+        lines.append("parameters: " + ", ".join(f"{k}={v}" for k, v in rec.params.items()))
+    if rec.latency:
+        lines.append("latency per operation (ops, p50 / p99 / max):")
+        for op, lat in rec.latency.items():
+            lines.append(f"  {op:<8} {lat.count:>12,}  {_ns(lat.p50_ns)} / {_ns(lat.p99_ns)} / {_ns(lat.max_ns)}")
+    elif len(rec.op_counts) > 1:
+        lines.append("ops per operation: " + ", ".join(f"{k} {v:,}" for k, v in rec.op_counts.items()))
+    if rec.timeseries:
+        lines.append(f"time series: {len(rec.timeseries)} intervals of {rec.interval_s:g} s, ops/s " +
+                     " ".join(f"{i.ops_per_sec:,.0f}" for i in rec.timeseries[:12]) +
+                     (" ..." if len(rec.timeseries) > 12 else ""))
     c = rec.cpu
     lines.append(f"CPU {','.join(map(str, c.cpus))}: user {c.user:.0%}  sys {c.sys:.0%}  idle {c.idle:.0%}  "
                  f"iowait {c.iowait:.0%}  irq {c.irq:.0%}")
@@ -298,6 +372,15 @@ def summarize(rec) -> str:
     return "\n".join(lines)
 
 
+def _ns(ns: int) -> str:
+    """A latency for people: 850 ns, 12.3 us, 4.1 ms, 1.20 s."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{ns} ns"
+
+
 def cmd_sweep(args, command: list[str] | None) -> int:
     from lockscope import workloads
     from lockscope.sweep import SweepSpec, run_sweep
@@ -307,7 +390,13 @@ def cmd_sweep(args, command: list[str] | None) -> int:
     if command and args.workloads:
         raise UsageError("both workloads and a command were given", "give one of them")
     workers = parse_workers(args.workers) if args.workers else list(range(1, _ncpus() + 1))
-    check_workers(workers, args.force)
+    params = parse_params(args.param)
+    check_interval(args.interval)
+    if command and params:
+        raise UsageError("--param goes with a built-in workload, not with a command")
+    check_workers(workers, args.force, None if command else
+                  [workloads.check_workload(w) for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",")
+                   if w])
     duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
     check_duration(duration, args.warmup, required=not command)
     check_sample_hz(args.sample_hz)
@@ -319,6 +408,10 @@ def cmd_sweep(args, command: list[str] | None) -> int:
         names = [w for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",") if w]
         for w in names:
             workloads.check_workload(w)
+        checked = {}
+        for w in names:       # each --param must belong to every workload of the sweep
+            checked = workloads.check_params(w, params)
+        params = checked
         fss = [f for f in (args.fs or ",".join(DEFAULT_FS)).split(",") if f]
     fss, unavailable = _available_fs(fss)
     device = _device(args, fss)
@@ -326,7 +419,8 @@ def cmd_sweep(args, command: list[str] | None) -> int:
                      warmup=0.0 if command else args.warmup, command=command,
                      throughput_regex=args.throughput_regex, probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=_cpus(args.cpus), sample_hz=args.sample_hz,
-                     system_wide=args.system_wide)
+                     system_wide=args.system_wide, params=params, interval=args.interval,
+                     latency=not args.no_latency)
     spec.device, spec.unavailable_fs = device, unavailable
     _require_run_environment(spec.probe)
     out = args.out or _default_out("sweep")
@@ -392,9 +486,59 @@ def cmd_analyze(args) -> int:
             top = p.waits[0] if p.waits else None
             print(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
                   f"efficiency {p.efficiency:4.0%}" +
+                  (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                   (f"  top wait: {top['name']} {top['wait_share']:.1%}" if top else ""))
+        for line in analysis_lines(e.extra, e.unit):
+            print(line)
         print()
     return 0
+
+
+def analysis_lines(x: dict, unit: str) -> list[str]:
+    """The USL fit, attribution, what-if, time view and CPI of an experiment
+    (Experiment.extra), as text."""
+    out = []
+    u = x.get("usl") or {}
+    if "unavailable" in u:
+        out.append(f"  USL fit: unavailable: {u['unavailable']}")
+    elif u:
+        peak = (f"peak {u['peak_throughput']:,.0f} {unit} at {u['peak_workers']:.1f} workers"
+                + (" (extrapolated beyond the measured points)" if u["peak_extrapolated"] else "")
+                if u.get("peak_workers") is not None else "no peak (coherency beta = 0)")
+        out.append(f"  USL fit ({u['points_used']} points): alpha {u['alpha']:.4f}, beta {u['beta']:.5f}, "
+                   f"lambda {u['lambda']:,.0f} {unit}, R2 {u['r2']:.3f}; {peak}")
+    for a in x.get("attribution", []):
+        if a["lost_capacity"] <= 0:
+            continue             # nothing lost (the first point, or a perfectly scaling one)
+        items = [i for i in a["items"] if i["worker_equivalents"] >= 0.005][:4]
+        parts = [f"{i['name']} {i['worker_equivalents']:.2f}" +
+                 (f" ({i['share_of_loss']:.0%})" if a["lost_capacity"] > 0 else "") for i in items]
+        parts.append(f"unexplained {a['unexplained']:.2f}")
+        out.append(f"  lost capacity at {a['workers']}: {a['lost_capacity']:.2f} of {a['ideal']:g} workers = "
+                   + ", ".join(parts) + (" (the waits exceed the loss)" if a["waits_exceed_loss"] else ""))
+    w = x.get("whatif") or {}
+    if "unavailable" in w:
+        out.append(f"  what-if: unavailable: {w['unavailable']}")
+    elif w:
+        out.append(f"  what-if ({w['label']}): " + ", ".join(
+            f"{c['workers']}: {c['ops_per_sec']:,.0f}" + (" (ideal)" if c.get("capped") else "") for c in w["curve"])
+            + f" {unit}")
+    t = x.get("timeview") or {}
+    if "unavailable" in t:
+        out.append(f"  time view: unavailable: {t['unavailable']}")
+    elif t:
+        parts = [f"{s['name']} {min(s['wait_share']):.0%}..{max(s['wait_share']):.0%}"
+                 for s in t["series"] if s["wait_share"] and max(s["wait_share"]) >= 0.01][:3]
+        out.append(f"  time view at {t['workers']} workers ({len(t['t_s'])} intervals of {t['interval_s']:g} s), "
+                   "share of worker time per interval: " + ("; ".join(parts) or "no wait above 1%"))
+    cpi = x.get("cpi") or []
+    reasons = {c.get("unavailable") for c in cpi if "unavailable" in c}
+    if cpi and len(reasons) == 1 and all("unavailable" in c for c in cpi):
+        out.append(f"  CPI: unavailable: {reasons.pop()}")
+    elif cpi:
+        out.append("  CPI: " + ", ".join(f"{c['workers']}: {c['value']:.2f}" if "value" in c
+                                         else f"{c['workers']}: unavailable ({c['unavailable']})" for c in cpi))
+    return out
 
 
 def cmd_report(args) -> int:
@@ -402,6 +546,38 @@ def cmd_report(args) -> int:
 
     path = write_report(args.dir, args.out)
     print(f"report: {path}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from lockscope.reports.exports import write_exports
+
+    paths = write_exports(args.dir, args.out)
+    out = args.out or Path(args.dir) / "exports"
+    figs = sum(1 for p in paths if p.parent.name == "figures")
+    runs = sum(1 for p in paths if p.parent.name == "runs")
+    print(f"exports: {out}\n  {figs} figures (PDF and SVG) in figures/, bottlenecks.csv, bottlenecks.tex, "
+          f"analysis.json, {runs} run records in runs/")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from lockscope.reports.compare import compare, render_html, render_text
+
+    doc = compare(args.a, args.b, args.fs_a, args.fs_b, args.workload)
+    if args.html:
+        html = render_html(doc)
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.html.with_name("." + args.html.name + ".tmp")
+        tmp.write_text(html)
+        tmp.replace(args.html)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+    else:
+        sys.stdout.write(render_text(doc))
+        if args.html:
+            print(f"page: {args.html}")
     return 0
 
 
@@ -420,6 +596,12 @@ def cmd_list(args) -> int:
     for w in cat.values():
         print(f"  {w['name']:<6} {w['operation']}\n         sharing: {w['sharing']}; stresses: {w['component']}"
               + ("; threads of one process" if w.get("model") == "thread" else ""))
+        if len(w.get("op_names", [])) > 1:
+            print(f"         operations timed: {', '.join(w['op_names'])}")
+        for p in w.get("params", []):
+            print(f"         --param {p['name']}=N  {p['help']} (default {p['default']}, {p['min']}..{p['max']})")
+        if w.get("many_tasks"):
+            print(f"         up to {w['max_workers']} workers without --force (they mostly sleep in I/O)")
     print("\nfile systems (--fs):")
     for name, (ok, why) in fss.items():
         print(f"  {name:<14} {scratch.FS_SETUPS[name].description}" + ("" if ok else f"  [unavailable: {why}]"))
@@ -474,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args, command)
         if args.cmd == "sweep":
             return cmd_sweep(args, command)
-        return {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor}[args.cmd](args)
+        return {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
+                "export": cmd_export, "compare": cmd_compare}[args.cmd](args)
     except LockscopeError as e:
         print(f"lockscope: error: {e.message}", file=sys.stderr)
         if e.fix:

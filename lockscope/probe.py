@@ -46,9 +46,11 @@ def _fix_for(ev: dict) -> str | None:
 class ProbeSession(JsonLinesProcess):
     what = "lockscope-probe"
 
-    def __init__(self, system_wide: bool = False, interval_ms: int = 1000, sample_hz: int = DEFAULT_SAMPLE_HZ):
+    def __init__(self, system_wide: bool = False, interval_ms: int = 1000, sample_hz: int = DEFAULT_SAMPLE_HZ,
+                 futex: bool = True):
         super().__init__()
         self.system_wide = system_wide
+        self.futex = futex            # also trace futex waits (user-space locks)
         self.interval_ms = interval_ms
         self.sample_hz = sample_hz
         self.ready: dict = {}
@@ -58,6 +60,8 @@ class ProbeSession(JsonLinesProcess):
                 "--sample-hz", str(self.sample_hz)]
         if self.system_wide:
             argv.append("--system-wide")
+        if self.futex:
+            argv.append("--futex")
         self._spawn(argv)
         try:
             self.ready = self.expect("ready", timeout=60)

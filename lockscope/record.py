@@ -26,7 +26,10 @@ def _json_name(f: dataclasses.Field) -> str:
 
 def to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
-        return {_json_name(f): to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        # fields marked omit_empty (later optional additions) are left out
+        # while empty, so that older records round-trip unchanged
+        return {_json_name(f): to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get("omit_empty") and not getattr(obj, f.name))}
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -44,6 +47,9 @@ def _convert(tp: Any, value: Any) -> Any:
     if origin is list:
         (item,) = typing.get_args(tp) or (Any,)
         return [_convert(item, v) for v in value]
+    if origin is dict and len(typing.get_args(tp)) == 2:
+        item = typing.get_args(tp)[1]
+        return {k: _convert(item, v) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value)
     return value
@@ -103,7 +109,7 @@ class Lock:
 @dataclass
 class OffCpu:
     """Off-CPU time of the workload's tasks, by class and stack."""
-    wait_class: str = field(metadata={"json": "class"})   # lock | preempted | sleep | blocked | other
+    wait_class: str = field(metadata={"json": "class"})   # lock | preempted | a locks.toml [[offcpu]] class | sleep | blocked | other
     state: int = 0
     in_lock_wait: bool = False
     count: int = 0
@@ -133,6 +139,32 @@ class WorkerResult:
     pid: Optional[int] = None
     ops: int = 0
     ran_out: bool = False
+
+
+@dataclass
+class Latency:
+    """Latency of one operation type over the timed window (or one interval),
+    from log2 histograms: buckets[i] counts operations that took
+    [2**i, 2**(i+1)) ns (bucket 0: [0, 2) ns). Percentiles are estimated
+    inside their bucket (within a factor of 2), max_ns is exact."""
+    count: int = 0
+    mean_ns: int = 0
+    p50_ns: int = 0
+    p99_ns: int = 0
+    max_ns: int = 0
+    buckets: list[int] = field(default_factory=list)   # window only; empty per interval
+
+
+@dataclass
+class Interval:
+    """One interval of the time series (`--interval`): t_s is its end, in
+    seconds after the start of the timed window."""
+    t_s: float
+    interval_s: float
+    ops: int
+    ops_per_sec: float
+    op_counts: dict[str, int] = field(default_factory=dict)
+    latency: dict[str, Latency] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,6 +209,14 @@ class RunRecord:
     offcpu: list[OffCpu] = field(default_factory=list)
     probe: ProbeInfo = field(default_factory=ProbeInfo)
     warnings: list[str] = field(default_factory=list)
+    # built-in workloads: parameters (--param, defaults filled in), ops of
+    # each operation type and their latency over the timed window (empty
+    # with --no-latency), and the time series (--interval; empty when off)
+    params: dict = field(default_factory=dict, metadata={"omit_empty": True})
+    op_counts: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
+    latency: dict[str, Latency] = field(default_factory=dict, metadata={"omit_empty": True})
+    interval_s: float = field(default=0.0, metadata={"omit_empty": True})
+    timeseries: list[Interval] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

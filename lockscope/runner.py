@@ -14,17 +14,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import naming
+from lockscope.analyzer import naming, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import ProbeInfo, RunRecord, WorkerResult
+from lockscope.record import Interval, Latency, ProbeInfo, RunRecord, WorkerResult
 
 MAX_WATCH_PATHS = 512
 MAX_RAW_ENTRIES = 2000
@@ -47,6 +47,9 @@ class PointSpec:
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
     system_wide: bool = False          # count every task's waits, not only the workload's
+    params: dict = field(default_factory=dict)   # built-in workloads: --param KEY=VALUE
+    interval: float = 0.0              # time series every this many seconds (0: none)
+    latency: bool = True               # time every operation (histograms)
     device: str | None = None          # a checked block device for disk setups (--device)
 
     @property
@@ -84,7 +87,11 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
     return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,
             "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks,
             "sample_stacks": sample_stacks, "objects": objects, "layout": data.get("layout", {}),
-            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None}
+            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None,
+            # cumulative wait per lock address every --series-ms (the time view)
+            "series": data.get("series", {}),
+            "slab": slab.resolve(data.get("slab", {}), {slab.parse_addr(e["lock"]) for e in contention}),
+            **userlocks.resolve(data)}
 
 
 def probe_warnings(data: dict) -> list[str]:
@@ -119,13 +126,29 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
+        # user-space locks (futex waits) next to the kernel's
+        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
+        rec.warnings += userlocks.futex_warnings(raw)
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window)
         rec.warnings += probe_warnings(data)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
     rec.host = host_info()
-    rec.cpi = hwcounters.cpi_status()
+    rec.cpi = rec.cpi or hwcounters.cpi_status()
     return rec
+
+
+def _latency(d: dict | None) -> dict[str, Latency]:
+    return {op: Latency(**{k: v for k, v in lat.items() if k in Latency.__dataclass_fields__})
+            for op, lat in (d or {}).items()}
+
+
+def timeseries(events: list[dict], start_ns: int) -> list[Interval]:
+    """The driver's progress events as the record's time series."""
+    return [Interval(t_s=(e["t_ns"] - start_ns) / 1e9, interval_s=e.get("interval_s", 0.0),
+                     ops=e.get("interval_ops", 0), ops_per_sec=e.get("ops_per_sec", 0.0),
+                     op_counts=e.get("op_counts", {}), latency=_latency(e.get("latency")))
+            for e in events if "interval_s" in e]
 
 
 def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
@@ -138,7 +161,8 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
-            spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus))
+            spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus,
+            params=spec.params, interval=spec.interval, latency=spec.latency))
         progress("setting up the workload")
         wl.start(probe.track if probe else None)
         ready = wl.wait_ready()
@@ -148,13 +172,16 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
             for path in ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
                 probe.watch(path)
         progress(f"warming up {spec.warmup:g} s")
+        hw = stack.enter_context(hwcounters.CpiCounters(ready.get("cpus") or sorted(os.sched_getaffinity(0))))
         wl.go()
         before = cpustat.sample()
+        hw.start()
         if probe:
             probe.start()
         progress(f"measuring {spec.duration:g} s")
         wl.wait_measure_end()
         after = cpustat.sample()
+        hw.stop()
         data = probe.stop() if probe else None
         result = wl.finish()
         # the driver's own warnings (e.g. MWUL may run out of pre-created files)
@@ -173,11 +200,14 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         warmup_s=result.get("warmup_s", spec.warmup), setup_s=ready.get("setup_s", 0.0),
         per_worker=[WorkerResult(worker=w["worker"], cpu=w.get("cpu"), pid=w.get("pid"), ops=w["ops"],
                                  ran_out=bool(w.get("ran_out"))) for w in result.get("per_worker", [])],
-        cpu=cpustat.breakdown(before, after, cpus),
+        cpu=cpustat.breakdown(before, after, cpus), cpi=hw.result(),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=list(fs_warnings) + driver_warnings + (["system-wide: lock waits of every task on the machine are counted, "
                                        "shares are relative to the workload's workers"]
-                                      if spec.system_wide else []))
+                                      if spec.system_wide else []),
+        params=result.get("params", {}), op_counts=result.get("op_counts", {}),
+        latency=_latency(result.get("latency")), interval_s=spec.interval,
+        timeseries=timeseries(wl.progress, result.get("measure_start_ns", 0)))
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
@@ -218,7 +248,9 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:
             probe.watch(str(fs.mountpoint))
+        hw = stack.enter_context(hwcounters.CpiCounters(sorted(os.sched_getaffinity(0))))
         before = cpustat.sample()
+        hw.start()
         if probe:
             probe.start()
         t0 = time.monotonic()
@@ -236,6 +268,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             rc, completed = None, False
         elapsed = time.monotonic() - t0
         after = cpustat.sample()
+        hw.stop()
         data = probe.stop() if probe else None
         if not completed:
             kill_group(proc)
@@ -265,7 +298,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
         ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
         cpus=sorted(before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
-        cpu=cpustat.breakdown(before, after),
+        cpu=cpustat.breakdown(before, after), cpi=hw.result(),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=warnings)
     return _finish_record(rec, data, raw)

@@ -296,8 +296,8 @@ def mounts() -> list[tuple[str, str, str]]:
 
 
 @contextlib.contextmanager
-def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size: int | None = None,
-            device: str | None = None) -> Iterator[MountedFs]:
+def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int | None = None,
+            device: str | None = None, image_size: int | None = None) -> Iterator[MountedFs]:
     """Create, format and mount a fresh `name` file system (on a new
     RAM-backed loop image, or on `device`, which the caller has checked with
     lockscope.device.check_device); release it all on exit, however the block
@@ -325,7 +325,7 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size: int | N
                 fs.device, fs.user_device = device, True
                 size = _block_size(device)
             else:
-                size = fs.image_size = image_size or image_size_bytes()
+                size = fs.image_size = image_size or (image_size_gib * GIB if image_size_gib else image_size_bytes())
                 ram = point / "ram"
                 ram.mkdir()
                 _run(["mount", "-t", "tmpfs", "-o", f"size={size + GIB},mode=0700",

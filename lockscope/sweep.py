@@ -35,6 +35,9 @@ class SweepSpec:
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
     system_wide: bool = False
+    params: dict = field(default_factory=dict)
+    interval: float = 0.0
+    latency: bool = True
     device: str | None = None          # --device: a checked block device for the disk setups
     unavailable_fs: dict[str, str] = field(default_factory=dict)   # setups skipped here -> why
 
@@ -50,6 +53,7 @@ class SweepSpec:
                                          throughput_regex=self.throughput_regex, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
                                          sample_hz=self.sample_hz, system_wide=self.system_wide,
+                                         params=self.params, interval=self.interval, latency=self.latency,
                                          device=self.device))
         return out
 
@@ -60,7 +64,7 @@ def record_path(out: Path, point_id: str) -> Path:
 
 # parameters that change what a point measures: they must match to resume
 MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide",
-                  "device")
+                  "params", "interval", "latency", "device")
 # parameters that choose the points: a rerun may add to them
 POINT_PARAMS = ("workloads", "fs", "workers")
 

@@ -23,6 +23,27 @@ def catalog() -> dict[str, dict]:
     return {w["name"]: w for w in json.loads(out.stdout)["workloads"]}
 
 
+def check_params(name: str, given: dict[str, str]) -> dict[str, int]:
+    """--param KEY=VALUE of workload `name`, checked against its catalog
+    entry (integer in [min, max]); returns them as integers."""
+    specs = {p["name"]: p for p in check_workload(name).get("params", [])}
+    out = {}
+    for key, text in given.items():
+        if key not in specs:
+            valid = f"valid: {', '.join(specs)}" if specs else "it takes none"
+            raise UsageError(f"--param {key}: workload {name} has no parameter '{key}' ({valid})",
+                             "see `lockscope list` for each workload's parameters")
+        p = specs[key]
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not p["min"] <= value <= p["max"]:
+            raise UsageError(f"--param {key}={text}: must be an integer between {p['min']} and {p['max']}")
+        out[key] = value
+    return out
+
+
 def check_workload(name: str) -> dict:
     cat = catalog()
     if name not in cat:
@@ -38,8 +59,10 @@ class WorkloadSession(JsonLinesProcess):
     what = "lockscope-workload"
 
     def __init__(self, workload: str, workers: int, duration: float, warmup: float,
-                 directory: Path | None, cpus: list[int] | None = None):
+                 directory: Path | None, cpus: list[int] | None = None, params: dict | None = None,
+                 interval: float = 0.0, latency: bool = True):
         super().__init__()
+        self.progress: list[dict] = []     # progress events (time series), in order
         self.argv = [str(paths.workload_binary()), "run", "--workload", workload,
                      "--workers", str(workers), "--duration", f"{duration:g}",
                      "--warmup", f"{warmup:g}", "--control"]
@@ -47,8 +70,26 @@ class WorkloadSession(JsonLinesProcess):
             self.argv += ["--dir", str(directory)]
         if cpus:
             self.argv += ["--cpus", ",".join(map(str, cpus))]
+        for k, v in (params or {}).items():
+            self.argv += ["--param", f"{k}={v}"]
+        if interval:
+            self.argv += ["--interval", f"{interval:g}"]
+        if not latency:
+            self.argv.append("--no-latency")
         self.duration = duration
         self.warmup = warmup
+        self.workers = workers
+
+    def expect(self, event: str, timeout: float) -> dict:
+        """As JsonLinesProcess.expect, keeping the progress events."""
+        while True:
+            ev = self.read_event(timeout)
+            if ev.get("event") == event:
+                return ev
+            if ev.get("event") == "error":
+                self.on_error(ev)
+            if ev.get("event") == "progress":
+                self.progress.append(ev)
 
     def start(self, before_exec: Callable[[int], None] | None = None) -> None:
         self._spawn(self.argv, before_exec)
@@ -70,7 +111,8 @@ class WorkloadSession(JsonLinesProcess):
 
     def finish(self) -> dict:
         self.send("stop")
-        result = self.expect("result", timeout=60)
+        # thousands of tasks blocked in fsync (syncs) take long to stop
+        result = self.expect("result", timeout=60 + self.workers / 40)
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

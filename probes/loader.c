@@ -37,6 +37,8 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "objects.h"
+#include "futex.h"
+#include "kmem.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -392,6 +394,7 @@ static void emit_counters(const struct cpu_state *cpu_st, __u64 merged)
 			sum += cpu_st[c].counters[i];
 		jw_ku64(&out, counter_names[i], sum);
 	}
+	futex_counters_json(&out);
 	jw_obj_end(&out);
 }
 
@@ -413,6 +416,7 @@ static void emit_programs(void)
 			jw_ku64(&out, "recursion_misses", info.recursion_misses);
 		jw_obj_end(&out);
 	}
+	futex_programs_json(&out);
 	jw_arr_end(&out);
 }
 
@@ -464,6 +468,169 @@ static void emit_layout(void)
 	jw_obj_end(&out);
 }
 
+/* ---- time series --------------------------------------------------------- */
+
+/* While counting, every --series-ms the cumulative wait per lock address (the
+ * heaviest SERIES_MAX_LOCKS) and the off-CPU time outside lock waits per task
+ * state are kept in memory, and emitted with the "data" event ("series"), so
+ * that bursts within a run are not averaged away. Nothing is written during
+ * the window. */
+#define SERIES_MAX_SNAPS 4096
+#define SERIES_MAX_LOCKS 128
+#define SERIES_MAX_STATES 16
+
+struct series_val {
+	__u64 key;            /* lock address, or task state */
+	__u64 total_ns;
+};
+
+struct series_snap {
+	__u64 t_ns;           /* since start */
+	__u32 nlocks, nstates;
+	struct series_val *locks;
+	struct series_val states[SERIES_MAX_STATES];
+};
+
+static struct series_snap *series;
+static size_t nseries;
+static bool series_truncated;
+static long series_ms = 250;
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct series_val *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int cmp_total_desc(const void *a, const void *b)
+{
+	const struct series_val *x = a, *y = b;
+
+	return x->total_ns > y->total_ns ? -1 : x->total_ns < y->total_ns;
+}
+
+static void series_reset(void)
+{
+	for (size_t i = 0; i < nseries; i++)
+		free(series[i].locks);
+	nseries = 0;
+	series_truncated = false;
+}
+
+static void series_snapshot(void)
+{
+	int fd = bpf_map__fd(cskel->maps.lock_stats);
+	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
+	struct lock_key key, *prev = NULL;
+	struct offcpu_key okey, *oprev = NULL;
+	struct series_val *arr = NULL;
+	struct series_snap *snap;
+	size_t n = 0, cap = 0, m = 0;
+
+	if (!vals)
+		return;
+	if (!series && !(series = calloc(SERIES_MAX_SNAPS, sizeof(*series))))
+		goto out;
+	if (nseries == SERIES_MAX_SNAPS) {
+		series_truncated = true;
+		goto out;
+	}
+	snap = &series[nseries];
+	memset(snap, 0, sizeof(*snap));
+	snap->t_ns = now_ns() - t_start;
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		sum_stat(vals, &s);
+		if (n == cap) {
+			struct series_val *p = realloc(arr, (cap = cap ? cap * 2 : 256) * sizeof(*p));
+
+			if (!p)
+				goto out;
+			arr = p;
+		}
+		arr[n].key = key.lock;
+		arr[n++].total_ns = s.total_ns;
+	}
+	/* one value per address (entries differ by flags and stack) */
+	if (n)
+		qsort(arr, n, sizeof(*arr), cmp_key);
+	for (size_t i = 0; i < n; i++) {
+		if (m && arr[m - 1].key == arr[i].key)
+			arr[m - 1].total_ns += arr[i].total_ns;
+		else
+			arr[m++] = arr[i];
+	}
+	if (m)
+		qsort(arr, m, sizeof(*arr), cmp_total_desc);
+	snap->nlocks = m < SERIES_MAX_LOCKS ? m : SERIES_MAX_LOCKS;
+	snap->locks = arr;
+	arr = NULL;
+
+	fd = bpf_map__fd(cskel->maps.offcpu_stats);
+	while (bpf_map_get_next_key(fd, oprev, &okey) == 0) {
+		__u32 j;
+
+		oprev = &okey;
+		if (okey.in_lock_wait || bpf_map_lookup_elem(fd, &okey, vals))
+			continue;
+		sum_stat(vals, &s);
+		for (j = 0; j < snap->nstates && snap->states[j].key != okey.state; j++)
+			;
+		if (j == SERIES_MAX_STATES)
+			continue;
+		if (j == snap->nstates) {
+			snap->states[j].key = okey.state;
+			snap->nstates++;
+		}
+		snap->states[j].total_ns += s.total_ns;
+	}
+	nseries++;
+out:
+	free(arr);
+	free(vals);
+}
+
+static void emit_series(void)
+{
+	jw_key(&out, "series");
+	jw_obj(&out);
+	jw_ku64(&out, "interval_ns", (uint64_t)series_ms * 1000000ULL);
+	jw_kbool(&out, "truncated", series_truncated);
+	jw_ku64(&out, "max_locks", SERIES_MAX_LOCKS);
+	jw_key(&out, "snapshots");
+	jw_arr(&out);
+	for (size_t i = 0; i < nseries; i++) {
+		const struct series_snap *sn = &series[i];
+
+		jw_obj(&out);
+		jw_ku64(&out, "t_ns", sn->t_ns);
+		jw_key(&out, "locks");
+		jw_arr(&out);
+		for (__u32 j = 0; j < sn->nlocks; j++) {
+			jw_arr(&out);
+			jw_hex(&out, sn->locks[j].key);
+			jw_u64(&out, sn->locks[j].total_ns);
+			jw_arr_end(&out);
+		}
+		jw_arr_end(&out);
+		jw_key(&out, "offcpu");
+		jw_arr(&out);
+		for (__u32 j = 0; j < sn->nstates; j++) {
+			jw_arr(&out);
+			jw_u64(&out, sn->states[j].key);
+			jw_u64(&out, sn->states[j].total_ns);
+			jw_arr_end(&out);
+		}
+		jw_arr_end(&out);
+		jw_obj_end(&out);
+	}
+	jw_arr_end(&out);
+	jw_obj_end(&out);
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 static void snapshot_objects(void)
@@ -472,6 +639,7 @@ static void snapshot_objects(void)
 
 	if (err)
 		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
+	kmem_resolve_map(bpf_map__fd(cskel->maps.lock_stats));
 }
 
 static void cmd_track(const char *arg)
@@ -549,8 +717,11 @@ static void cmd_start(void)
 	clear_map(cskel->maps.stacks);
 	clear_map(cskel->maps.sample_stacks);
 	reset_cpu_states();
+	series_reset();
 	objects_reset();
+	kmem_reset();
 	snapshot_objects();
+	futex_start();
 	t_start = now_ns();
 	cskel->bss->enabled = true;
 	enabled = true;
@@ -572,6 +743,7 @@ static void cmd_stop(void)
 	cskel->bss->enabled = false;
 	t_stop = now_ns();
 	enabled = false;
+	futex_stop(t_stop);
 	snapshot_objects();
 
 	jw_event_begin(&out, stdout, "data");
@@ -586,7 +758,10 @@ static void cmd_stop(void)
 	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
 	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
+	futex_json(&out);
+	kmem_json(&out);
 	emit_layout();
+	emit_series();
 	emit_counters(cpu_st, merged);
 	free(cpu_st);
 	emit_programs();
@@ -595,6 +770,7 @@ static void cmd_stop(void)
 	emit_map_use("lock_stats", cskel->maps.lock_stats, nlock);
 	emit_map_use("offcpu_stats", cskel->maps.offcpu_stats, noff);
 	emit_map_use("cpu_samples", cskel->maps.cpu_samples, nsamp);
+	futex_map_use_json(&out);
 	jw_obj_end(&out);
 	jw_event_end(&out);
 }
@@ -726,6 +902,7 @@ static int load(bool system_wide, long stack_rate, long sample_hz)
 	tasks_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_tasks, NULL);
 	if (!tasks_iter)
 		return -errno;
+	kmem_load();          /* optional: without it, slab locks are not resolved */
 	return 0;
 }
 
@@ -733,9 +910,13 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
+		"                       [--series-ms N] [--futex]\n"
+		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
+		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 2000; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
+		"  --futex         also trace futex waits (user-space locks) by address and user stack\n"
 		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
 		"Events on stdout, one JSON object per line.\n");
 }
@@ -747,28 +928,33 @@ int main(int argc, char **argv)
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "stack-rate", required_argument, NULL, 'r' },
 		{ "sample-hz", required_argument, NULL, 'f' },
+		{ "series-ms", required_argument, NULL, 'S' },
+		{ "futex", no_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	bool system_wide = false;
+	bool system_wide = false, futex = false;
 	long interval_ms = 1000, stack_rate = 2000, sample_hz = 199;
 	char buf[8192];
 	size_t have = 0;
 	sigset_t mask;
 	int sfd, err, opt, rc = 0;
 	const char *reason = "quit";
+	uint64_t last_objects = 0;
 
-	while ((opt = getopt_long(argc, argv, "si:r:f:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "si:r:f:S:uh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': system_wide = true; break;
 		case 'i': interval_ms = strtol(optarg, NULL, 10); break;
 		case 'r': stack_rate = strtol(optarg, NULL, 10); break;
 		case 'f': sample_hz = strtol(optarg, NULL, 10); break;
+		case 'S': series_ms = strtol(optarg, NULL, 10); break;
+		case 'u': futex = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (interval_ms <= 0 || stack_rate < 0 || sample_hz < 0 || sample_hz > 100000) {
+	if (interval_ms <= 0 || stack_rate < 0 || sample_hz < 0 || sample_hz > 100000 || series_ms < 0) {
 		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate >= 0, "
 			"--sample-hz between 0 and 100000\n");
 		return 2;
@@ -800,6 +986,10 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* user-space lock waits: optional, and not fatal (the data event says
+	 * why they are unavailable) */
+	if (futex)
+		futex_load(system_wide, bpf_map__fd(cskel->maps.tracked), ncpus);
 
 	jw_event_begin(&out, stdout, "ready");
 	jw_ku64(&out, "pid", (uint64_t)getpid());
@@ -808,6 +998,7 @@ int main(int argc, char **argv)
 	jw_ku64(&out, "stack_depth", MAX_STACK_DEPTH);
 	jw_ku64(&out, "stack_rate", (uint64_t)stack_rate);
 	jw_ku64(&out, "sample_period_ns", sample_period_ns);
+	jw_kbool(&out, "futex", futex_attached());
 	jw_event_end(&out);
 
 	for (;;) {
@@ -815,7 +1006,8 @@ int main(int argc, char **argv)
 			{ .fd = STDIN_FILENO, .events = POLLIN },
 			{ .fd = sfd, .events = POLLIN },
 		};
-		int n = poll(pfd, 2, enabled ? (int)interval_ms : -1);
+		long tick = series_ms && series_ms < interval_ms ? series_ms : interval_ms;
+		int n = poll(pfd, 2, enabled ? (int)tick : -1);
 
 		if (n < 0 && errno != EINTR) {
 			reason = "poll failed";
@@ -823,8 +1015,17 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (n == 0) {
+			uint64_t now = now_ns();
+
+			if (series_ms)
+				series_snapshot();
 			/* objects come and go during a run: collect them periodically */
-			snapshot_objects();
+			if (now - (last_objects > t_start ? last_objects : t_start) >=
+			    (uint64_t)interval_ms * 1000000ULL) {
+				snapshot_objects();
+				futex_snapshot_maps();
+				last_objects = now;
+			}
 			continue;
 		}
 		if (pfd[1].revents & POLLIN) {
@@ -868,6 +1069,8 @@ out:
 	bpf_link__destroy(files_iter);
 	bpf_link__destroy(tasks_iter);
 	objects_bpf__destroy(oskel);
+	futex_destroy();
+	kmem_destroy();
 	contention_bpf__destroy(cskel);
 	for (int i = 0; i < nwatch; i++)
 		close(watch_fds[i]);

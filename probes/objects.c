@@ -2,6 +2,7 @@
 /* Runs the object iterators, resolves each file's path while its descriptor
  * is open, and keeps one entry per inode / per process across snapshots. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ static unsigned int nfiles;
 static struct obj_task *tasks;
 static unsigned int ntasks;
 /* hash set of object keys: inode addresses (kernel pointers) for files and
- * tgids (below 2^32) for processes, so the two never collide; 0 is empty */
+ * cpu << 32 | pid (below 2^47) for threads, so the two never collide; 0 is
+ * empty */
 static uint64_t *seen;
 static unsigned int dropped;    /* objects not kept: table full */
 
@@ -84,8 +86,9 @@ static void keep_file(const struct obj_file *r)
 
 static void keep_task(const struct obj_task *r)
 {
-	/* one entry per process: threads share mm, files, fs and sighand */
-	if (!set_add(r->tgid))
+	/* one entry per thread and CPU it was seen on: threads share mm, files,
+	 * fs and sighand, but each has its pi_lock, and each CPU its runqueue */
+	if (!set_add(((uint64_t)r->cpu << 32) | r->pid))
 		return;
 	if (ntasks >= MAX_ENTRIES) {
 		dropped++;
@@ -107,7 +110,8 @@ static int run_iter(struct bpf_link *link, size_t rec_size, void (*keep)(const v
 		size_t off = 0;
 
 		if (n < 0) {
-			if (errno == EINTR)
+			/* EAGAIN: the kernel stopped a long walk without output; read on */
+			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			int err = -errno;
 			close(fd);
@@ -135,6 +139,31 @@ int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it)
 	if (err)
 		return err;
 	return run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
+}
+
+/* file-system private lock fields, only those the iterator filled in */
+static void fs_private_json(struct jw *w, const struct obj_file *r)
+{
+#define FS_LOCK(field) { #field, offsetof(struct obj_file, field) }
+	static const struct { const char *key; size_t off; } fields[] = {
+		FS_LOCK(ext4_s_orphan_lock), FS_LOCK(ext4_s_md_lock), FS_LOCK(ext4_s_es_lock),
+		FS_LOCK(jbd2_j_state_lock), FS_LOCK(jbd2_j_list_lock), FS_LOCK(jbd2_j_checkpoint_mutex),
+		FS_LOCK(jbd2_j_barrier), FS_LOCK(jbd2_j_history_lock), FS_LOCK(jbd2_j_revoke_lock),
+		FS_LOCK(jbd2_j_abort_mutex), FS_LOCK(ext4_i_data_sem), FS_LOCK(ext4_i_raw_lock),
+		FS_LOCK(ext4_i_es_lock), FS_LOCK(ext4_xattr_sem),
+		FS_LOCK(xfs_m_sb_lock), FS_LOCK(xfs_l_icloglock), FS_LOCK(xfs_xc_ctx_lock),
+		FS_LOCK(xfs_xc_push_lock), FS_LOCK(xfs_i_lock), FS_LOCK(xfs_i_flags_lock),
+		FS_LOCK(btrfs_trans_lock), FS_LOCK(btrfs_tree_root_node_lock), FS_LOCK(btrfs_root_node_lock),
+		FS_LOCK(btrfs_root_log_mutex), FS_LOCK(btrfs_inode_lock),
+	};
+#undef FS_LOCK
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		__u64 v;
+
+		memcpy(&v, (const char *)r + fields[i].off, sizeof(v));
+		if (v)
+			jw_khex(w, fields[i].key, v);
+	}
 }
 
 void objects_json(struct jw *w)
@@ -171,6 +200,7 @@ void objects_json(struct jw *w)
 		jw_khex(w, "s_umount", r->s_umount);
 		jw_khex(w, "shmem_stat_lock", r->shmem_stat_lock);
 		jw_khex(w, "shmem_shrinklist_lock", r->shmem_shrinklist_lock);
+		fs_private_json(w, r);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -189,6 +219,12 @@ void objects_json(struct jw *w)
 		jw_khex(w, "file_lock", r->file_lock);
 		jw_khex(w, "fs_lock", r->fs_lock);
 		jw_khex(w, "siglock", r->siglock);
+		jw_khex(w, "pi_lock", r->pi_lock);
+		jw_ku64(w, "cpu", r->cpu);
+		if (r->rq_lock)
+			jw_khex(w, "rq_lock", r->rq_lock);
+		if (r->lru_lock)
+			jw_khex(w, "lru_lock", r->lru_lock);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -100,6 +100,34 @@ struct obj_file {
 	 * read; meaningful only for the file system named in fstype */
 	__u64 shmem_stat_lock;      /* tmpfs: shmem_sb_info->stat_lock */
 	__u64 shmem_shrinklist_lock;/* tmpfs: shmem_sb_info->shrinklist_lock */
+	/* ext4 (fstype "ext4"): ext4_sb_info, its jbd2 journal, ext4_inode_info */
+	__u64 ext4_s_orphan_lock;
+	__u64 ext4_s_md_lock;
+	__u64 ext4_s_es_lock;
+	__u64 jbd2_j_state_lock;
+	__u64 jbd2_j_list_lock;
+	__u64 jbd2_j_checkpoint_mutex;
+	__u64 jbd2_j_barrier;
+	__u64 jbd2_j_history_lock;
+	__u64 jbd2_j_revoke_lock;
+	__u64 jbd2_j_abort_mutex;
+	__u64 ext4_i_data_sem;
+	__u64 ext4_i_raw_lock;
+	__u64 ext4_i_es_lock;
+	__u64 ext4_xattr_sem;
+	/* xfs (fstype "xfs"): xfs_mount, its log and CIL, xfs_inode */
+	__u64 xfs_m_sb_lock;
+	__u64 xfs_l_icloglock;
+	__u64 xfs_xc_ctx_lock;
+	__u64 xfs_xc_push_lock;
+	__u64 xfs_i_lock;          /* xfs_inode->i_lock: ILOCK */
+	__u64 xfs_i_flags_lock;
+	/* btrfs (fstype "btrfs"): btrfs_fs_info, the inode's root and its node */
+	__u64 btrfs_trans_lock;
+	__u64 btrfs_tree_root_node_lock;  /* fs_info->tree_root->node->lock */
+	__u64 btrfs_root_node_lock;       /* BTRFS_I(inode)->root->node->lock */
+	__u64 btrfs_root_log_mutex;
+	__u64 btrfs_inode_lock;           /* BTRFS_I(inode)->lock */
 };
 
 struct obj_task {
@@ -114,6 +142,23 @@ struct obj_task {
 	__u64 file_lock;      /* files->file_lock */
 	__u64 fs_lock;        /* fs->lock */
 	__u64 siglock;        /* sighand->siglock */
+	/* per thread (one record per thread) */
+	__u64 pi_lock;        /* task->pi_lock */
+	__u64 rq_lock;        /* runqueue lock of the CPU the thread was on */
+	__u32 cpu;
+	__u32 pad2;
+	__u64 lru_lock;       /* lruvec lock of the thread's memory cgroup, node 0 */
+};
+
+/* slab cache of a lock address (kmem.bpf.c): addr in, the rest out */
+#define KMEM_BATCH 128
+struct kmem_ent {
+	__u64 addr;
+	__u64 cache;          /* struct kmem_cache *; 0: not a slab object */
+	__u64 base;           /* object start; 0: unknown */
+	__u32 size;           /* slab stride (object and metadata) */
+	__u32 object_size;
+	char name[32];        /* cache name */
 };
 
 /* per-CPU state of contention.bpf.c: open spin waits, finished waits not
@@ -141,6 +186,49 @@ struct cpu_state {
 	struct spin_wait spins[MAX_SPIN_NEST];
 	struct pending_wait pending[MAX_PENDING];
 	__u64 counters[CNT__MAX];
+};
+
+/* user-space lock waits (futex.bpf.c) */
+#define FUTEX_OP_WAITV 0x100   /* futex_key.op of futex_waitv (keyed by its first futex) */
+
+struct ufutex_open {
+	__u64 start;
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 op;
+	__s32 stack_id;     /* user stack at enter; <0: not taken */
+	__u32 pad;
+};
+
+struct ufutex_key {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 op;           /* futex op & FUTEX_CMD_MASK, or FUTEX_OP_WAITV */
+	__s32 stack_id;
+	__u32 pad;
+};
+
+/* the top of the user stack at a futex wait, once per user stack id: the
+ * frame-pointer walk misses the caller of a function without a frame pointer
+ * (most of glibc); user space finds it among these words */
+#define STACK_WORDS 32
+struct ustack_words {
+	__u64 w[STACK_WORDS];
+};
+
+struct ufutex_id {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+enum futex_counter {
+	FCNT_WAITS,           /* futex waits aggregated */
+	FCNT_AGG_FULL,        /* a wait lost: aggregation map full */
+	FCNT_OPEN_FULL,       /* a wait lost: open-wait map full */
+	FCNT_STACK_LOST,      /* user stack not stored; wait kept, stack -1 */
+	FCNT_STACK_SKIPPED,   /* wait counted without a stack (sampling) */
+	FCNT__MAX,
 };
 
 #endif

@@ -1,7 +1,19 @@
-"""The HTML report: one self-contained page (no network, no scripts) with an
-index of experiments and, per experiment, the diagnosis, throughput against
-ideal, CPU breakdown, lock wait shares, and the top locks of every point with
-their stacks. Every string from the system is escaped (Jinja2 autoescape)."""
+"""The HTML report of a results directory, written to DIR/report/:
+
+- index.html: every experiment of the sweep (workload x fs) with a small
+  scaling plot, its collapse, root cause and diagnosis, linking to
+- <workload>-<fs>.html: one page per experiment: throughput against ideal
+  (with the USL fit), what-if, CPU breakdown, lock wait share, attribution of
+  lost capacity, time view, the points with CPI and named share, the top
+  locks of every point with their stacks, flame graphs, and the diagnosis
+  with its evidence;
+- flame/: folded stacks and their flame graphs (reports/flamegraph.py).
+
+Offline: figures are inline SVG, no scripts or styles from elsewhere (flame
+graphs carry their own script in their own SVG document). Every string from
+the system is escaped (Jinja2 autoescape; matplotlib and inferno escape the
+text of their SVGs). Analysis keys a given lockscope analyze does not
+compute are shown as "not available: <reason>"."""
 from __future__ import annotations
 
 import datetime
@@ -11,55 +23,131 @@ import jinja2
 
 from lockscope import __version__, record
 from lockscope.analyzer import scaling
-from lockscope.analyzer.analyze import analyze, load_records
-from lockscope.reports import figures
+from lockscope.analyzer.analyze import Experiment, analyze, load_records
+from lockscope.reports import figures, flamegraph
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",
     "inferred": "named by a rule of the lock knowledge base from the lock type and the stack",
     "site": "lock type and the first function outside the locking code",
 }
+TOP_LOCKS = 10
+NOT_COMPUTED = "this version of lockscope analyze does not compute it"
 
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["pct"] = lambda x, d=1: f"{(x or 0) * 100:.{d}f}%"
+    env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"
     env.filters["num"] = lambda x: "-" if x is None else f"{x:,.0f}"
+    env.filters["f2"] = lambda x: "-" if x is None else f"{x:.2f}"
     env.filters["ms"] = lambda ns: f"{(ns or 0) / 1e6:,.2f} ms"
     env.filters["us"] = lambda ns: f"{(ns or 0) / 1e3:,.1f} µs"
+    env.filters["plural"] = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
     return env
 
 
-def render(results_dir: Path) -> str:
-    exps = analyze(load_records(results_dir))
-    views = []
-    for i, e in enumerate(exps):
-        views.append({
-            "anchor": f"exp{i}",
-            "exp": e,
-            "small": figures.throughput(e, small=True),
-            "throughput": figures.throughput(e),
-            "cpu": figures.cpu_breakdown(e),
-            "locks": figures.lock_share(e),
-        })
-    host = exps[0].records[0].host if exps and exps[0].records else {}
-    first = exps[0].records[0] if exps and exps[0].records else None
-    return _env().get_template("report.html.j2").render(
-        title=f"lockscope report: {Path(results_dir).resolve().name}",
-        views=views, host=host, cpi=first.cpi if first else {}, rule=scaling.RULE, tiers=TIER_HELP,
-        version=__version__, schema=record.SCHEMA,
-        generated=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+def unavailable(data: dict, key: str) -> str | None:
+    """Why the analysis key is not there to show, or None when it is."""
+    v = data.get(key)
+    if v is None:
+        return NOT_COMPUTED
+    if isinstance(v, dict) and "unavailable" in v:
+        return str(v["unavailable"])
+    if isinstance(v, list) and not v:
+        return "no points"
+    return None
+
+
+def _per_point(data: dict, key: str) -> dict[int, dict]:
+    v = data.get(key)
+    return {int(x["workers"]): x for x in v} if isinstance(v, list) else {}
+
+
+def _cpi(data: dict, exp: Experiment) -> dict[int, dict]:
+    """CPI per point: the analysis's, else what the record says."""
+    out = _per_point(data, "cpi")
+    for rec in exp.records:
+        if rec.workers not in out:
+            c = rec.cpi or {}
+            if c.get("available") and c.get("value") is not None:
+                out[rec.workers] = {"workers": rec.workers, "value": c["value"]}
+            else:
+                out[rec.workers] = {"workers": rec.workers, "unavailable": c.get("reason") or "not measured"}
+    return out
+
+
+def page_name(exp: Experiment) -> str:
+    return f"{flamegraph.slug(exp.workload)}-{flamegraph.slug(exp.fs)}"
+
+
+def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
+    data = exp.to_json()
+    usl = data.get("usl")
+    att = data.get("attribution") if isinstance(data.get("attribution"), list) else None
+    att_at = None
+    if att:
+        want = exp.collapse["workers"] if exp.collapse else att[-1]["workers"]
+        att_at = next((a for a in att if a["workers"] == want), att[-1])
+    return {
+        "exp": exp, "data": data, "page": f"{name}.html", "name": name,
+        "title": exp.workload + (f" on {exp.fs}" if exp.fs != "none" else ""),
+        "small": figures.throughput(exp, small=True, usl=usl),
+        "throughput": figures.throughput(exp, usl=usl),
+        "cpu": figures.cpu_breakdown(exp),
+        "locks": figures.lock_share(exp),
+        "usl": usl if not unavailable(data, "usl") else None,
+        "usl_missing": unavailable(data, "usl"),
+        "whatif": figures.whatif(exp, data.get("whatif")),
+        "whatif_data": data.get("whatif") if not unavailable(data, "whatif") else None,
+        "whatif_missing": unavailable(data, "whatif"),
+        "attribution": figures.attribution(exp, att),
+        "attribution_at": att_at,
+        "attribution_missing": unavailable(data, "attribution"),
+        "timeview": figures.timeview(data.get("timeview")),
+        "timeview_data": data.get("timeview") if not unavailable(data, "timeview") else None,
+        "timeview_missing": unavailable(data, "timeview"),
+        "cpi": _cpi(data, exp),
+        "named": _per_point(data, "named_share"),
+        "named_missing": unavailable(data, "named_share"),
+        "flames": flamegraph.write(exp, out_dir, name, exe=renderer, find=False),
+    }
+
+
+def _common() -> dict:
+    return {"rule": scaling.RULE, "tiers": TIER_HELP, "version": __version__, "schema": record.SCHEMA,
+            "top_locks": TOP_LOCKS, "renderer": flamegraph.RENDERER,
+            "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
+    """Write the index, one page per experiment and the flame graphs; return
+    the path of index.html."""
     results_dir = Path(results_dir)
+    exps = analyze(load_records(results_dir))
     out_dir = Path(out_dir) if out_dir else results_dir / "report"
-    html = render(results_dir)
-    path = out_dir / "index.html"
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html)
-    tmp.replace(path)
+    renderer = flamegraph.renderer()
+    names: list[str] = []
+    for e in exps:                       # distinct file names even when two names make one slug
+        n = page_name(e)
+        names.append(n if n not in names else f"{n}-{len(names)}")
+    views = [_view(e, out_dir, renderer, n) for e, n in zip(exps, names)]
+    first = exps[0].records[0] if exps and exps[0].records else None
+    common = {**_common(), "host": first.host if first else {},
+              "sweep": Path(results_dir).resolve().name, "views": views,
+              "renderer_missing": None if renderer else flamegraph.MISSING}
+    env = _env()
+    for v in views:
+        _write(out_dir / v["page"], env.get_template("experiment.html.j2").render(
+            **common, v=v, title=f"{v['title']}: lockscope report {common['sweep']}"))
+    path = out_dir / "index.html"
+    _write(path, env.get_template("index.html.j2").render(**common, title=f"lockscope report: {common['sweep']}"))
     return path

@@ -16,6 +16,8 @@ ROWS = [
     ("mmap", "none", "mm->mmap_lock", "rwsem", None, True),
     # the same culprit on a disk file system on a loop device
     ("MWRM", "ext4", "sb->s_vfs_rename_mutex", "mutex", None, True),
+    ("DWOM", "ext4", "inode->i_rwsem", "rwsem", "<scratch>/share/file", True),
+    ("MWCM", "ext4", "inode->i_rwsem", "rwsem", "<scratch>/share", True),
 ]
 
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Re-record the run records the unit tests read (real runs, trimmed small).
 
-    sudo python3 tests/data/record.py
+    sudo python3 tests/data/record.py [NAME...]   (default: all)
 
-Runs two small sweeps with the lockscope of this source tree and keeps, per
+RECORD_SCRATCH=DIR passes --scratch DIR (where the file systems are mounted).
+
+Runs the small sweeps (SWEEPS) and commands (COMMANDS) with the lockscope of
+this source tree and keeps, per
 point, the heaviest probe aggregates and only the stacks and objects they
 refer to: enough to recompute names, curves and root causes offline.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +24,15 @@ SWEEPS = {
     # name: (workloads, fs, workers)
     "mwrm_mmap_tmpfs": ("MWRM,mmap", "tmpfs", "1,2"),
     "shared_tmpfs": ("DWOM,MWCM,MWCL", "tmpfs", "2"),
+    # with the per-interval series (time view); tmpfs against ext4 for `compare`
+    "series_mwrm": ("MWRM", "tmpfs,ext4", "1,2"),
+    "ext4_journal": ("MWCL,MWUL", "ext4", "2"),
+}
+# name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
+COMMANDS = {
+    # small files written with fsync: jbd2 commits, j_state_lock
+    "ext4_fsync": ("ext4", "2", ["sh", "-c", "for i in $(seq 1 {n}); do (while :; do dd if=/dev/zero "
+                                 "of={dir}/f$i bs=4k count=4 conv=fsync 2>/dev/null; done) & done; wait"]),
 }
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 
@@ -36,18 +49,36 @@ def trim(rec: dict) -> dict:
     scratch = raw.get("scratch") or ""
     files = raw["objects"].get("files", [])
     raw["objects"]["files"] = [f for f in files if scratch and f["path"].startswith(scratch)][:50]
+    kept = {e["lock"] for e in raw["contention"]}
+    if "slab" in raw:
+        raw["slab"]["entries"] = [e for e in raw["slab"].get("entries", []) if e["addr"] in kept]
     for lock in rec["locks"]:
         lock["stacks"] = lock["stacks"][:3]
     rec["locks"] = rec["locks"][:15]
+    series = raw.get("series") or {}
+    kept = {a for lock in rec["locks"] for a in lock["addresses"]}
+    for snap in series.get("snapshots", []):
+        snap["locks"] = [e for e in snap["locks"] if e[0] in kept]
     rec["offcpu"] = rec["offcpu"][:10]
     return rec
 
 
 def main() -> int:
-    for name, (workloads, fs, workers) in SWEEPS.items():
+    jobs = {name: ["sweep", workloads, "--fs", fs, "--workers", workers]
+            for name, (workloads, fs, workers) in SWEEPS.items()}
+    jobs.update({name: ["run", "--fs", fs, "--workers", workers, "--name", name.replace("_", "-"), "--", *cmd]
+                 for name, (fs, workers, cmd) in COMMANDS.items()})
+    only = set(sys.argv[1:])
+    for name, args in jobs.items():
+        if only and name not in only:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, "-m", "lockscope", "sweep", workloads, "--fs", fs, "--workers", workers,
-                            "--duration", "2", "--warmup", "0.5", "--out", tmp], cwd=REPO, check=True)
+            opts = ["--duration", "2", "--warmup", "0.5", "--out", tmp]
+            if os.environ.get("RECORD_SCRATCH"):
+                opts += ["--scratch", os.environ["RECORD_SCRATCH"]]
+            i = args.index("--") if "--" in args else len(args)
+            args = args[:i] + opts + args[i:]
+            subprocess.run([sys.executable, "-m", "lockscope", *args], cwd=REPO, check=True)
             dest = HERE / name / "runs"
             shutil.rmtree(dest.parent, ignore_errors=True)
             dest.mkdir(parents=True)

@@ -4,6 +4,8 @@
 
 #include "fsbench.h"
 #include "mmbench.h"
+#include "studybench.h"
+#include "pthbench.h"
 
 const struct workload ls_catalog[] = {
     {
@@ -125,6 +127,103 @@ const struct workload ls_catalog[] = {
         .model = LS_MODEL_THREAD,
         .needs_dir = false,
         .worker_run = mm_mmap_run,
+    },
+    {
+        .name = "syncs",
+        .operation = "append 1 KiB (param bytes) to a private file, then "
+                     "fsync it (group commit)",
+        .sharing = "journal",
+        .component = "fsync / journal commit (many tasks)",
+        .model = LS_MODEL_THREAD,
+        .needs_dir = true,
+        .shared_setup = st_syncs_shared,
+        .worker_setup = st_syncs_setup,
+        .worker_run = st_syncs_run,
+        .watch_paths = st_syncs_watch,
+        .op_names = st_syncs_ops,
+        .params = st_syncs_params,
+        .max_workers = 16384,
+        .many_tasks = true,
+    },
+    {
+        .name = "fsmark",
+        .operation = "rounds over private files: create+write+close, stat, "
+                     "open+read+close, unlink (params files, size_kib)",
+        .sharing = "none",
+        .component = "file life cycle, private dir (allocation, page cache)",
+        .model = LS_MODEL_PROCESS,
+        .needs_dir = true,
+        .worker_setup = st_fsmark_setup,
+        .worker_run = st_fsmark_run,
+        .watch_paths = st_private_watch,
+        .op_names = st_fsmark_ops,
+        .params = st_fsmark_params,
+    },
+    {
+        .name = "varmail",
+        .operation = "mail-server flow in one shared directory: delete, "
+                     "create+append+fsync, append+fsync, read (params files, "
+                     "iosize_kib)",
+        .sharing = "dir",
+        .component = "fsync of small files, shared dir (journal)",
+        .model = LS_MODEL_THREAD,
+        .needs_dir = true,
+        .shared_setup = st_share_dir_shared,
+        .worker_setup = st_varmail_setup,
+        .worker_run = st_varmail_run,
+        .watch_paths = st_share_watch,
+        .op_names = st_varmail_ops,
+        .params = st_varmail_params,
+    },
+    {
+        .name = "mdtest_shared",
+        .operation = "rounds of create (empty file), stat, remove of files "
+                     "in one shared directory (param files)",
+        .sharing = "dir",
+        .component = "metadata: directory insert/lookup/remove, shared dir",
+        .model = LS_MODEL_PROCESS,
+        .needs_dir = true,
+        .shared_setup = st_share_dir_shared,
+        .worker_setup = st_mdtest_shared_setup,
+        .worker_run = st_mdtest_run,
+        .watch_paths = st_share_watch,
+        .op_names = st_mdtest_ops,
+        .params = st_mdtest_params,
+    },
+    {
+        .name = "mdtest_private",
+        .operation = "rounds of create (empty file), stat, remove of files "
+                     "in a private directory (param files)",
+        .sharing = "none",
+        .component = "metadata: inode allocation/lookup/free, private dir",
+        .model = LS_MODEL_PROCESS,
+        .needs_dir = true,
+        .worker_setup = st_mdtest_private_setup,
+        .worker_run = st_mdtest_run,
+        .watch_paths = st_private_watch,
+        .op_names = st_mdtest_ops,
+        .params = st_mdtest_params,
+    },
+    {
+        .name = "PMUTEX",
+        .operation = "lock one global pthread mutex, 256 steps of arithmetic "
+                     "on the data it guards, unlock (threads of one process)",
+        .sharing = "user-space lock",
+        .component = "application lock (a global pthread_mutex_t)",
+        .model = LS_MODEL_THREAD,
+        .needs_dir = false,
+        .worker_run = pth_pmutex_run,
+    },
+    {
+        .name = "PMUTEXL",
+        .operation = "the same on a private pthread mutex and data per "
+                     "thread (threads of one process)",
+        .sharing = "none",
+        .component = "application lock, private (scales)",
+        .model = LS_MODEL_THREAD,
+        .needs_dir = false,
+        .worker_setup = pth_pmutexl_setup,
+        .worker_run = pth_pmutexl_run,
     },
 };
 

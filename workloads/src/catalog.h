@@ -24,6 +24,14 @@ struct ls_run {
     int nworkers;
     double warmup_s, duration_s;
     struct ls_shm *shm;
+    const long long *param; /* --param values, in catalog order */
+};
+
+/* A workload parameter (--param name=value): an integer in [min, max]. */
+struct ls_param {
+    const char *name;
+    long long def, min, max;
+    const char *help;
 };
 
 struct workload {
@@ -42,6 +50,15 @@ struct workload {
     void (*worker_run)(struct ls_ctx *c);
     /* Absolute paths of the key objects, for the "ready" event. */
     void (*watch_paths)(const struct ls_run *run, struct ls_strlist *out);
+    /* Operation types timed separately (NULL-terminated; index = the type
+     * passed to ls_op). NULL: one type, "op", counted by ls_count. */
+    const char *const *op_names;
+    /* Parameters (terminated by a NULL name), or NULL: none. */
+    const struct ls_param *params;
+    /* Most workers allowed (0: the driver's default); many_tasks: the
+     * workers mostly sleep (I/O waits), so many per CPU is the point. */
+    int max_workers;
+    bool many_tasks;
 };
 
 extern const struct workload ls_catalog[];

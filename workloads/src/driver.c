@@ -20,6 +20,7 @@
 
 #include "catalog.h"
 #include "json.h"
+#include "lat.h"
 #include "shm.h"
 #include "util.h"
 #include "worker.h"
@@ -44,6 +45,10 @@ struct drv {
     int ncpu_list;
     int *wcpu;
     bool oversub;
+    bool no_latency;            /* --no-latency: count ops, do not time them */
+    long long param[LS_MAX_PARAMS];
+    int nops;
+    const char *op_names[LS_MAX_OPTYPES];
 
     /* runtime */
     struct ls_shm *shm;
@@ -72,8 +77,13 @@ static void usage(FILE *f)
             "       " LS_PROG " run --workload NAME --workers N --duration S\n"
             "                  [--warmup S] [--dir D] [--cpus LIST] "
             "[--interval S] [--control]\n"
+            "                  [--param KEY=VALUE]... [--no-latency]\n"
             "  --interval S  during the timed window, print a progress event\n"
-            "                (cumulative ops per worker) every S seconds\n");
+            "                (cumulative ops per worker, ops/s and latency\n"
+            "                percentiles of the interval) every S seconds\n"
+            "  --param K=V   a workload parameter (see --list for each\n"
+            "                workload's parameters and defaults)\n"
+            "  --no-latency  count operations without timing each one\n");
 }
 
 __attribute__((format(printf, 1, 2), noreturn))
@@ -418,6 +428,28 @@ static void print_list(void)
         json_kstr(&D.j, "model",
                   w->model == LS_MODEL_THREAD ? "thread" : "process");
         json_kbool(&D.j, "needs_dir", w->needs_dir);
+        json_key(&D.j, "op_names");
+        json_arr_begin(&D.j);
+        if (!w->op_names)
+            json_str(&D.j, "op");
+        for (const char *const *o = w->op_names; o && *o; o++)
+            json_str(&D.j, *o);
+        json_arr_end(&D.j);
+        json_key(&D.j, "params");
+        json_arr_begin(&D.j);
+        for (const struct ls_param *q = w->params; q && q->name; q++) {
+            json_obj_begin(&D.j);
+            json_kstr(&D.j, "name", q->name);
+            json_kint(&D.j, "default", q->def);
+            json_kint(&D.j, "min", q->min);
+            json_kint(&D.j, "max", q->max);
+            json_kstr(&D.j, "help", q->help);
+            json_obj_end(&D.j);
+        }
+        json_arr_end(&D.j);
+        json_kint(&D.j, "max_workers",
+                  w->max_workers ? w->max_workers : MAX_WORKERS);
+        json_kbool(&D.j, "many_tasks", w->many_tasks);
         json_obj_end(&D.j);
     }
     json_arr_end(&D.j);
@@ -441,15 +473,62 @@ static double parse_seconds(const char *opt, const char *s, bool allow_zero)
     return v;
 }
 
-static int parse_workers(const char *s)
+static int parse_workers(const char *s, int max)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > MAX_WORKERS)
-        bad_input("--workers must be an integer between 1 and %d (got '%s')",
-                  MAX_WORKERS, s);
+    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > max)
+        bad_input("--workers must be an integer between 1 and %d%s (got "
+                  "'%s')", max, max != MAX_WORKERS ? " for this workload" : "",
+                  s);
     return (int)v;
+}
+
+static const char *param_names(const struct workload *w)
+{
+    static char buf[256];
+    size_t off = 0;
+    buf[0] = '\0';
+    for (const struct ls_param *q = w->params; q && q->name; q++)
+        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s",
+                                off ? ", " : "", q->name);
+    return buf;
+}
+
+/* --param KEY=VALUE for workload w: checked against its catalog entry. */
+static void parse_params(const struct workload *w, const char **kv, int n)
+{
+    int np = 0;
+    for (const struct ls_param *q = w->params; q && q->name; q++)
+        D.param[np++] = q->def;
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(kv[i], '=');
+        if (!eq || eq == kv[i])
+            bad_input("--param '%s': expected KEY=VALUE", kv[i]);
+        if (np == 0)
+            bad_input("--param '%s': workload %s takes no parameters", kv[i],
+                      w->name);
+        size_t klen = (size_t)(eq - kv[i]);
+        int k;
+        for (k = 0; k < np; k++)
+            if (strlen(w->params[k].name) == klen &&
+                strncmp(w->params[k].name, kv[i], klen) == 0)
+                break;
+        if (k == np)
+            bad_input("--param '%s': unknown parameter '%.*s' for workload "
+                      "%s (valid: %s)", kv[i], (int)klen, kv[i], w->name,
+                      param_names(w));
+        const struct ls_param *q = &w->params[k];
+        char *end;
+        errno = 0;
+        long long v = strtoll(eq + 1, &end, 10);
+        if (errno != 0 || end == eq + 1 || *end != '\0' || v < q->min ||
+            v > q->max)
+            bad_input("--param %s must be an integer between %lld and %lld "
+                      "(got '%s')", q->name, q->min, q->max, eq + 1);
+        D.param[k] = v;
+    }
 }
 
 static void parse_cpus(const char *s)
@@ -511,6 +590,8 @@ static void parse_run_args(int argc, char **argv)
 {
     const char *workload = NULL, *workers = NULL, *duration = NULL;
     const char *warmup = NULL, *dir = NULL, *cpus = NULL, *interval = NULL;
+    const char **params = ls_xcalloc((size_t)argc, sizeof(*params));
+    int nparams = 0;
 
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
@@ -519,6 +600,10 @@ static void parse_run_args(int argc, char **argv)
 
         if (strcmp(arg, "--control") == 0) {
             D.control = true;
+            continue;
+        }
+        if (strcmp(arg, "--no-latency") == 0) {
+            D.no_latency = true;
             continue;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -549,6 +634,8 @@ static void parse_run_args(int argc, char **argv)
             slot = &cpus;
         else if (strcmp(name, "--interval") == 0)
             slot = &interval;
+        else if (strcmp(name, "--param") == 0)
+            slot = &params[nparams++];
         else
             bad_input("unknown option '%s' (see --help)", name);
 
@@ -570,7 +657,15 @@ static void parse_run_args(int argc, char **argv)
                   valid_names());
     if (!workers)
         bad_input("missing --workers N");
-    D.nworkers = parse_workers(workers);
+    D.nworkers = parse_workers(workers, D.wl->max_workers ?
+                                        D.wl->max_workers : MAX_WORKERS);
+    parse_params(D.wl, params, nparams);
+    free(params);
+    D.nops = 0;
+    if (!D.wl->op_names)
+        D.op_names[D.nops++] = "op";
+    for (const char *const *o = D.wl->op_names; o && *o; o++)
+        D.op_names[D.nops++] = *o;
     if (!duration)
         bad_input("missing --duration S");
     D.duration_s = parse_seconds("--duration", duration, false);
@@ -634,7 +729,11 @@ static void setup_shm(void)
                   ~(size_t)(LS_CACHELINE - 1);
     size_t cnt = (size_t)D.nworkers * sizeof(struct ls_counter);
     size_t wst = (size_t)D.nworkers * sizeof(struct ls_wstate);
-    char *p = mmap(NULL, head + cnt + wst, PROT_READ | PROT_WRITE,
+    size_t stride = (sizeof(struct ls_lat) +
+                     (size_t)D.nops * sizeof(struct ls_hist) +
+                     LS_CACHELINE - 1) & ~(size_t)(LS_CACHELINE - 1);
+    size_t lat = (size_t)D.nworkers * stride;
+    char *p = mmap(NULL, head + cnt + wst + lat, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         perror(LS_PROG ": error: mmap");
@@ -645,6 +744,10 @@ static void setup_shm(void)
     D.shm->files_budget = UINT64_MAX;
     D.shm->counters = (struct ls_counter *)(p + head);
     D.shm->ws = (struct ls_wstate *)(p + head + cnt);
+    D.shm->lat = p + head + cnt + wst;
+    D.shm->lat_stride = stride;
+    D.shm->nops = D.nops;
+    D.shm->timing = !D.no_latency;
 }
 
 /* Runs in a freshly forked worker before the workload code. */
@@ -691,12 +794,56 @@ static void start_workers(const struct ls_worker_args *args)
     }
 }
 
-static uint64_t snapshot(uint64_t *out)
+/* Snapshot of every worker's ops and histograms; folds the maxima taken
+ * into the window's. */
+static uint64_t win_max[LS_MAX_OPTYPES];
+
+static uint64_t snapshot(struct lat_snap *s)
 {
+    lat_take(D.shm, D.nworkers, s);
+    for (int k = 0; k < D.nops; k++)
+        if (s->a[k].max_ns > win_max[k])
+            win_max[k] = s->a[k].max_ns;
+    return s->t_ns;
+}
+
+static uint64_t ops_between(const struct lat_snap *a, const struct lat_snap *b)
+{
+    uint64_t n = 0;
     for (int i = 0; i < D.nworkers; i++)
-        out[i] = atomic_load_explicit(&D.shm->counters[i].ops,
-                                      memory_order_relaxed);
-    return ls_now_ns();
+        n += b->ops[i] - a->ops[i];
+    return n;
+}
+
+/* "op_counts":{..} and (timing on) "latency":{..} between two snapshots;
+ * max_ns is win_max when window is set, else b's (the interval's). */
+static void emit_op_stats(const struct lat_snap *a, const struct lat_snap *b,
+                          bool window, bool buckets)
+{
+    struct lat_agg d[LS_MAX_OPTYPES];
+    for (int k = 0; k < D.nops; k++) {
+        lat_diff(a, b, k, &d[k]);
+        if (window)
+            d[k].max_ns = win_max[k];
+    }
+    json_key(&D.j, "op_counts");
+    json_obj_begin(&D.j);
+    for (int k = 0; k < D.nops; k++)
+        json_kuint(&D.j, D.op_names[k],
+                   D.nops == 1 && D.no_latency ? ops_between(a, b)
+                                               : d[k].count);
+    json_obj_end(&D.j);
+    json_key(&D.j, "latency");
+    if (D.no_latency) {
+        json_null(&D.j);
+        return;
+    }
+    json_obj_begin(&D.j);
+    for (int k = 0; k < D.nops; k++) {
+        json_key(&D.j, D.op_names[k]);
+        lat_emit(&D.j, &d[k], buckets);
+    }
+    json_obj_end(&D.j);
 }
 
 static void emit_time_event(const char *ev, uint64_t t)
@@ -709,20 +856,29 @@ static void emit_time_event(const char *ev, uint64_t t)
     emit();
 }
 
-/* {"event":"progress","t_ns":T,"ops":[cumulative ops of each worker]} */
-static void emit_progress(uint64_t *scratch)
+/* {"event":"progress","t_ns":T,"ops":[cumulative ops of each worker],
+ *  "interval_s":..,"interval_ops":..,"ops_per_sec":..,"op_counts":{..},
+ *  "latency":{op:{count,mean_ns,p50_ns,p99_ns,max_ns}}|null}
+ * for the interval from snapshot prev to snapshot cur. */
+static void emit_progress(const struct lat_snap *prev,
+                          const struct lat_snap *cur)
 {
-    uint64_t t = snapshot(scratch);
+    double dt = ls_ns_to_s(cur->t_ns - prev->t_ns);
+    uint64_t n = ops_between(prev, cur);
 
     json_reset(&D.j);
     json_obj_begin(&D.j);
     json_kstr(&D.j, "event", "progress");
-    json_kuint(&D.j, "t_ns", t);
+    json_kuint(&D.j, "t_ns", cur->t_ns);
     json_key(&D.j, "ops");
     json_arr_begin(&D.j);
     for (int i = 0; i < D.nworkers; i++)
-        json_uint(&D.j, scratch[i]);
+        json_uint(&D.j, cur->ops[i]);
     json_arr_end(&D.j);
+    json_kdouble(&D.j, "interval_s", dt);
+    json_kuint(&D.j, "interval_ops", n);
+    json_kdouble(&D.j, "ops_per_sec", dt > 0 ? (double)n / dt : 0.0);
+    emit_op_stats(prev, cur, false, false);
     json_obj_end(&D.j);
     emit();
 }
@@ -773,8 +929,12 @@ static void emit_ready(const struct ls_run *run, double setup_s)
 
 static int run(void)
 {
-    uint64_t *s0 = ls_xcalloc((size_t)D.nworkers, sizeof(*s0));
-    uint64_t *s1 = ls_xcalloc((size_t)D.nworkers, sizeof(*s1));
+    static struct lat_snap sn0, sn1, snp[2];
+    lat_snap_init(&sn0, D.nworkers);
+    lat_snap_init(&sn1, D.nworkers);
+    lat_snap_init(&snp[0], D.nworkers);
+    lat_snap_init(&snp[1], D.nworkers);
+    const uint64_t *s0 = sn0.ops, *s1 = sn1.ops;
 
     D.wcpu = ls_xcalloc((size_t)D.nworkers, sizeof(*D.wcpu));
     for (int i = 0; i < D.nworkers; i++)
@@ -795,8 +955,10 @@ static int run(void)
         .warmup_s = D.warmup_s,
         .duration_s = D.duration_s,
         .shm = D.shm,
+        .param = D.param,
     };
     struct ls_worker_args args = {
+        .param = D.param,
         .wl = D.wl,
         .shm = D.shm,
         .dir = runinfo.dir,
@@ -829,18 +991,27 @@ static int run(void)
     wait_event(t_go + (uint64_t)(D.warmup_s * 1e9), 0, NULL, 0);
 
     /* 3./4. measurement window, with progress events every interval */
-    uint64_t t0 = snapshot(s0);
+    uint64_t t0 = snapshot(&sn0);
+    memset(win_max, 0, sizeof(win_max)); /* the window's maxima only */
     emit_time_event("measure_start", t0);
     uint64_t t_end = t0 + (uint64_t)(D.duration_s * 1e9);
+    const struct lat_snap *prev = &sn0;
     if (D.interval_s > 0) {
         uint64_t step = (uint64_t)(D.interval_s * 1e9);
+        int flip = 0;
         for (uint64_t next = t0 + step; next < t_end; next += step) {
             wait_event(next, 0, NULL, 0);
-            emit_progress(s1);
+            struct lat_snap *cur = &snp[flip ^= 1];
+            snapshot(cur);
+            emit_progress(prev, cur);
+            prev = cur;
         }
     }
     wait_event(t_end, 0, NULL, 0);
-    uint64_t t1 = snapshot(s1);
+    uint64_t t1 = snapshot(&sn1);
+    /* the last (possibly shorter) interval ends with the window */
+    if (D.interval_s > 0 && t1 - prev->t_ns > 1000000)
+        emit_progress(prev, &sn1);
     emit_time_event("measure_end", t1);
 
     /* 5. control mode: keep running until "stop" */
@@ -882,6 +1053,14 @@ static int run(void)
     json_kdouble(&D.j, "ops_per_sec", dur > 0 ? (double)total / dur : 0.0);
     json_kbool(&D.j, "oversubscribed", D.oversub);
     emit_cpus();
+    json_key(&D.j, "params");
+    json_obj_begin(&D.j);
+    for (int k = 0; D.wl->params && D.wl->params[k].name; k++)
+        json_kint(&D.j, D.wl->params[k].name, D.param[k]);
+    json_obj_end(&D.j);
+    json_kstr(&D.j, "latency_clock",
+              D.no_latency ? NULL : "CLOCK_MONOTONIC");
+    emit_op_stats(&sn0, &sn1, true, true);
     json_kuint(&D.j, "measure_start_ns", t0);
     json_kuint(&D.j, "measure_end_ns", t1);
     json_key(&D.j, "per_worker");

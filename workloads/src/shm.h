@@ -9,8 +9,31 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define LS_CACHELINE 64
+
+/* Latency histograms: bucket b counts operations that took [2^b, 2^(b+1))
+ * ns (bucket 0: [0, 2) ns; the last bucket is open-ended). */
+#define LS_LAT_BUCKETS 42
+#define LS_MAX_OPTYPES 8   /* operation types of one workload */
+#define LS_MAX_PARAMS 8    /* --param keys of one workload */
+
+/* One operation type of one worker. The worker is the only writer (inside
+ * its seqlock); the driver reads consistent copies and resets max_ns. */
+struct ls_hist {
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_ns;
+    _Atomic uint64_t max_ns;  /* since the driver last took it */
+    _Atomic uint64_t b[LS_LAT_BUCKETS];
+};
+
+/* Per-worker latency record: seqlock, then one ls_hist per operation type
+ * (the mapping holds shm->lat_stride bytes per worker). */
+struct ls_lat {
+    _Alignas(LS_CACHELINE) _Atomic uint32_t seq;
+    struct ls_hist h[];
+};
 
 /* One cache line per worker; the worker is the only writer. */
 struct ls_counter {
@@ -39,6 +62,10 @@ struct ls_shm {
     _Alignas(LS_CACHELINE) _Atomic uint32_t nready;
     pid_t driver_pid;
     uint64_t files_budget; /* MWUL: max files one worker may pre-create */
+    bool timing;           /* per-op latency on (off: --no-latency) */
+    int nops;              /* operation types of the workload (>= 1) */
+    size_t lat_stride;     /* bytes per worker in lat */
+    char *lat;             /* [nworkers] struct ls_lat, inside this mapping */
     struct ls_counter *counters; /* [nworkers], inside this mapping */
     struct ls_wstate *ws;        /* [nworkers], inside this mapping */
 };
@@ -55,6 +82,11 @@ struct ls_ctx {
     _Atomic uint64_t *ops;
     _Atomic uint32_t *stop;
     struct ls_wstate *ws;
+    struct ls_lat *lat;    /* this worker's histograms */
+    bool timing;
+    uint64_t t_mark;       /* end of the previous op (or ls_op_start) */
+    uint64_t nops;         /* ops so far (ls_op) */
+    const long long *param; /* --param values, in catalog order */
 
     /* workload scratch */
     int fd;
@@ -77,9 +109,94 @@ static inline bool ls_stopped(const struct ls_ctx *c)
     return atomic_load_explicit(c->stop, memory_order_relaxed) != 0;
 }
 
+/* CLOCK_MONOTONIC through the vDSO (no system call with the TSC
+ * clocksource). */
+static inline uint64_t ls_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline unsigned ls_lat_bucket(uint64_t ns)
+{
+    unsigned b = 63u - (unsigned)__builtin_clzll(ns | 1);
+    return b < LS_LAT_BUCKETS ? b : LS_LAT_BUCKETS - 1;
+}
+
+/* Seqlock writer: one op of `type` that took ns (timed) or was only
+ * counted, and the worker's cumulative op count n. */
+static inline void ls_lat_put(struct ls_ctx *c, int type, bool timed,
+                              uint64_t ns, uint64_t n)
+{
+    struct ls_lat *l = c->lat;
+    struct ls_hist *h = &l->h[type];
+    uint32_t s = atomic_load_explicit(&l->seq, memory_order_relaxed);
+
+    atomic_store_explicit(&l->seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&h->count,
+        atomic_load_explicit(&h->count, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    if (timed) {
+        _Atomic uint64_t *b = &h->b[ls_lat_bucket(ns)];
+        atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed)
+                              + 1, memory_order_relaxed);
+        atomic_store_explicit(&h->sum_ns,
+            atomic_load_explicit(&h->sum_ns, memory_order_relaxed) + ns,
+            memory_order_relaxed);
+        if (ns > atomic_load_explicit(&h->max_ns, memory_order_relaxed))
+            atomic_store_explicit(&h->max_ns, ns, memory_order_relaxed);
+    }
+    atomic_store_explicit(c->ops, n, memory_order_relaxed);
+    atomic_store_explicit(&l->seq, s + 2, memory_order_release);
+}
+
+/* The per-op hook of single-operation workloads: n ops done so far. With
+ * timing on, the op's latency is the time since the previous op ended (one
+ * clock read per op; it includes the loop's own few instructions). */
 static inline void ls_count(struct ls_ctx *c, uint64_t n)
 {
-    atomic_store_explicit(c->ops, n, memory_order_relaxed);
+    if (!c->timing) {
+        atomic_store_explicit(c->ops, n, memory_order_relaxed);
+        return;
+    }
+    uint64_t t = ls_clock_ns();
+    uint64_t ns = t - c->t_mark;
+    c->t_mark = t;
+    ls_lat_put(c, 0, true, ns, n);
+}
+
+/* Multi-operation workloads: ls_op_start() before an op whose start is
+ * not the end of the previous one, ls_op(c, type) after each op. */
+static inline void ls_op_start(struct ls_ctx *c)
+{
+    if (c->timing)
+        c->t_mark = ls_clock_ns();
+}
+
+static inline void ls_op(struct ls_ctx *c, int type)
+{
+    uint64_t ns = 0;
+    if (c->timing) {
+        uint64_t t = ls_clock_ns();
+        ns = t - c->t_mark;
+        c->t_mark = t;
+    }
+    ls_lat_put(c, type, c->timing, ns, ++c->nops);
+}
+
+/* Like ls_op, for a step that is timed and counted under its type but is
+ * not an op of its own (ops counts whole operations, e.g. syncs). */
+static inline void ls_op_part(struct ls_ctx *c, int type)
+{
+    uint64_t ns = 0;
+    if (c->timing) {
+        uint64_t t = ls_clock_ns();
+        ns = t - c->t_mark;
+        c->t_mark = t;
+    }
+    ls_lat_put(c, type, c->timing, ns, c->nops);
 }
 
 #endif

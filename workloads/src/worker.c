@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define EXIT_WORKER_ERROR 3
+#define THREAD_STACK (256 * 1024)
 
 _Noreturn void ls_fail(struct ls_ctx *c, const char *op, const char *path,
                        const char *path2, int err, const char *msg)
@@ -48,6 +50,9 @@ static void ctx_init(struct ls_ctx *c, const struct ls_worker_args *a, int idx)
     c->ops = &a->shm->counters[idx].ops;
     c->stop = &a->shm->stop;
     c->ws = &a->shm->ws[idx];
+    c->lat = (struct ls_lat *)(a->shm->lat + (size_t)idx * a->shm->lat_stride);
+    c->timing = a->shm->timing;
+    c->param = a->param;
     c->fd = -1;
 }
 
@@ -77,8 +82,10 @@ static void worker_body(struct ls_ctx *c, bool thread)
     while (!atomic_load(&shm->go))
         ls_futex_wait(&shm->go, 0);
 
-    if (!atomic_load(&shm->stop))
+    if (!atomic_load(&shm->stop)) {
+        c->t_mark = ls_clock_ns(); /* the first op starts now */
         c->wl->worker_run(c);
+    }
 }
 
 _Noreturn void ls_worker_process_main(const struct ls_worker_args *a, int idx)
@@ -100,10 +107,20 @@ _Noreturn void ls_worker_threads_main(const struct ls_worker_args *a)
 {
     pthread_t *th = ls_xcalloc((size_t)a->nworkers, sizeof(*th));
     struct ls_ctx *ctx = ls_xcalloc((size_t)a->nworkers, sizeof(*ctx));
+    pthread_attr_t attr;
 
+    /* Thousands of threads may each hold a file open. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* Small stacks: some workloads run thousands of threads. */
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, THREAD_STACK);
     for (int i = 0; i < a->nworkers; i++) {
         ctx_init(&ctx[i], a, i);
-        int rc = pthread_create(&th[i], NULL, thread_main, &ctx[i]);
+        int rc = pthread_create(&th[i], &attr, thread_main, &ctx[i]);
         if (rc != 0)
             ls_fail(&ctx[i], "pthread_create", NULL, NULL, rc, NULL);
     }

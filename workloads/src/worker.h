@@ -11,6 +11,7 @@ struct ls_worker_args {
     int nworkers;
     double warmup_s, duration_s;
     const int *wcpu; /* CPU of each worker */
+    const long long *param; /* --param values */
 };
 
 /* Process model: body of forked worker idx. Never returns. */

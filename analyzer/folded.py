@@ -1,0 +1,158 @@
+"""Folded stacks (the FlameGraph convention: `outer;...;inner count`, one
+stack a line) of one run record, from the probe's raw aggregates:
+
+- cpu:  on-CPU samples (cpu-clock); count = samples. Samples taken in user
+        space have no kernel stack and fold to `[user space]`.
+- offcpu: time off CPU of the workload's tasks by kernel stack, in
+        microseconds; the innermost frame is the task state
+        (`[preempted]`, `[blocked]`, `[sleep]`, ...; `[in lock wait]` when the
+        task slept inside a traced lock wait).
+- lockwait: traced lock-wait time by kernel stack, in microseconds; the
+        innermost frame is the lock's name. Waits counted without a stack
+        (the probe samples stack walks) are spread over the sampled stacks of
+        the same lock address in proportion to their wait, as the lock table
+        does; an address with no sampled stack folds to `[no stack sampled]`.
+        rwsem optimistic spinning, which fires no tracepoint, is added from
+        the CPU samples inside it (one sample period each), under the rwsem
+        the lock table charged it to (`sampled_spin_ns`).
+
+Frames are function names without offsets and without the probe's own
+frames, outermost first. Only what the record kept is folded: records keep
+the heaviest aggregates (see lockscope/runner.py), so a folded file can be a
+little short of the totals of the lock table."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from lockscope.analyzer.knowledge import Knowledge
+from lockscope.analyzer.naming import _caller_match, default_knowledge, offcpu_class
+from lockscope.record import RunRecord
+
+KINDS = {
+    # kind: (title, unit of the counts)
+    "cpu": ("CPU samples", "samples"),
+    "offcpu": ("off-CPU time", "us"),
+    "lockwait": ("lock-wait time", "us"),
+}
+STACK_USER = -3            # probes/probe.h: a CPU sample taken in user space
+NO_STACK = "[no stack sampled]"
+
+
+def _clean(frame: str) -> str:
+    # ';' separates frames and ' ' precedes the count in the folded format
+    return frame.replace(";", ":").replace("\n", " ").strip() or "[unknown]"
+
+
+def _line(frames_innermost_first: list[str], leaf: str | None = None) -> str:
+    frames = [_clean(f) for f in reversed(frames_innermost_first)]
+    if leaf is not None:
+        frames.append(_clean(leaf))
+    return ";".join(frames) or "[unknown]"
+
+
+def _add(out: dict[str, int], key: str, n: float) -> None:
+    n = int(round(n))
+    if n > 0:
+        out[key] = out.get(key, 0) + n
+
+
+def cpu(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
+    kb = kb or default_knowledge()
+    raw = rec.probe.raw or {}
+    stacks = raw.get("sample_stacks", {})
+    out: dict[str, int] = {}
+    for e in raw.get("cpu_samples", []):
+        sid = int(e.get("stack", -1))
+        if sid == STACK_USER:
+            key = "[user space]"
+        else:
+            fr = kb.functions(stacks.get(str(sid), []))
+            key = _line(fr) if fr else "[stack lost]"
+        _add(out, key, e.get("count", 0))
+    return out
+
+
+def offcpu(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
+    kb = kb or default_knowledge()
+    raw = rec.probe.raw or {}
+    stacks = raw.get("stacks", {})
+    out: dict[str, int] = {}
+    for e in raw.get("offcpu", []):
+        cls = offcpu_class(int(e.get("state", 0)), bool(e.get("in_lock_wait")))
+        leaf = "[in lock wait]" if cls == "lock" else f"[{cls}]"
+        fr = kb.functions(stacks.get(str(e.get("stack")), []))
+        _add(out, _line(fr, leaf) if fr else f"[stack lost];{leaf}", e.get("total_ns", 0) / 1e3)
+    return out
+
+
+def _lock_names(rec: RunRecord) -> dict[int, str]:
+    names = {}
+    for lk in rec.locks:
+        for a in lk.addresses:
+            names[int(a, 16)] = lk.name
+    return names
+
+
+def lockwait(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
+    kb = kb or default_knowledge()
+    raw = rec.probe.raw or {}
+    stacks = raw.get("stacks", {})
+    names = _lock_names(rec)
+    per_addr: dict[int, list[dict]] = defaultdict(list)
+    for e in raw.get("contention", []):
+        per_addr[int(str(e["lock"]), 16)].append(e)
+    out: dict[str, int] = {}
+    for addr, entries in per_addr.items():
+        name = names.get(addr, f"lock at 0x{addr:x} (unnamed)")
+        with_stack = [(e, kb.functions(stacks.get(str(e.get("stack")), []))) for e in entries]
+        with_stack = [(e, fr) for e, fr in with_stack if fr]
+        total = sum(e["total_ns"] for e in entries)
+        sampled = sum(e["total_ns"] for e, _ in with_stack)
+        if not with_stack or sampled <= 0:
+            _add(out, f"{NO_STACK};{_clean(name)}", total / 1e3)
+            continue
+        scale = total / sampled
+        for e, fr in with_stack:
+            _add(out, _line(fr, name), e["total_ns"] * scale / 1e3)
+    _add_sampled_spin(rec, kb, out)
+    return out
+
+
+def _add_sampled_spin(rec: RunRecord, kb: Knowledge, out: dict[str, int]) -> None:
+    """CPU samples inside untraced rwsem spinning, under the rwsem whose
+    stacks share the most callers (as naming.add_sampled_spin charges them)."""
+    raw = rec.probe.raw or {}
+    period = raw.get("sample_period_ns") or 0
+    spinners = [lk for lk in rec.locks if lk.sampled_spin_ns > 0]
+    if not period or not spinners:
+        return
+    stacks = raw.get("sample_stacks", {})
+    for smp in raw.get("cpu_samples", []):
+        fr = stacks.get(str(smp.get("stack")), [])
+        if smp.get("in_lock_wait") or not fr or not kb.untraced_spinning(fr):
+            continue
+        callers = kb.callers_after_lock(fr)
+        best = max(spinners, key=lambda lk: (max((_caller_match(callers, st.frames) for st in lk.stacks),
+                                                 default=0), lk.sampled_spin_ns))
+        _add(out, _line(kb.functions(fr), best.name), int(smp["count"]) * period / 1e3)
+
+
+FOLDERS = {"cpu": cpu, "offcpu": offcpu, "lockwait": lockwait}
+
+
+def fold(rec: RunRecord, kind: str, kb: Knowledge | None = None) -> dict[str, int]:
+    return FOLDERS[kind](rec, kb)
+
+
+def text(folded: dict[str, int]) -> str:
+    """The folded file: heaviest stacks first, one `frames count` a line."""
+    return "".join(f"{k} {v}\n" for k, v in sorted(folded.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def parse(text_: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text_.splitlines():
+        if line.strip():
+            stack, _, n = line.rpartition(" ")
+            out[stack] = out.get(stack, 0) + int(n)
+    return out

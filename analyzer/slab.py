@@ -1,0 +1,55 @@
+"""Locks inside slab objects: the probe reports the slab cache and object
+start of each contended address it could resolve (kmem.bpf.c); the cache's
+object type (locks.toml [slab]) and the kernel's BTF give the lock field at
+the offset. Run at record time, on the machine the probe ran on; the result
+is kept in the record's raw section, so naming stays offline."""
+from __future__ import annotations
+
+from lockscope.analyzer import btf
+from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+
+# contention-tracepoint lock families that a BTF lock type can show up as
+_FAMILIES = {
+    "spinlock": {"spinlock"}, "rwlock": {"rwlock"}, "rwsem": {"rwsem"}, "mutex": {"mutex"},
+    "percpu-rwsem": {"percpu-rwsem"}, "rtmutex": {"rtmutex"}, "semaphore": {"semaphore"},
+    "seqlock": {"spinlock"},
+}
+
+
+def consistent(btf_lock: str, family: str) -> bool:
+    """Whether a lock field of BTF type `btf_lock` can be the lock a
+    contention event of `family` reported."""
+    return family in _FAMILIES.get(btf_lock, ())
+
+
+def parse_addr(v) -> int:
+    return int(v, 16) if isinstance(v, str) else int(v or 0)
+
+
+def resolve(slab: dict, addresses: set[int] | None = None, kb: Knowledge | None = None,
+            path=btf.VMLINUX) -> dict:
+    """The probe's `slab` output with, per entry, the object type, the
+    offset and the lock field there (when the cache has a known type and a
+    lock field starts at the offset). Only `addresses` are kept if given."""
+    kb = kb or default_knowledge()
+    out = {"status": slab.get("status", "unavailable"), "entries": []}
+    if slab.get("reason"):
+        out["reason"] = slab["reason"]
+    entries = [dict(e) for e in slab.get("entries", [])
+               if addresses is None or parse_addr(e.get("addr")) in addresses]
+    wanted = tuple(sorted({kb.slab_types[e["cache"]] for e in entries if e.get("cache") in kb.slab_types}))
+    for e in entries:
+        typ = kb.slab_types.get(e.get("cache", ""))
+        base = parse_addr(e.get("base"))
+        if typ and base:
+            e["type"] = typ
+            e["offset"] = parse_addr(e["addr"]) - base
+            try:
+                hit = btf.lock_at(typ, e["offset"], wanted, path)
+            except btf.BtfUnavailable as err:
+                out["btf"] = f"unavailable: {err}"
+                hit = None
+            if hit:
+                e["field"], e["lock"] = hit
+        out["entries"].append(e)
+    return out

@@ -1,0 +1,487 @@
+"""User-space locks: futex waits named by ELF symbol or by user stack.
+
+The futex probe (probes/futex.bpf.c) aggregates futex waits by (process,
+futex address, op, user stack); the loader adds the memory maps of those
+processes, read while they were alive. Here:
+
+- `resolve(data)` turns that into the record's raw form: every futex address
+  resolved through the maps to a file, offset and, when it lies in a global or
+  static object of the program or a library, the ELF symbol (STT_OBJECT)
+  covering it; every user stack symbolized with the ELF function symbols
+  (the separate debug file of a library, found by build id, when the library
+  itself is stripped). Reading ELF files is done here, once, at record time.
+- `name_futexes(raw, workers, window_ns)` groups the waits into `Lock`s from
+  that raw form alone (testable offline): tier `verified` for an address
+  resolved to a symbol (`pthread_mutex pmutex_global_lock in
+  lockscope-workload`), tier `site` for heap, stack or anonymous memory,
+  named by the innermost frame of the program outside the C library
+  (`pthread_mutex @ worker_loop (heap)`).
+
+The kind comes from the wait op and the C library frame the wait came from
+(`__lll_lock_wait` -> pthread_mutex, `pthread_cond_wait` -> pthread_cond...).
+Waits in pthread_join are a thread waiting for another to exit, not a lock:
+they are left out of the locks (the off-CPU summary still has that time).
+"""
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lockscope.record import Lock, StackSummary
+
+FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 = 0, 6, 9, 11, 13
+FUTEX_OP_WAITV = 0x100
+OP_NAMES = {FUTEX_WAIT: "wait", FUTEX_LOCK_PI: "lock_pi", FUTEX_WAIT_BITSET: "wait_bitset",
+            FUTEX_WAIT_REQUEUE_PI: "wait_requeue_pi", FUTEX_LOCK_PI2: "lock_pi2", FUTEX_OP_WAITV: "waitv"}
+DEBUG_ROOT = Path("/usr/lib/debug")
+PAGE = 4096
+MAX_RAW_ENTRIES = 2000
+TOP_STACKS = 5
+MAX_FRAMES = 24
+COMPONENT = "user space"
+
+# C library (and dynamic loader) files: their frames are the lock's
+# implementation, not the caller
+_RUNTIME = re.compile(r"^(libc|libpthread|ld-linux[\w.-]*|ld|libstdc\+\+|libgcc_s)[.-]")
+# the C library function a wait came from (leading underscores stripped:
+# glibc's internal names have one to three) -> kind of user-space lock
+_KIND_BY_FUNCTION = [
+    (re.compile(r"^(lll_lock_wait$|pthread_mutex_(cond_)?lock|pthread_mutex_(timed|clock)lock)"), "pthread_mutex"),
+    (re.compile(r"^lll_lock_wait_private$"), "libc internal lock"),
+    (re.compile(r"^pthread_rwlock_"), "pthread_rwlock"),
+    (re.compile(r"^pthread_cond_(timed|clock)?wait"), "pthread_cond"),
+    (re.compile(r"^pthread_barrier_wait"), "pthread_barrier"),
+    (re.compile(r"^(new_sem_wait|sem_(timed|clock)?wait|do_futex_wait)"), "semaphore"),
+    (re.compile(r"^pthread_(clock|timed|try)?join|^pthread_clockjoin_ex"), "pthread_join"),
+]
+NOT_LOCKS = {"pthread_join"}
+
+
+# ---- ELF symbols (pyelftools) ---------------------------------------------
+
+@dataclass
+class ElfSymbols:
+    """Function and object symbols of one ELF file, by virtual address, and
+    its loadable segments (to turn file offsets into addresses)."""
+    path: str
+    functions: list[tuple[int, int, str]] = field(default_factory=list)   # (addr, size, name), sorted
+    objects: list[tuple[int, int, str]] = field(default_factory=list)
+    segments: list[tuple[int, int, int, int]] = field(default_factory=list)  # (p_offset, p_filesz, p_vaddr, p_flags)
+    source: str = ""                                                    # which file the symbols came from
+
+    def vaddr_of_mapping(self, offset: int, perms: str) -> int | None:
+        """The ELF virtual address mapped at file offset `offset` (a mapping's
+        start) with permissions `perms` ('r-xp'): the loadable segment with
+        the same permissions containing that page."""
+        want = (("w" in perms[:3]) << 1) | ("x" in perms[:3])
+        best = None
+        for off, size, vaddr, flags in self.segments:
+            page = off & ~(PAGE - 1)
+            if page <= offset < off + max(size, 1):
+                cand = offset - off + vaddr
+                if flags & 3 == want:      # PF_W | PF_X
+                    return cand
+                best = cand                # e.g. a RELRO part made read-only
+        return best
+
+    @staticmethod
+    def _find(table: list[tuple[int, int, str]], addrs: list[int], vaddr: int) -> tuple[str, int] | None:
+        i = bisect.bisect_right(addrs, vaddr) - 1
+        # symbols may nest or share addresses: look back a little for one covering vaddr
+        for j in range(i, max(-1, i - 8), -1):
+            a, size, name = table[j]
+            if a <= vaddr < a + max(size, 1):
+                return name, vaddr - a
+        return None
+
+    def function_at(self, vaddr: int) -> tuple[str, int] | None:
+        return self._find(self.functions, self._faddrs, vaddr)
+
+    def object_at(self, vaddr: int) -> tuple[str, int] | None:
+        return self._find(self.objects, self._oaddrs, vaddr)
+
+    def __post_init__(self):
+        self._faddrs = [a for a, _, _ in self.functions]
+        self._oaddrs = [a for a, _, _ in self.objects]
+
+
+def _build_id(elf) -> str | None:
+    for sec in elf.iter_sections():
+        if sec.header.sh_type == "SHT_NOTE":
+            for note in sec.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return note["n_desc"]
+    return None
+
+
+def _symbols_of(elf, table: str, functions: list, objects: list) -> bool:
+    sec = elf.get_section_by_name(table)
+    if sec is None:
+        return False
+    for sym in sec.iter_symbols():
+        typ = sym["st_info"]["type"]
+        if not sym.name or sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
+            continue
+        # versioned aliases (name@@GLIBC_x) are the same symbol
+        item = (sym["st_value"], sym["st_size"], sym.name.split("@")[0])
+        if typ in ("STT_FUNC", "STT_GNU_IFUNC"):
+            functions.append(item)
+        elif typ == "STT_OBJECT":
+            objects.append(item)
+    return True
+
+
+@functools.lru_cache(maxsize=128)
+def elf_symbols(path: str, debug_root: str = str(DEBUG_ROOT)) -> ElfSymbols | None:
+    """The symbols of an ELF file; None if it cannot be read. A stripped file
+    (no .symtab) gets the full table from its separate debug file, found by
+    build id, when one is installed (e.g. libc6-dbg); else its .dynsym."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            segments = [(s["p_offset"], s["p_filesz"], s["p_vaddr"], s["p_flags"]) for s in elf.iter_segments()
+                        if s["p_type"] == "PT_LOAD"]
+            functions: list = []
+            objects: list = []
+            source = path
+            if not _symbols_of(elf, ".symtab", functions, objects):
+                bid = _build_id(elf)
+                debug = Path(debug_root) / ".build-id" / bid[:2] / f"{bid[2:]}.debug" if bid else None
+                done = False
+                if debug and debug.exists():
+                    try:
+                        with open(debug, "rb") as d:
+                            done = _symbols_of(ELFFile(d), ".symtab", functions, objects)
+                            source = str(debug)
+                    except (OSError, ELFError):
+                        done = False
+                if not done:
+                    functions, objects, source = [], [], path
+                    _symbols_of(elf, ".dynsym", functions, objects)
+    except (OSError, ELFError, ValueError):
+        return None
+    functions.sort()
+    objects.sort()
+    return ElfSymbols(path, functions, objects, segments, source)
+
+
+# ---- memory maps ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    perms: str
+    offset: int
+    path: str            # a file, or a region such as [heap], [stack]
+
+
+def parse_maps(rows: list) -> list[Mapping]:
+    """The loader's rows [start, end, perms, offset, path] (hex strings), or
+    lines of /proc/PID/maps."""
+    out = []
+    for r in rows:
+        if isinstance(r, str):
+            parts = r.split(None, 5)
+            if len(parts) < 5:
+                continue
+            lo, hi = parts[0].split("-")
+            r = [lo, hi, parts[1], parts[2], parts[5].strip() if len(parts) > 5 else ""]
+        out.append(Mapping(int(r[0], 16), int(r[1], 16), r[2], int(r[3], 16), r[4]))
+    out.sort(key=lambda m: m.start)
+    return out
+
+
+def _is_file(path: str) -> bool:
+    return path.startswith("/")
+
+
+def _file_path(path: str) -> str:
+    return path[:-len(" (deleted)")] if path.endswith(" (deleted)") else path
+
+
+class AddressSpace:
+    """One process's maps, resolving addresses to files and ELF symbols."""
+
+    def __init__(self, maps: list[Mapping], symbols=elf_symbols):
+        self.maps = maps
+        self._starts = [m.start for m in maps]
+        self._symbols = symbols
+
+    def mapping(self, addr: int) -> tuple[Mapping | None, int]:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self.maps[i].end:
+            return self.maps[i], i
+        return None, i
+
+    def _file_vaddr(self, addr: int) -> tuple[str, int, ElfSymbols | None] | None:
+        """(file, virtual address in that file's ELF, its symbols)."""
+        m, i = self.mapping(addr)
+        if m is None:
+            return None
+        if not _is_file(m.path):
+            # .bss beyond the file's last page: anonymous memory right after
+            # a file-backed mapping of the same object
+            prev = self.maps[i - 1] if i > 0 else None
+            if m.path or prev is None or prev.end != m.start or not _is_file(prev.path):
+                return None
+            fm = prev
+        else:
+            fm = m
+        path = _file_path(fm.path)
+        syms = self._symbols(path)
+        start_vaddr = syms.vaddr_of_mapping(fm.offset, fm.perms) if syms else None
+        if start_vaddr is None:
+            return path, fm.offset + (addr - fm.start), None
+        return path, start_vaddr + (addr - fm.start), syms
+
+    def resolve_data(self, addr: int) -> dict:
+        """Where a futex lives: region (object, file, heap, stack, anon,
+        unmapped), file, symbol and offset in it."""
+        m, _ = self.mapping(addr)
+        r = self._file_vaddr(addr)
+        if r is not None:
+            path, vaddr, syms = r
+            hit = syms.object_at(vaddr) if syms else None
+            if hit:
+                return {"region": "object", "file": path, "symbol": hit[0], "symbol_offset": hit[1],
+                        "vaddr": f"0x{vaddr:x}"}
+            return {"region": "file", "file": path, "vaddr": f"0x{vaddr:x}"}
+        if m is None:
+            return {"region": "unmapped" if self.maps else "unknown"}
+        if m.path == "[heap]":
+            return {"region": "heap"}
+        if m.path.startswith("[stack"):
+            return {"region": "stack"}
+        # thread stacks and large malloc arenas are anonymous mappings
+        return {"region": "anon"}
+
+    def _after_call(self, addr: int) -> bool:
+        """Whether addr, in an executable file mapping, follows a call
+        instruction (x86-64: call rel32, or call through a register or
+        memory operand): then it is a return address."""
+        m, _ = self.mapping(addr)
+        if m is None or "x" not in m.perms or not _is_file(m.path):
+            return False
+        off = m.offset + (addr - m.start)
+        if off < 7:
+            return False
+        try:
+            with open(_file_path(m.path), "rb") as f:
+                f.seek(off - 7)
+                b = f.read(7)
+        except OSError:
+            return False
+        if len(b) != 7:
+            return False
+        if b[2] == 0xE8:                      # call rel32
+            return True
+        # call r/m64: FF /2 with a 0, 1 or 4 byte displacement (a SIB byte too)
+        return any(b[7 - n] == 0xFF and (b[8 - n] >> 3) & 7 == 2 for n in (2, 3, 4, 6, 7))
+
+    def recover_caller(self, frames: list[int], words: list[int]) -> list[int]:
+        """Frame pointers skip the caller of a function that has none (most
+        of the C library): insert the first return address into the program
+        found on the top of the stack, after the C library frames."""
+        lead = 0
+        while lead < len(frames) and self._in_runtime_file(frames[lead]):
+            lead += 1
+        if lead == 0:
+            return frames
+        for w in words:
+            if not w or self._in_runtime_file(w) or not self._after_call(w):
+                continue
+            if w not in frames:
+                return frames[:lead] + [w] + frames[lead:]
+            break
+        return frames
+
+    def _in_runtime_file(self, addr: int) -> bool:
+        m, _ = self.mapping(addr)
+        return m is not None and bool(_RUNTIME.match(os.path.basename(m.path)))
+
+    def symbolize(self, addr: int) -> str:
+        """'func+0x1f [file]'; '[file+0xoffset]' without a symbol."""
+        r = self._file_vaddr(addr)
+        if r is None:
+            return "[unknown]"
+        path, vaddr, syms = r
+        base = os.path.basename(path)
+        # a return address points after the call: look up the call itself
+        hit = syms.function_at(vaddr) or syms.function_at(vaddr - 1) if syms else None
+        if hit:
+            return f"{hit[0]}+0x{hit[1]:x} [{base}]"
+        return f"[{base}+0x{vaddr:x}]"
+
+
+def resolve(data: dict) -> dict:
+    """The futex part of the probe's data event, as kept in the record's raw
+    section: the heaviest aggregates, their stacks symbolized and their
+    addresses resolved (while the ELF files are at hand)."""
+    probe = data.get("futex_probe")
+    if probe is None:
+        return {}
+    out: dict = {"futex_probe": probe}
+    if "futex" not in data:
+        return out
+    entries = sorted(data.get("futex", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
+    spaces = {tgid: AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
+    stacks_raw = data.get("user_stacks", {})
+    words_raw = data.get("user_stack_words", {})
+    addresses: dict[str, dict] = {}
+    stacks: dict[str, list[str]] = {}
+    for e in entries:
+        tgid = str(e["tgid"])
+        space = spaces.get(tgid)
+        key = f"{tgid}:{e['uaddr']}"
+        if key not in addresses:
+            addresses[key] = space.resolve_data(int(e["uaddr"], 16)) if space else \
+                {"region": "unknown", "reason": "the process exited before its memory maps were read"}
+        sid = str(e["stack"])
+        skey = f"{tgid}:{sid}"
+        if sid in stacks_raw and skey not in stacks:
+            ips = [int(a, 16) for a in stacks_raw[sid]]
+            if space and sid in words_raw:
+                ips = space.recover_caller(ips, [int(a, 16) for a in words_raw[sid]])
+            stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
+    out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
+    return out
+
+
+# ---- naming ----------------------------------------------------------------
+
+def frame_function(frame: str) -> str:
+    return frame.split("+", 1)[0] if not frame.startswith("[") else frame
+
+
+def frame_file(frame: str) -> str:
+    m = re.search(r"\[([^\]+]+)(?:\+0x[0-9a-f]+)?\]$", frame)
+    return m.group(1) if m else ""
+
+
+def in_runtime(frame: str) -> bool:
+    return bool(_RUNTIME.match(frame_file(frame)))
+
+
+def futex_kind(op: int, frames: list[str]) -> str:
+    if op in (FUTEX_LOCK_PI, FUTEX_LOCK_PI2):
+        return "pthread_mutex"
+    for fr in frames:
+        if not in_runtime(fr):
+            break
+        fn = frame_function(fr).lstrip("_")
+        for pattern, kind in _KIND_BY_FUNCTION:
+            if pattern.match(fn):
+                return kind
+    return "futex"
+
+
+def site(frames: list[str]) -> str:
+    """The innermost frame outside the C library with a function name."""
+    for fr in frames:
+        if not in_runtime(fr) and not fr.startswith("["):
+            return frame_function(fr)
+    for fr in frames:
+        if not in_runtime(fr):
+            return fr
+    return "[no user frame]"
+
+
+_REGION_NAMES = {"heap": "heap", "stack": "stack", "anon": "anonymous memory", "file": "file mapping",
+                 "unmapped": "unmapped", "unknown": "address not resolved"}
+
+
+class _Acc:
+    def __init__(self, name: str, cls: str, tier: str, kind: str):
+        self.name, self.cls, self.tier, self.kind = name, cls, tier, kind
+        self.addresses: set[str] = set()
+        self.count = self.wait = self.max = 0
+        self.modes: dict[str, int] = defaultdict(int)
+        self.stacks: dict[tuple, list] = {}
+        self.object: str | None = None
+
+
+def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
+    """Futex waits of the record's raw section as named locks, heaviest
+    first (pthread_join waits left out)."""
+    stacks = raw.get("user_stacks", {})
+    addresses = raw.get("futex_addresses", {})
+    groups: dict[str, _Acc] = {}
+    # waits counted without a stack (sampling) take the frames of their
+    # futex's sampled waits, in proportion to those waits' time
+    per_futex: dict[tuple, list[dict]] = defaultdict(list)
+    for e in raw.get("futex", []):
+        per_futex[(str(e["tgid"]), e["uaddr"], e["op"])].append(e)
+    spread = []
+    for (tgid, _, _), es in per_futex.items():
+        sampled = [e for e in es if stacks.get(f"{tgid}:{e['stack']}")]
+        rest = [e for e in es if not stacks.get(f"{tgid}:{e['stack']}")]
+        if not sampled or not rest:
+            spread += es
+            continue
+        s_wait = sum(e["total_ns"] for e in sampled) or 1
+        s_count = sum(e["count"] for e in sampled) or 1
+        wscale = 1 + sum(e["total_ns"] for e in rest) / s_wait
+        cscale = 1 + sum(e["count"] for e in rest) / s_count
+        rmax = max(e["max_ns"] for e in rest)
+        for e in sampled:
+            spread.append({**e, "count": round(e["count"] * cscale), "total_ns": round(e["total_ns"] * wscale),
+                           "max_ns": max(e["max_ns"], rmax), "sampled": e["count"]})
+    for e in spread:
+        tgid = str(e["tgid"])
+        frames = stacks.get(f"{tgid}:{e['stack']}", [])
+        kind = futex_kind(int(e["op"]), frames)
+        if kind in NOT_LOCKS:
+            continue
+        where = addresses.get(f"{tgid}:{e['uaddr']}", {"region": "unknown"})
+        if where.get("region") == "object":
+            base = os.path.basename(where["file"])
+            sym = where["symbol"] + (f"+0x{where['symbol_offset']:x}" if where.get("symbol_offset") else "")
+            name, cls, tier = f"{kind} {sym} in {base}", f"{kind} {where['symbol']}", "verified"
+            obj = f"{where['symbol']} ({where['file']})"
+        else:
+            region = _REGION_NAMES.get(where.get("region", "unknown"), where.get("region", "?"))
+            s = site(frames) if frames else "[no stack]"
+            name, cls, tier, obj = f"{kind} @ {s} ({region})", f"{kind} @ {s}", "site", None
+        acc = groups.get(name)
+        if acc is None:
+            acc = groups[name] = _Acc(name, cls, tier, kind)
+            acc.object = obj
+        acc.addresses.add(f"{tgid}:{e['uaddr']}")
+        acc.count += e["count"]
+        acc.wait += e["total_ns"]
+        acc.max = max(acc.max, e["max_ns"])
+        acc.modes[OP_NAMES.get(int(e["op"]), str(e["op"]))] += e["total_ns"]
+        key = tuple(frames[:MAX_FRAMES])
+        st = acc.stacks.setdefault(key, [0, 0, 0])
+        st[0] += e["count"]
+        st[1] += e["total_ns"]
+        st[2] += e.get("sampled", e["count"]) if frames else 0
+    denom = workers * window_ns if workers and window_ns else 0
+    locks = []
+    for acc in groups.values():
+        top = sorted(acc.stacks.items(), key=lambda kv: -kv[1][1])[:TOP_STACKS]
+        locks.append(Lock(
+            name=acc.name, lock_class=acc.cls, tier=acc.tier, kind=acc.kind, modes=dict(acc.modes),
+            instances=len(acc.addresses), addresses=sorted(acc.addresses)[:16], count=acc.count,
+            wait_ns=acc.wait, max_wait_ns=acc.max, wait_share=acc.wait / denom if denom else 0.0,
+            object=acc.object, component=COMPONENT,
+            explain="user-space lock: time threads slept in futex waits on it",
+            stacks=[StackSummary(frames=list(k), site=site(list(k)) if k else "[no stack]", syscall="futex",
+                                 count=v[0], wait_ns=v[1], sampled=v[2]) for k, v in top]))
+    locks.sort(key=lambda lk: -lk.wait_ns)
+    return locks
+
+
+def futex_warnings(raw: dict) -> list[str]:
+    probe = raw.get("futex_probe") or {}
+    if probe and not probe.get("attached"):
+        return [f"user-space locks not measured: {probe.get('reason', 'the futex probe did not load')}"]
+    return []

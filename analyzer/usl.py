@@ -1,0 +1,91 @@
+"""Universal Scalability Law fit of a throughput curve (Gunther):
+
+    X(N) = lambda * N / (1 + alpha * (N - 1) + beta * N * (N - 1))
+
+alpha is contention (serialization), beta coherency (crosstalk), lambda the
+throughput of one worker without either. Fitted by least squares
+(scipy.optimize.curve_fit) with alpha, beta >= 0. The predicted peak is at
+N* = sqrt((1 - alpha) / beta); past the largest measured worker count it is an
+extrapolation and says so. Only points where every worker has a CPU are
+fitted: oversubscribed points measure the CPU limit, not the law."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+MIN_POINTS = 3
+CURVE_SAMPLES = 60
+
+
+def usl(n, lam: float, alpha: float, beta: float):
+    return lam * n / (1 + alpha * (n - 1) + beta * n * (n - 1))
+
+
+@dataclass
+class UslFit:
+    alpha: float
+    beta: float
+    lam: float
+    r2: float
+    points_used: int
+    max_measured: float
+    peak_workers: float | None       # None: no peak (beta = 0 or alpha >= 1)
+    peak_throughput: float | None
+
+    @property
+    def peak_extrapolated(self) -> bool:
+        return self.peak_workers is not None and self.peak_workers > self.max_measured
+
+    def predict(self, n: float) -> float:
+        return float(usl(n, self.lam, self.alpha, self.beta))
+
+    def to_json(self) -> dict:
+        hi = max(2 * self.max_measured, 1.25 * self.peak_workers if self.peak_workers else 0.0)
+        xs = [1 + (hi - 1) * i / (CURVE_SAMPLES - 1) for i in range(CURVE_SAMPLES)]
+        return {"alpha": self.alpha, "beta": self.beta, "lambda": self.lam, "r2": self.r2,
+                "points_used": self.points_used, "peak_workers": self.peak_workers,
+                "peak_throughput": self.peak_throughput, "peak_extrapolated": self.peak_extrapolated,
+                "curve": [{"workers": x, "ops_per_sec": self.predict(x), "extrapolated": x > self.max_measured}
+                          for x in xs]}
+
+
+def fit(points: list[tuple[float, float]]) -> UslFit:
+    """points: (workers, throughput). Raises ValueError with the reason when
+    there is no fit."""
+    import numpy as np
+    from scipy.optimize import OptimizeWarning, curve_fit
+
+    pts = sorted((float(n), float(x)) for n, x in points if x and x > 0)
+    if len(pts) < MIN_POINTS or len({n for n, _ in pts}) < MIN_POINTS:
+        raise ValueError(f"the USL has 3 parameters and needs at least {MIN_POINTS} worker counts "
+                         f"(with a CPU each); {len(pts)} measured")
+    n = np.array([p[0] for p in pts])
+    x = np.array([p[1] for p in pts])
+    lam0 = x[0] / n[0]
+    try:
+        with warnings.catch_warnings():   # 3 points, 3 parameters: no covariance, the fit is still exact
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (lam, alpha, beta), _ = curve_fit(usl, n, x, p0=[lam0, 0.01, 0.0001],
+                                              bounds=([0.0, 0.0, 0.0], [np.inf, np.inf, np.inf]),
+                                              x_scale=[lam0, 0.1, 0.01], maxfev=20000)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"the least-squares fit did not converge: {e}") from e
+    pred = usl(n, lam, alpha, beta)
+    ss_res = float(np.sum((x - pred) ** 2))
+    ss_tot = float(np.sum((x - x.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    peak_n = peak_x = None
+    if beta > 1e-12 and alpha < 1:
+        peak_n = math.sqrt((1 - alpha) / beta)
+        peak_x = float(usl(peak_n, lam, alpha, beta))
+    return UslFit(float(alpha), float(beta), float(lam), r2, len(pts), float(n.max()), peak_n, peak_x)
+
+
+def fit_json(points: list[tuple[float, float, bool]]) -> dict:
+    """points: (workers, throughput, oversubscribed) -> the analysis JSON."""
+    usable = [(n, x) for n, x, over in points if not over]
+    try:
+        return fit(usable).to_json()
+    except ValueError as e:
+        return {"unavailable": str(e)}

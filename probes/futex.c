@@ -1,0 +1,476 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of futex.bpf.c: load and attach, clear at start, collect the
+ * aggregates (plus the waits open at stop), the user stacks they reference,
+ * and the memory maps of the processes, read while they are alive, so that
+ * futex addresses and stack addresses can be resolved to files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "futex.h"
+#include "futex.skel.h"
+
+#ifndef __NR_futex_waitv
+#define __NR_futex_waitv 449
+#endif
+
+#define MAX_PROCS 256
+#define MAX_ENTRIES 16384
+
+static const char *fcounter_names[FCNT__MAX] = {
+	[FCNT_WAITS] = "futex_waits",
+	[FCNT_AGG_FULL] = "lost_futex_map_full",
+	[FCNT_OPEN_FULL] = "lost_futex_open_map_full",
+	[FCNT_STACK_LOST] = "futex_stacks_lost",
+	[FCNT_STACK_SKIPPED] = "futex_stacks_not_sampled",
+};
+
+static struct futex_bpf *fskel;
+static int load_err = -ENOENT;       /* not loaded until futex_load */
+static int nc;
+
+struct fentry {
+	struct ufutex_key key;
+	struct wait_stat s;
+};
+static struct fentry *entries;
+static size_t nentries;
+static uint64_t open_at_stop;
+
+/* memory maps of the processes seen, kept across exits */
+struct proc_maps {
+	uint32_t tgid;
+	char *text;     /* /proc/PID/maps */
+};
+static struct proc_maps procs[MAX_PROCS];
+static int nprocs;
+
+int futex_load(bool system_wide, int tracked_fd, int ncpus)
+{
+	int err;
+
+	nc = ncpus;
+	fskel = futex_bpf__open();
+	if (!fskel)
+		return load_err = -errno;
+	fskel->rodata->system_wide = system_wide;
+	fskel->rodata->nr_futex = __NR_futex;
+	fskel->rodata->nr_futex_waitv = __NR_futex_waitv;
+	err = bpf_map__reuse_fd(fskel->maps.tracked, tracked_fd);
+	if (!err)
+		err = futex_bpf__load(fskel);
+	if (!err)
+		err = futex_bpf__attach(fskel);
+	if (err) {
+		futex_bpf__destroy(fskel);
+		fskel = NULL;
+	}
+	return load_err = err;
+}
+
+static void clear(struct bpf_map *map)
+{
+	int fd = bpf_map__fd(map);
+	char key[64];
+
+	if (bpf_map__key_size(map) > sizeof(key))
+		return;
+	/* delete the first key until none is left */
+	while (bpf_map_get_next_key(fd, NULL, key) == 0)
+		if (bpf_map_delete_elem(fd, key))
+			break;
+}
+
+void futex_start(void)
+{
+	__u64 *zero;
+
+	if (!fskel)
+		return;
+	fskel->bss->enabled = false;
+	clear(fskel->maps.futex_open);
+	clear(fskel->maps.futex_stats);
+	clear(fskel->maps.user_stacks);
+	clear(fskel->maps.user_stack_words);
+	clear(fskel->maps.futex_seen);
+	zero = calloc(nc, sizeof(*zero));
+	for (__u32 i = 0; zero && i < FCNT__MAX; i++)
+		bpf_map_update_elem(bpf_map__fd(fskel->maps.futex_counters), &i, zero, BPF_ANY);
+	free(zero);
+	free(entries);
+	entries = NULL;
+	nentries = 0;
+	open_at_stop = 0;
+	for (int i = 0; i < nprocs; i++)
+		free(procs[i].text);
+	nprocs = 0;
+	fskel->bss->enabled = true;
+}
+
+static struct fentry *find_or_add(const struct ufutex_key *k, size_t *cap)
+{
+	for (size_t i = 0; i < nentries; i++)
+		if (memcmp(&entries[i].key, k, sizeof(*k)) == 0)
+			return &entries[i];
+	if (nentries == *cap) {
+		size_t c = *cap ? *cap * 2 : 256;
+		struct fentry *p = realloc(entries, c * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		entries = p;
+		*cap = c;
+	}
+	memset(&entries[nentries], 0, sizeof(entries[0]));
+	entries[nentries].key = *k;
+	return &entries[nentries++];
+}
+
+static void read_maps(uint32_t tgid)
+{
+	char path[64], line[4096];
+	size_t len = 0, cap = 0;
+	char *text = NULL;
+	FILE *f;
+	int slot = -1;
+
+	for (int i = 0; i < nprocs; i++)
+		if (procs[i].tgid == tgid)
+			slot = i;
+	if (slot < 0 && nprocs >= MAX_PROCS)
+		return;
+	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+	f = fopen(path, "re");
+	if (!f)
+		return;              /* gone: keep what an earlier snapshot read */
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		if (len + n + 1 > cap) {
+			size_t c = cap ? cap * 2 : 8192;
+			char *p;
+
+			while (c < len + n + 1)
+				c *= 2;
+			p = realloc(text, c);
+			if (!p)
+				break;
+			text = p;
+			cap = c;
+		}
+		memcpy(text + len, line, n + 1);
+		len += n;
+	}
+	fclose(f);
+	if (!text)
+		return;
+	if (slot < 0) {
+		slot = nprocs++;
+		procs[slot].tgid = tgid;
+	} else {
+		free(procs[slot].text);
+	}
+	procs[slot].text = text;
+}
+
+static void note_tgid(uint32_t tgid, uint32_t *seen, int *nseen)
+{
+	for (int i = 0; i < *nseen; i++)
+		if (seen[i] == tgid)
+			return;
+	if (*nseen < MAX_PROCS)
+		seen[(*nseen)++] = tgid;
+}
+
+void futex_snapshot_maps(void)
+{
+	uint32_t seen[MAX_PROCS];
+	int nseen = 0;
+	struct ufutex_key k, *prev = NULL;
+	__u32 tid, *tprev = NULL;
+	struct ufutex_open o;
+	int fd;
+
+	if (!fskel)
+		return;
+	fd = bpf_map__fd(fskel->maps.futex_stats);
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		prev = &k;
+		note_tgid(k.tgid, seen, &nseen);
+	}
+	fd = bpf_map__fd(fskel->maps.futex_open);
+	while (bpf_map_get_next_key(fd, tprev, &tid) == 0) {
+		tprev = &tid;
+		if (bpf_map_lookup_elem(fd, &tid, &o) == 0)
+			note_tgid(o.tgid, seen, &nseen);
+	}
+	for (int i = 0; i < nseen; i++)
+		read_maps(seen[i]);
+}
+
+void futex_stop(uint64_t t_stop)
+{
+	struct wait_stat *vals;
+	struct ufutex_key k, *prev = NULL;
+	__u32 tid, *tprev = NULL;
+	struct ufutex_open o;
+	struct timespec ts;
+	size_t cap = 0;
+	uint64_t now;
+	int fd;
+
+	if (!fskel)
+		return;
+	fskel->bss->enabled = false;
+	futex_snapshot_maps();
+	vals = calloc(nc, sizeof(*vals));
+	fd = bpf_map__fd(fskel->maps.futex_stats);
+	while (vals && bpf_map_get_next_key(fd, prev, &k) == 0) {
+		struct fentry *e;
+
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, vals))
+			continue;
+		e = find_or_add(&k, &cap);
+		if (!e)
+			break;
+		for (int c = 0; c < nc; c++) {
+			e->s.count += vals[c].count;
+			e->s.total_ns += vals[c].total_ns;
+			if (vals[c].max_ns > e->s.max_ns)
+				e->s.max_ns = vals[c].max_ns;
+		}
+	}
+	free(vals);
+	/* waits open at stop (a thread blocked through the window): counted up
+	 * to the stop time; bpf_ktime_get_ns is CLOCK_MONOTONIC */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	if (t_stop > now)
+		t_stop = now;
+	fd = bpf_map__fd(fskel->maps.futex_open);
+	while (bpf_map_get_next_key(fd, tprev, &tid) == 0) {
+		struct ufutex_key ok = {};
+		struct fentry *e;
+		uint64_t d;
+
+		tprev = &tid;
+		if (bpf_map_lookup_elem(fd, &tid, &o) || o.start >= t_stop)
+			continue;
+		ok.tgid = o.tgid;
+		ok.op = o.op;
+		ok.uaddr = o.uaddr;
+		ok.stack_id = o.stack_id;
+		e = find_or_add(&ok, &cap);
+		if (!e)
+			break;
+		d = t_stop - o.start;
+		e->s.count++;
+		e->s.total_ns += d;
+		if (d > e->s.max_ns)
+			e->s.max_ns = d;
+		open_at_stop++;
+	}
+}
+
+static void emit_maps_text(struct jw *w, const char *text)
+{
+	const char *p = text;
+
+	jw_arr(w);
+	while (p && *p) {
+		unsigned long long lo, hi, off;
+		char perms[8], dev[16], name[4096];
+		unsigned long inode;
+		const char *nl = strchr(p, '\n');
+		char line[4352];
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (n >= sizeof(line))
+			n = sizeof(line) - 1;
+		memcpy(line, p, n);
+		line[n] = '\0';
+		p = nl ? nl + 1 : NULL;
+		name[0] = '\0';
+		if (sscanf(line, "%llx-%llx %7s %llx %15s %lu %4095[^\n]", &lo, &hi, perms, &off, dev,
+			   &inode, name) < 6)
+			continue;
+		jw_arr(w);
+		jw_hex(w, lo);
+		jw_hex(w, hi);
+		jw_string(w, perms);
+		jw_hex(w, off);
+		{
+			char *s = name;
+
+			while (*s == ' ')
+				s++;
+			jw_string(w, s);
+		}
+		jw_arr_end(w);
+	}
+	jw_arr_end(w);
+}
+
+void futex_json(struct jw *w)
+{
+	__u64 ips[MAX_STACK_DEPTH];
+	char id[16];
+	int fd;
+
+	jw_key(w, "futex_probe");
+	jw_obj(w);
+	jw_kbool(w, "attached", fskel != NULL);
+	if (!fskel) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "the futex probe (tp_btf sys_enter/sys_exit) did not load: %s",
+			 strerror(load_err < 0 ? -load_err : load_err));
+		jw_kstr(w, "reason", msg);
+	}
+	jw_ku64(w, "open_at_stop", open_at_stop);
+	jw_obj_end(w);
+	if (!fskel)
+		return;
+
+	jw_key(w, "futex");
+	jw_arr(w);
+	for (size_t i = 0; i < nentries; i++) {
+		jw_obj(w);
+		jw_ku64(w, "tgid", entries[i].key.tgid);
+		jw_khex(w, "uaddr", entries[i].key.uaddr);
+		jw_ku64(w, "op", entries[i].key.op);
+		jw_ki64(w, "stack", entries[i].key.stack_id);
+		jw_ku64(w, "count", entries[i].s.count);
+		jw_ku64(w, "total_ns", entries[i].s.total_ns);
+		jw_ku64(w, "max_ns", entries[i].s.max_ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+
+	jw_key(w, "user_stacks");
+	jw_obj(w);
+	fd = bpf_map__fd(fskel->maps.user_stacks);
+	for (size_t i = 0; i < nentries; i++) {
+		__s32 sid = entries[i].key.stack_id;
+		bool dup = false;
+
+		if (sid < 0)
+			continue;
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = entries[j].key.stack_id == sid;
+		memset(ips, 0, sizeof(ips));
+		if (dup || bpf_map_lookup_elem(fd, &sid, ips))
+			continue;
+		snprintf(id, sizeof(id), "%d", sid);
+		jw_key(w, id);
+		jw_arr(w);
+		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
+			jw_hex(w, ips[d]);
+		jw_arr_end(w);
+	}
+	jw_obj_end(w);
+
+	/* the top of each user stack, where the caller that frame pointers miss is */
+	jw_key(w, "user_stack_words");
+	jw_obj(w);
+	fd = bpf_map__fd(fskel->maps.user_stack_words);
+	for (size_t i = 0; i < nentries; i++) {
+		__s32 sid = entries[i].key.stack_id;
+		struct ustack_words sw;
+		bool dup = false;
+
+		if (sid < 0)
+			continue;
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = entries[j].key.stack_id == sid;
+		if (dup || bpf_map_lookup_elem(fd, &sid, &sw))
+			continue;
+		snprintf(id, sizeof(id), "%d", sid);
+		jw_key(w, id);
+		jw_arr(w);
+		for (int d = 0; d < STACK_WORDS; d++)
+			jw_hex(w, sw.w[d]);
+		jw_arr_end(w);
+	}
+	jw_obj_end(w);
+
+	jw_key(w, "user_maps");
+	jw_obj(w);
+	for (int i = 0; i < nprocs; i++) {
+		snprintf(id, sizeof(id), "%u", procs[i].tgid);
+		jw_key(w, id);
+		emit_maps_text(w, procs[i].text);
+	}
+	jw_obj_end(w);
+}
+
+void futex_counters_json(struct jw *w)
+{
+	__u64 *vals;
+
+	if (!fskel)
+		return;
+	vals = calloc(nc, sizeof(*vals));
+	for (__u32 i = 0; vals && i < FCNT__MAX; i++) {
+		__u64 sum = i == FCNT_WAITS ? open_at_stop : 0;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(fskel->maps.futex_counters), &i, vals) == 0)
+			for (int c = 0; c < nc; c++)
+				sum += vals[c];
+		jw_ku64(w, fcounter_names[i], sum);
+	}
+	free(vals);
+}
+
+void futex_destroy(void)
+{
+	futex_bpf__destroy(fskel);
+	fskel = NULL;
+	free(entries);
+	entries = NULL;
+	for (int i = 0; i < nprocs; i++)
+		free(procs[i].text);
+	nprocs = 0;
+}
+
+bool futex_attached(void)
+{
+	return fskel != NULL;
+}
+
+void futex_programs_json(struct jw *w)
+{
+	struct bpf_program *prog;
+
+	if (!fskel)
+		return;
+	bpf_object__for_each_program(prog, fskel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		jw_obj(w);
+		jw_kstr(w, "name", bpf_program__name(prog));
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+			jw_ku64(w, "recursion_misses", info.recursion_misses);
+		jw_obj_end(w);
+	}
+}
+
+void futex_map_use_json(struct jw *w)
+{
+	if (!fskel)
+		return;
+	jw_key(w, "futex_stats");
+	jw_obj(w);
+	jw_ku64(w, "entries", nentries);
+	jw_ku64(w, "max_entries", bpf_map__max_entries(fskel->maps.futex_stats));
+	jw_obj_end(w);
+}

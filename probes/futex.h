@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef LOCKSCOPE_FUTEX_H
+#define LOCKSCOPE_FUTEX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct jw;
+
+/* load and attach futex.bpf.c, sharing the tgid filter map; 0 or -errno
+ * (then futex_json reports the probe as unavailable with the reason) */
+int futex_load(bool system_wide, int tracked_fd, int ncpus);
+void futex_start(void);
+/* stop counting; waits still open count up to t_stop */
+void futex_stop(uint64_t t_stop);
+/* read /proc/PID/maps of the processes seen waiting (periodically and at
+ * stop, while they are alive) */
+void futex_snapshot_maps(void);
+/* "futex", "user_stacks", "user_maps", "futex_probe" keys of the data event */
+void futex_json(struct jw *w);
+/* futex_* counters, inside the "counters" object */
+void futex_counters_json(struct jw *w);
+/* "futex_programs": recursion misses */
+/* entries of the "programs" array (recursion misses) and the "maps" object */
+void futex_programs_json(struct jw *w);
+void futex_map_use_json(struct jw *w);
+bool futex_attached(void);
+void futex_destroy(void);
+
+#endif
