@@ -147,6 +147,11 @@ def _common_run_args(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--system-wide", action="store_true",
                    help="count the lock waits of every task on the machine, not only the workload's")
     p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")
+    p.add_argument("--device", default=None, metavar="PATH",
+                   help="make the disk file systems on this block device instead of a RAM-backed loop image; "
+                        "it is FORMATTED at every point (needs --yes-format-device with the same path)")
+    p.add_argument("--yes-format-device", default=None, metavar="PATH",
+                   help="confirm that --device PATH may be formatted: repeat its path")
     p.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
                    help="a parameter of the built-in workload (repeatable; see `lockscope list`)")
     p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
@@ -289,6 +294,7 @@ def cmd_run(args, command: list[str] | None) -> int:
         fs = args.fs or NO_FS
         if fs != NO_FS:
             scratch.check_setup(fs)
+        device = _device(args, [fs])
         spec = PointSpec(workload=name, fs=fs, workers=workers, duration=duration, warmup=0.0, command=command,
                          throughput_regex=args.throughput_regex, probe=not args.no_probe,
                          scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
@@ -302,10 +308,12 @@ def cmd_run(args, command: list[str] | None) -> int:
             scratch.check_setup(fs)
         else:
             fs = NO_FS
+        device = _device(args, [fs])
         spec = PointSpec(workload=args.workload, fs=fs, workers=workers, duration=duration, warmup=args.warmup,
                          probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
                          system_wide=args.system_wide, params=workloads.check_params(args.workload, params),
                          interval=args.interval, latency=not args.no_latency)
+    spec.device = device
     _require_run_environment(spec.probe)
     out = args.out or _default_out(spec.id)
     rec = run_point(spec)
@@ -405,15 +413,15 @@ def cmd_sweep(args, command: list[str] | None) -> int:
             checked = workloads.check_params(w, params)
         params = checked
         fss = [f for f in (args.fs or ",".join(DEFAULT_FS)).split(",") if f]
-    for fs in fss:
-        if fs != "none":
-            scratch.check_setup(fs)
+    fss, unavailable = _available_fs(fss)
+    device = _device(args, fss)
     spec = SweepSpec(workloads=names, fs=fss, workers=workers, duration=duration,
                      warmup=0.0 if command else args.warmup, command=command,
                      throughput_regex=args.throughput_regex, probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=_cpus(args.cpus), sample_hz=args.sample_hz,
                      system_wide=args.system_wide, params=params, interval=args.interval,
                      latency=not args.no_latency)
+    spec.device, spec.unavailable_fs = device, unavailable
     _require_run_environment(spec.probe)
     out = args.out or _default_out("sweep")
     outcome = run_sweep(spec, out)
@@ -421,7 +429,47 @@ def cmd_sweep(args, command: list[str] | None) -> int:
           f"{len(outcome.failed)} failed; results in {out}\nnext: lockscope report {out}")
     for pid, msg in outcome.failed.items():
         print(f"failed: {pid}: {msg}", file=sys.stderr)
+    for fs, why in spec.unavailable_fs.items():
+        print(f"skipped: file system {fs}: {why}", file=sys.stderr)
     return 1 if outcome.failed else 0
+
+
+def _available_fs(fss: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The sweep's setups that exist here, and those skipped with the reason
+    (an unknown name is bad input; a known one missing here is skipped)."""
+    keep, skipped = [], {}
+    for fs in fss:
+        if fs == "none":
+            keep.append(fs)
+            continue
+        if fs not in scratch.FS_SETUPS:
+            scratch.check_setup(fs)       # raises the usage error
+        ok, why = scratch.availability(fs)
+        if ok:
+            keep.append(fs)
+        else:
+            skipped[fs] = why
+            print(f"lockscope: warning: skipping file system '{fs}': {why}", file=sys.stderr)
+    if not keep:
+        raise EnvironmentProblem(f"none of the file systems asked for is available here "
+                                 f"({'; '.join(f'{k}: {v}' for k, v in skipped.items())})",
+                                 "run `lockscope doctor`, or choose others (see `lockscope list`)")
+    return keep, skipped
+
+
+def _device(args, fss: list[str]) -> str | None:
+    """--device, checked (refusals are usage errors), for disk setups only."""
+    from lockscope.device import check_device
+
+    device = check_device(args.device, args.yes_format_device)
+    if device:
+        bad = [f for f in fss if f not in scratch.FS_SETUPS or not scratch.FS_SETUPS[f].needs_device]
+        if bad:
+            raise UsageError(f"--device is for disk file systems; {', '.join(bad)} "
+                             f"{'uses' if len(bad) == 1 else 'use'} none",
+                             "choose --fs among " + ", ".join(n for n, s in scratch.FS_SETUPS.items()
+                                                                if s.needs_device))
+    return device
 
 
 def cmd_analyze(args) -> int:
@@ -556,7 +604,7 @@ def cmd_list(args) -> int:
             print(f"         up to {w['max_workers']} workers without --force (they mostly sleep in I/O)")
     print("\nfile systems (--fs):")
     for name, (ok, why) in fss.items():
-        print(f"  {name:<6} {scratch.FS_SETUPS[name].description}" + ("" if ok else f"  [unavailable: {why}]"))
+        print(f"  {name:<14} {scratch.FS_SETUPS[name].description}" + ("" if ok else f"  [unavailable: {why}]"))
     return 0
 
 

@@ -108,9 +108,13 @@ def diagnose(scratch_root: Path = scratch.DEFAULT_SCRATCH) -> dict:
     checks.append(_check("hardware counters (cycles, instructions)", hw_ok,
                          hw_why + ("" if hw_ok else "; CPI is reported as unavailable")))
     fss = []
-    for name in scratch.FS_SETUPS:
-        ok, why = scratch.availability(name)
-        fss.append({"name": name, "ok": ok, "detail": why})
+    for name, setup in scratch.FS_SETUPS.items():
+        k_ok, k_why = scratch.kernel_support(setup.fstype)
+        t_ok, t_why = scratch.tool_support(name)
+        tool = setup.mkfs[0] if setup.mkfs else "tools"
+        fss.append({"name": name, "ok": k_ok and t_ok, "kernel": k_ok, "tool": t_ok,
+                    "detail": f"kernel: {'yes, ' + k_why if k_ok else k_why}; "
+                              f"{tool}: {t_why if setup.mkfs else 'none needed'}"})
     left = scratch.leftovers(scratch_root)
     left["bpf_programs"] = _own_bpf_programs()
     left["processes"] = _own_processes()

@@ -50,6 +50,7 @@ class PointSpec:
     params: dict = field(default_factory=dict)   # built-in workloads: --param KEY=VALUE
     interval: float = 0.0              # time series every this many seconds (0: none)
     latency: bool = True               # time every operation (histograms)
+    device: str | None = None          # a checked block device for disk setups (--device)
 
     @property
     def id(self) -> str:
@@ -156,7 +157,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         fs = None
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
-            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
+            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
@@ -239,7 +240,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         fs = None
         if spec.fs != NO_FS:
             progress(f"preparing {spec.fs}")
-            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root))
+            fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
         argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None

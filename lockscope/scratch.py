@@ -1,8 +1,18 @@
 """Fresh file systems for each measured point, under lockscope's own scratch
 directory: tmpfs directly, disk file systems on a loop device over an image
 file kept in RAM (a tmpfs of its own, like FxMark's ramdisk but sized to
-need). Everything created is released in reverse order on every exit path;
+need), or on a block device the user names and confirms (`--device`).
+Each point gets a new image, a fresh mkfs, a noatime mount and dropped caches.
+Everything created is released in reverse order on every exit path;
 `doctor` finds what a killed run left behind.
+
+Image size (`image_size_bytes`): 16 GiB or 40% of RAM, whichever is smaller,
+never below 1 GiB (xfs needs 300 MiB, btrfs about 120 MiB, f2fs about 40 MiB).
+The image is a sparse file on tmpfs, so only what the file system writes uses
+RAM; the size only caps it. ext4 gets one inode per 2 KiB (4.7 M at 9 GiB), so
+MWUL/MWUM can pre-create about two million files per worker on two workers;
+xfs and btrfs allocate inodes dynamically; an empty file costs btrfs about
+0.7 KiB of (duplicated) metadata, i.e. 4 M files in under 3 GiB.
 """
 from __future__ import annotations
 
@@ -28,25 +38,61 @@ class FsSetup:
     name: str
     description: str
     fstype: str                       # kernel file system type
-    mkfs: tuple[str, ...] = ()        # mkfs command (device appended); empty: no device
+    mkfs: tuple[str, ...] = ()        # mkfs command (device appended); empty: no device.
+                                      # "{inodes}" becomes the inode count for the image size
     mount_options: str = "noatime"
+    journal: str = ""                 # journal mode, for the record
 
     @property
     def needs_device(self) -> bool:
         return bool(self.mkfs)
 
+    def mkfs_command(self, size_bytes: int) -> list[str]:
+        return [a.replace("{inodes}", str(max(65536, size_bytes // BYTES_PER_INODE))) for a in self.mkfs]
+
+
+BYTES_PER_INODE = 2048                # ext4: one inode per 2 KiB of image
+# ext4: enough inodes for create-heavy workloads; inode tables and journal
+# initialised lazily (the image is a fresh sparse file, so they read as
+# zeros) and no background init thread; no discard of the fresh image
+_EXT4 = ("mkfs.ext4", "-q", "-F", "-N", "{inodes}", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard")
 
 FS_SETUPS: dict[str, FsSetup] = {s.name: s for s in [
-    FsSetup("tmpfs", "tmpfs in RAM, mounted noatime", "tmpfs"),
-    # ext4 with its default ordered journaling; enough inodes for create-heavy
-    # workloads; inode tables and journal initialised lazily (the image is a
-    # fresh sparse file, so they read as zeros) and no background init thread
+    FsSetup("tmpfs", "tmpfs in RAM, mounted noatime", "tmpfs", journal="none (in memory)"),
     FsSetup("ext4", "ext4 (ordered journaling) on a loop device over a RAM-backed image, noatime",
-            "ext4",
-            ("mkfs.ext4", "-q", "-F", "-N", "4000000",
-             "-E", "lazy_itable_init=1,lazy_journal_init=1"),
-            "noatime,noinit_itable"),
+            "ext4", _EXT4, "noatime,noinit_itable", journal="ordered (jbd2, data=ordered)"),
+    FsSetup("ext4-nojournal", "ext4 without a journal (mkfs -O ^has_journal) on a RAM-backed loop image, noatime",
+            "ext4", _EXT4[:3] + ("-O", "^has_journal") + _EXT4[3:], "noatime,noinit_itable",
+            journal="none (^has_journal)"),
+    FsSetup("xfs", "xfs (default mkfs: internal log) on a RAM-backed loop image, noatime",
+            "xfs", ("mkfs.xfs", "-q", "-f", "-K"), "noatime",
+            journal="metadata log (internal, delayed logging)"),
+    FsSetup("btrfs", "btrfs (default mkfs: DUP metadata) on a RAM-backed loop image, noatime",
+            "btrfs", ("mkfs.btrfs", "-q", "-f", "-K"), "noatime",
+            journal="none: copy-on-write, log tree for fsync"),
+    FsSetup("f2fs", "f2fs (default mkfs) on a RAM-backed loop image, noatime",
+            "f2fs", ("mkfs.f2fs", "-q", "-f"), "noatime",
+            journal="none: log-structured, checkpoints and roll-forward for fsync"),
 ]}
+
+GIB = 1 << 30
+MAX_IMAGE = 16 * GIB
+MIN_IMAGE = 1 * GIB
+
+
+def image_size_bytes() -> int:
+    """Size of the RAM-backed image: 40% of RAM up to 16 GiB, at least 1 GiB,
+    in whole GiB (see the module docstring)."""
+    total = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    size = min(MAX_IMAGE, int(total * 0.4)) if total else 8 * GIB
+    return max(MIN_IMAGE, size // GIB * GIB)
 
 _counter = itertools.count()
 
@@ -61,6 +107,12 @@ class MountedFs:
     dev: str = ""                      # major:minor of the mounted file system
     kernel_dev: int = 0                # the same as the kernel's sb->s_dev
     warnings: list[str] = field(default_factory=list)
+    mkfs: list[str] = field(default_factory=list)   # the mkfs command run (device last)
+    image_size: int | None = None      # bytes of the RAM-backed image
+    user_device: bool = False          # a block device the user gave (--device)
+    mkfs_s: float = 0.0                # seconds to make the image/device ready and format it
+    mount_s: float = 0.0               # seconds to mount and drop caches
+    kernel_options: str = ""           # the mount options as the kernel reports them
 
     def describe(self) -> dict:
         return {
@@ -73,18 +125,63 @@ class MountedFs:
             "image": str(self.image) if self.image else None,
             "dev": self.dev,
             "kernel_dev": self.kernel_dev,
+            "mkfs": self.mkfs,
+            "mkfs_options": self.mkfs[1:-1],
+            "image_size_bytes": self.image_size,
+            "user_device": self.user_device,
+            "journal": self.setup.journal,
+            "kernel_mount_options": self.kernel_options,
+            "mkfs_s": round(self.mkfs_s, 4),
+            "mount_s": round(self.mount_s, 4),
         }
 
 
-def _kernel_fs_known(fstype: str) -> bool:
+def _proc_filesystems() -> set[str]:
     try:
-        if any(line.split()[-1] == fstype for line in Path("/proc/filesystems").read_text().splitlines()):
-            return True
+        return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines() if line.split()}
     except OSError:
-        return False
-    # not loaded yet: a module the kernel can load on mount
-    moddir = Path("/lib/modules") / os.uname().release / "kernel" / "fs" / fstype
-    return moddir.is_dir()
+        return set()
+
+
+def kernel_support(fstype: str, load: bool = True) -> tuple[bool, str]:
+    """Whether the running kernel has `fstype`: in /proc/filesystems, or after
+    loading its module (`modprobe -q`, as root; `load=False` only looks)."""
+    if fstype in _proc_filesystems():
+        return True, "in /proc/filesystems"
+    modprobe = shutil.which("modprobe") or next(
+        (p for p in ("/usr/sbin/modprobe", "/sbin/modprobe") if os.access(p, os.X_OK)), None)
+    if not modprobe:
+        how = "modprobe is not installed (apt-get install kmod)"
+    elif not load or os.geteuid() != 0:
+        how = "its module was not loaded (needs root)" if load else "its module was not tried"
+    else:
+        p = subprocess.run([modprobe, "-q", fstype], capture_output=True, text=True)
+        if fstype in _proc_filesystems():
+            return True, "module loaded (modprobe)"
+        how = f"`modprobe {fstype}` failed" + (f": {p.stderr.strip()}" if p.stderr.strip() else
+                                              f" (exit {p.returncode}: no such module)")
+    return False, f"the kernel has no {fstype}: not in /proc/filesystems, and {how}"
+
+
+def find_tool(tool: str) -> str | None:
+    """The path of an mkfs tool, also in the sbin directories a non-root PATH lacks."""
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
+
+
+def tool_support(name: str) -> tuple[bool, str]:
+    """Whether the tools setup `name` needs are installed."""
+    setup = FS_SETUPS[name]
+    if not setup.needs_device:
+        return True, "no tool needed"
+    tool = setup.mkfs[0]
+    path = find_tool(tool)
+    if not path:
+        return False, f"{tool} is not installed (apt-get install {_PACKAGES.get(tool, tool)})"
+    if not find_tool("losetup"):
+        return False, "losetup is not installed (apt-get install mount)"
+    if not Path("/dev/loop-control").exists():
+        return False, "no loop device support (/dev/loop-control missing; modprobe loop)"
+    return True, path
 
 
 def availability(name: str) -> tuple[bool, str]:
@@ -92,20 +189,17 @@ def availability(name: str) -> tuple[bool, str]:
     setup = FS_SETUPS.get(name)
     if setup is None:
         return False, f"unknown file-system setup '{name}'"
-    if not _kernel_fs_known(setup.fstype):
-        return False, f"the kernel has no {setup.fstype} support (not in /proc/filesystems, no module)"
-    if setup.needs_device:
-        tool = setup.mkfs[0]
-        if not shutil.which(tool):
-            return False, f"{tool} is not installed (apt-get install {_PACKAGES.get(tool, tool)})"
-        if not shutil.which("losetup"):
-            return False, "losetup is not installed (apt-get install mount)"
-        if not Path("/dev/loop-control").exists():
-            return False, "no loop device support (/dev/loop-control missing; modprobe loop)"
+    ok, why = kernel_support(setup.fstype)
+    if not ok:
+        return False, why
+    ok, why = tool_support(name)
+    if not ok:
+        return False, why
     return True, "available"
 
 
-_PACKAGES = {"mkfs.ext4": "e2fsprogs", "mkfs.xfs": "xfsprogs", "mkfs.btrfs": "btrfs-progs"}
+_PACKAGES = {"mkfs.ext4": "e2fsprogs", "mkfs.xfs": "xfsprogs", "mkfs.btrfs": "btrfs-progs",
+             "mkfs.f2fs": "f2fs-tools"}
 
 
 def check_setup(name: str) -> FsSetup:
@@ -114,7 +208,8 @@ def check_setup(name: str) -> FsSetup:
                          f"choose from: {', '.join(FS_SETUPS)} (see `lockscope list`)")
     ok, why = availability(name)
     if not ok:
-        raise EnvironmentProblem(f"file system '{name}' is not available here: {why}")
+        raise EnvironmentProblem(f"file system '{name}' is not available here: {why}",
+                                 "see `lockscope doctor`, or choose another --fs (see `lockscope list`)")
     return FS_SETUPS[name]
 
 
@@ -125,8 +220,25 @@ def _run(cmd: list[str], what: str) -> str:
     return p.stdout.strip()
 
 
-def drop_caches() -> None:
-    os.sync()
+def _syncfs(path: Path) -> None:
+    import ctypes
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def drop_caches(path: Path | None = None) -> None:
+    """Write back and drop the page, dentry and inode caches. With `path`,
+    only that file system (and its block device) is written back first, so
+    a point never waits for the writeback of other file systems on the
+    machine; the clean caches are dropped everywhere."""
+    if path is not None:
+        _syncfs(path)
+    else:
+        os.sync()
     try:
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
     except OSError as e:
@@ -161,6 +273,17 @@ def mounts_by_dev() -> dict[int, str]:
     return table
 
 
+def mount_options_of(path: Path) -> str:
+    """The options the kernel reports for the mount at `path` ('' if none)."""
+    target = str(Path(path).resolve())
+    found = ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[1].encode().decode("unicode_escape") == target:
+            found = parts[3]           # the last one is the one on top
+    return found
+
+
 def mounts() -> list[tuple[str, str, str]]:
     """(source, mountpoint, fstype) of every mount, octal escapes decoded."""
     out = []
@@ -173,11 +296,15 @@ def mounts() -> list[tuple[str, str, str]]:
 
 
 @contextlib.contextmanager
-def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH,
-            image_size_gib: int = 8) -> Iterator[MountedFs]:
-    """Create, format and mount a fresh `name` file system; release it all
-    on exit, however the block is left."""
+def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int | None = None,
+            device: str | None = None, image_size: int | None = None) -> Iterator[MountedFs]:
+    """Create, format and mount a fresh `name` file system (on a new
+    RAM-backed loop image, or on `device`, which the caller has checked with
+    lockscope.device.check_device); release it all on exit, however the block
+    is left."""
     setup = check_setup(name)
+    if device and not setup.needs_device:
+        raise UsageError(f"--device: {name} needs no block device", "drop --device, or choose a disk file system")
     scratch_root = Path(scratch_root)
     with contextlib.ExitStack() as stack:
         scratch_root.mkdir(parents=True, exist_ok=True)
@@ -187,22 +314,31 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH,
         mnt = point / "mnt"
         mnt.mkdir()
         fs = MountedFs(setup=setup, mountpoint=mnt, point_dir=point)
+        t0 = time.monotonic()
         if not setup.needs_device:
             _run(["mount", "-t", "tmpfs", "-o", f"{setup.mount_options},mode=0755",
                   MOUNT_SOURCE, str(mnt)], "mounting tmpfs")
             stack.callback(unmount, mnt, fs.warnings)
+            t1 = t0
         else:
-            ram = point / "ram"
-            ram.mkdir()
-            _run(["mount", "-t", "tmpfs", "-o", f"size={image_size_gib + 1}g,mode=0700",
-                  MOUNT_SOURCE, str(ram)], "mounting the RAM disk for the image")
-            stack.callback(unmount, ram, fs.warnings)
-            fs.image = ram / IMAGE_NAME
-            with open(fs.image, "wb") as f:
-                f.truncate(image_size_gib << 30)
-            fs.device = _run(["losetup", "--find", "--show", str(fs.image)], "attaching a loop device")
-            stack.callback(_detach_loop, fs.device)
-            _run(list(setup.mkfs) + [fs.device], f"formatting {setup.fstype}")
+            if device:
+                fs.device, fs.user_device = device, True
+                size = _block_size(device)
+            else:
+                size = fs.image_size = image_size or (image_size_gib * GIB if image_size_gib else image_size_bytes())
+                ram = point / "ram"
+                ram.mkdir()
+                _run(["mount", "-t", "tmpfs", "-o", f"size={size + GIB},mode=0700",
+                      MOUNT_SOURCE, str(ram)], "mounting the RAM disk for the image")
+                stack.callback(unmount, ram, fs.warnings)
+                fs.image = ram / IMAGE_NAME
+                with open(fs.image, "wb") as f:
+                    f.truncate(size)
+                fs.device = _run(["losetup", "--find", "--show", str(fs.image)], "attaching a loop device")
+                stack.callback(_detach_loop, fs.device)
+            fs.mkfs = setup.mkfs_command(size) + [fs.device]
+            _run([find_tool(fs.mkfs[0]) or fs.mkfs[0]] + fs.mkfs[1:], f"formatting {setup.fstype}")
+            t1 = time.monotonic()
             _run(["mount", "-t", setup.fstype, "-o", setup.mount_options, fs.device, str(mnt)],
                  f"mounting {setup.fstype}")
             stack.callback(unmount, mnt, fs.warnings)
@@ -210,8 +346,15 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH,
         major, minor = os.major(st.st_dev), os.minor(st.st_dev)
         fs.dev = f"{major}:{minor}"
         fs.kernel_dev = (major << 20) | minor
-        drop_caches()
+        fs.kernel_options = mount_options_of(mnt)
+        drop_caches(mnt)
+        fs.mkfs_s, fs.mount_s = t1 - t0, time.monotonic() - t1
         yield fs
+
+
+def _block_size(device: str) -> int:
+    with open(device, "rb") as f:
+        return f.seek(0, os.SEEK_END)
 
 
 def _detach_loop(device: str) -> None:

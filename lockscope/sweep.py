@@ -38,6 +38,8 @@ class SweepSpec:
     params: dict = field(default_factory=dict)
     interval: float = 0.0
     latency: bool = True
+    device: str | None = None          # --device: a checked block device for the disk setups
+    unavailable_fs: dict[str, str] = field(default_factory=dict)   # setups skipped here -> why
 
     def points(self) -> list[PointSpec]:
         out = []
@@ -51,7 +53,8 @@ class SweepSpec:
                                          throughput_regex=self.throughput_regex, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
                                          sample_hz=self.sample_hz, system_wide=self.system_wide,
-                                         params=self.params, interval=self.interval, latency=self.latency))
+                                         params=self.params, interval=self.interval, latency=self.latency,
+                                         device=self.device))
         return out
 
 
@@ -61,7 +64,7 @@ def record_path(out: Path, point_id: str) -> Path:
 
 # parameters that change what a point measures: they must match to resume
 MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide",
-                  "params", "interval", "latency")
+                  "params", "interval", "latency", "device")
 # parameters that choose the points: a rerun may add to them
 POINT_PARAMS = ("workloads", "fs", "workers")
 
@@ -107,6 +110,9 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
         | {k: sorted(set(old.get(k, [])) | set(getattr(spec, k))) for k in POINT_PARAMS},
         "points": known + [i for i in ids if i not in known],
         "failures": {},
+        # setups asked for but not available on this machine, with the reason
+        "skipped_fs": {k: v for k, v in {**manifest.get("skipped_fs", {}), **spec.unavailable_fs}.items()
+                       if k not in spec.fs},
     }
     record.atomic_write_json(manifest_path, manifest)
 
