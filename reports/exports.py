@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 

@@ -3,7 +3,6 @@ ext4, the per-operation latency histograms, the time series and --param."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
