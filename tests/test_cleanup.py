@@ -34,6 +34,11 @@ def assert_released(scratch_root):
     while our_processes() and time.time() < deadline:   # PDEATHSIG'd children may take a moment
         time.sleep(0.1)
     assert our_processes() == []
+    # programs attached to the syscall tracepoints (the futex probe) are freed
+    # after an RCU tasks-trace grace period, which can take seconds: wait for it
+    deadline = time.time() + 30
+    while [p for p in bpftool_progs() if p.startswith("lksc_")] and time.time() < deadline:
+        time.sleep(0.2)
     assert not [p for p in bpftool_progs() if p.startswith("lksc_")]
     left = sc.leftovers(scratch_root)
     assert left == {"mounts": [], "loop_devices": [], "directories": []}, left
