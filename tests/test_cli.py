@@ -26,7 +26,7 @@ def run_bad(tmp_path, *args, code=2):
 def test_unknown_workload_lists_the_valid_ones(tmp_path):
     err = run_bad(tmp_path, "run", "MWXX", "--workers", "2", "--duration", "1")
     assert "lockscope: error: unknown workload 'MWXX'" in err
-    assert "fix: choose from: DWOL, DWOM" in err and "MWRM" in err and "-- CMD ARGS" in err
+    assert "fix: choose from: DRBL, DRBM, DRBH, DWOL, DWOM" in err and "MWRM" in err and "-- CMD ARGS" in err
 
 
 def test_wrong_case_workload_suggests_the_right_one(tmp_path):
