@@ -184,3 +184,49 @@ def test_refused_o_direct_is_an_error_event(tmp_path):
     err = json.loads(p.stdout.splitlines()[-1])
     assert err["event"] == "error" and err["op"] == "open" and err["errno"] == 22
     assert "O_DIRECT" in err["message"] and "O_DIRECT" in p.stderr
+
+
+def _opens_during_run(workload, directory, params):
+    """Run a lookup workload under --control and count the IN_OPEN events of
+    its target file (inotify, watched between set-up and the run; inotify
+    merges identical events that follow each other unread, so this tells
+    none from some, not how many)."""
+    import ctypes
+    import select
+    libc = ctypes.CDLL(None, use_errno=True)
+    directory.mkdir()
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert fd >= 0
+    p = subprocess.Popen([driver(), "run", "--workload", workload, "--workers", "1", "--duration", "0.3",
+                          "--warmup", "0.1", "--dir", str(directory), "--control", *params],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(p.stdout.readline())
+        assert ready["event"] == "ready", ready
+        target = next(w for w in ready["watch_paths"] if w.endswith("/file"))
+        assert libc.inotify_add_watch(fd, target.encode(), 0x20) >= 0      # IN_OPEN
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        while json.loads(p.stdout.readline())["event"] != "measure_end":
+            pass
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        result = json.loads(p.stdout.readline())
+        assert p.wait(timeout=30) == 0, p.stderr.read()
+        opens = 0
+        while select.select([fd], [], [], 0)[0]:
+            opens += len(os.read(fd, 65536)) // 16                          # struct inotify_event, no name
+        return result, opens
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(fd)
+
+
+def test_mrp_stat_param_stats_instead_of_opening(d, fs):
+    """MRP* open+close by default (the paper's operation); --param stat=1
+    stats the file instead, as FxMark's code does: no open at all."""
+    r, opens = _opens_during_run("MRPL", d / "open", [])
+    assert r["ops"] > 0 and r["params"] == {"stat": 0} and opens >= 1   # inotify merges repeated events
+    r, opens = _opens_during_run("MRPL", d / "stat", ["--param", "stat=1"])
+    assert r["ops"] > 0 and r["params"] == {"stat": 1} and opens == 0

@@ -106,8 +106,8 @@ const struct workload ls_catalog[] = {
     },
     {
         .name = "MRPL",
-        .operation = "open(O_RDONLY) + close of a private file five "
-                     "levels deep",
+        .operation = "open(O_RDONLY) + close (param stat=1: stat) of a "
+                     "private file five levels deep",
         .sharing = "none",
         .component = "path lookup (private path)",
         .model = LS_MODEL_PROCESS,
@@ -115,10 +115,12 @@ const struct workload ls_catalog[] = {
         .worker_setup = fs_mrpl_setup,
         .worker_run = fs_lookup_run,
         .watch_paths = fs_mrpl_watch,
+        .params = fs_lookup_params,
     },
     {
         .name = "MRPM",
-        .operation = "open(O_RDONLY) + close of a pseudo-randomly chosen "
+        .operation = "open(O_RDONLY) + close (param stat=1: stat) of a "
+                     "pseudo-randomly chosen "
                      "file five levels deep in one shared 8-ary tree "
                      "(32,768 files)",
         .sharing = "tree",
@@ -129,11 +131,12 @@ const struct workload ls_catalog[] = {
         .worker_setup = fx_mrpm_setup,
         .worker_run = fx_mrpm_run,
         .watch_paths = fx_mrpm_watch,
+        .params = fs_lookup_params,
     },
     {
         .name = "MRPH",
-        .operation = "open(O_RDONLY) + close of one shared file five "
-                     "levels deep",
+        .operation = "open(O_RDONLY) + close (param stat=1: stat) of one "
+                     "shared file five levels deep",
         .sharing = "same file",
         .component = "path lookup (same dentries)",
         .model = LS_MODEL_PROCESS,
@@ -142,6 +145,7 @@ const struct workload ls_catalog[] = {
         .worker_setup = fs_mrph_setup,
         .worker_run = fs_lookup_run,
         .watch_paths = fs_mrph_watch,
+        .params = fs_lookup_params,
     },
     {
         .name = "MRDL",

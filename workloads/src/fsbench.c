@@ -518,16 +518,34 @@ void fs_mrph_setup(struct ls_ctx *c)
     spath(c, c->pa, "/" MRP_SUBPATH "/file");
 }
 
+const struct ls_param fs_lookup_params[] = {
+    { "stat", 0, 0, 1, "1: stat(2) the file, as FxMark's code does; 0: open+close it, "
+                       "as the FxMark paper describes" },
+    { NULL, 0, 0, 0, NULL },
+};
+
+/* One lookup op of MRP*: open+close (param stat=0) or stat (stat=1). */
+void fs_lookup_op(struct ls_ctx *c, const char *path)
+{
+    if (c->param[0]) {
+        struct stat st;
+        if (stat(path, &st) != 0)
+            ls_fail(c, "stat", path, NULL, errno, NULL);
+        return;
+    }
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        ls_fail(c, "open", path, NULL, errno, NULL);
+    if (close(fd) != 0)
+        ls_fail(c, "close", path, NULL, errno, NULL);
+}
+
 void fs_lookup_run(struct ls_ctx *c)
 {
     uint64_t n = 0;
 
     while (!ls_stopped(c)) {
-        int fd = open(c->pa, O_RDONLY);
-        if (fd < 0)
-            ls_fail(c, "open", c->pa, NULL, errno, NULL);
-        if (close(fd) != 0)
-            ls_fail(c, "close", c->pa, NULL, errno, NULL);
+        fs_lookup_op(c, c->pa);
         ls_count(c, ++n);
     }
 }

@@ -567,11 +567,7 @@ void fx_mrpm_run(struct ls_ctx *c)
         digit[4] = (char)('0' + ((v >> 6) & 7));
         digit[6] = (char)('0' + ((v >> 9) & 7));
         digit[9] = (char)('0' + ((v >> 12) & 7));
-        int fd = open(c->pa, O_RDONLY);
-        if (fd < 0)
-            ls_fail(c, "open", c->pa, NULL, errno, NULL);
-        if (close(fd) != 0)
-            ls_fail(c, "close", c->pa, NULL, errno, NULL);
+        fs_lookup_op(c, c->pa);
         ls_count(c, ++n);
     }
 }
