@@ -519,8 +519,8 @@ void fs_mrph_setup(struct ls_ctx *c)
 }
 
 const struct ls_param fs_lookup_params[] = {
-    { "stat", 0, 0, 1, "1: stat(2) the file, as FxMark's code does; 0: open+close it, "
-                       "as the FxMark paper describes" },
+    { "stat", 0, 0, 1, "1: stat(2) the file, as FxMark's code does; 0: open+close it "
+                       "(a lookup plus a file open and release)" },
     { NULL, 0, 0, 0, NULL },
 };
 
