@@ -3,12 +3,16 @@ time that is not a lock wait, in worker-equivalents (wait time over the
 window), and the root cause of a collapse: the wait that grew most across it.
 
 Off-CPU time spent inside a sleeping-lock wait is already part of that lock's
-wait time and is not counted again."""
+wait time and is not counted again; so is the off-CPU time of the futex waits
+that user-space locks are made of."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from lockscope.record import OffCpu, RunRecord
+
+USER_SPACE = "user space"        # Lock.component of the user-space (futex) locks
+FUTEX_WAIT = "futex wait"        # the off-CPU class of sleeps in the futex syscall
 
 WAIT_LABELS = {
     "preempted": "off-CPU: preempted (runnable, waiting for a CPU)",
@@ -48,6 +52,14 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
             continue             # already part of its lock's wait time: counted once, there
         cls = nonlock_class(o)
         by_class[cls] = by_class.get(cls, 0) + o.wait_ns
+    # a user-space lock's wait is its thread's sleep in the futex syscall, which
+    # off-CPU time also has (class "futex wait"): counted once, under the lock;
+    # what is left there (pthread_join, condition variables) stays a non-lock wait
+    user_ns = sum(lk.wait_ns for lk in rec.locks if lk.component == USER_SPACE)
+    if user_ns and FUTEX_WAIT in by_class:
+        by_class[FUTEX_WAIT] = max(0, by_class[FUTEX_WAIT] - user_ns)
+        if not by_class[FUTEX_WAIT]:
+            del by_class[FUTEX_WAIT]
     for cls, ns in by_class.items():
         name = WAIT_LABELS.get(cls, f"off-CPU: {cls}")
         we = ns / window_ns

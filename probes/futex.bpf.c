@@ -4,15 +4,21 @@
  * in the kernel by (tgid, futex address, wait op, user stack): count, total,
  * max.
  *
- * This kernel has no syscalls:sys_enter_futex events (CONFIG_FTRACE_SYSCALLS
- * off), so the raw syscall tracepoints are used (tp_btf sys_enter/sys_exit),
- * filtered to the futex and futex_waitv syscall numbers first. Only ops that
- * can sleep count: FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_LOCK_PI(2),
- * FUTEX_WAIT_REQUEUE_PI, and futex_waitv (keyed by its first futex).
+ * A futex wait is seen where it sleeps, not at the syscall boundary: at
+ * sched_switch, a tracked task going to sleep inside the futex or
+ * futex_waitv syscall (its saved user registers, bpf_task_pt_regs, give the
+ * syscall number and arguments) with a wait op opens a wait keyed by thread
+ * id; switching that thread back in closes it. Hooking the raw sys_enter /
+ * sys_exit tracepoints instead (this kernel has no syscalls:* events) puts
+ * every syscall of every task on the slow path and cost syscall-heavy
+ * workloads up to 10%; sched_switch is already traced for off-CPU time.
+ * Only ops that sleep count: FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_LOCK_PI(2),
+ * FUTEX_WAIT_REQUEUE_PI, and futex_waitv (keyed by its first futex). A futex
+ * syscall that sleeps twice (a spurious wake-up) counts as two waits; one
+ * that finds the value changed and never sleeps is not a wait.
  *
- * A wait is remembered at enter in a hash keyed by thread id (the loader
- * adds the waits still open at stop, up to the stop time) and added up at
- * exit. The user stack (frame pointers) is taken at enter, for the first
+ * The loader adds the waits still open at stop, up to the stop time. The
+ * user stack (frame pointers) is taken at the switch-out, for the first
  * waits of each futex and then one in STACK_EVERY; the others are counted
  * under stack STACK_NOT_SAMPLED and the analyzer spreads them over the
  * futex's sampled stacks.
@@ -117,32 +123,33 @@ static __always_inline long syscall_nr(struct pt_regs *regs)
 #elif defined(__TARGET_ARCH_arm64)
 	return BPF_CORE_READ(regs, syscallno);
 #else
-	return -1;   /* the exit side is matched through futex_open instead */
+	return -1;
 #endif
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(lksc_futex_enter, struct pt_regs *regs, long id)
+/* prev (the current task) goes to sleep: inside a futex wait? */
+static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 now)
 {
 	struct ufutex_open w = {};
-	__u64 pid_tgid;
+	struct pt_regs *regs;
 	__u32 tid, tgid, op;
+	long id;
 
+	tgid = BPF_CORE_READ(prev, tgid);
+	tid = BPF_CORE_READ(prev, pid);
+	if (!tid || (!system_wide && !bpf_map_lookup_elem(&tracked, &tgid)))
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (!regs)
+		return;
+	id = syscall_nr(regs);
 	if (id != nr_futex && id != nr_futex_waitv)
-		return 0;
-	if (!enabled)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tgid = pid_tgid >> 32;
-	tid = (__u32)pid_tgid;
-	if (!system_wide && !bpf_map_lookup_elem(&tracked, &tgid))
-		return 0;
-
+		return;
 	if (id == nr_futex) {
 		op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
 		if (op != FUTEX_WAIT && op != FUTEX_WAIT_BITSET && op != FUTEX_LOCK_PI &&
 		    op != FUTEX_LOCK_PI2 && op != FUTEX_WAIT_REQUEUE_PI)
-			return 0;
+			return;
 		w.uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
 	} else {
 		/* futex_waitv(struct futex_waitv *waiters, ...): the first futex
@@ -164,6 +171,7 @@ int BPF_PROG(lksc_futex_enter, struct pt_regs *regs, long id)
 		else
 			bpf_map_update_elem(&futex_seen, &fid, &one, BPF_ANY);
 		if (n < STACKS_PER_FUTEX || n % STACK_EVERY == 0) {
+			/* sched_switch runs in prev's context: its user stack */
 			w.stack_id = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
 		} else {
 			w.stack_id = STACK_NOT_SAMPLED;
@@ -179,34 +187,24 @@ int BPF_PROG(lksc_futex_enter, struct pt_regs *regs, long id)
 		if (buf && !bpf_probe_read_user(buf, sizeof(*buf), (void *)PT_REGS_SP_CORE(regs)))
 			bpf_map_update_elem(&user_stack_words, &w.stack_id, buf, BPF_NOEXIST);
 	}
-	w.start = bpf_ktime_get_ns();
+	w.start = now;
 	if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_ANY))
 		fcount(FCNT_OPEN_FULL);
-	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(lksc_futex_exit, struct pt_regs *regs, long ret)
+/* next runs again: close its futex wait, if one is open */
+static __always_inline void wait_ends(struct task_struct *next, __u64 now)
 {
 	struct ufutex_open *w;
 	struct wait_stat *s;
 	struct ufutex_key key = {};
-	__u32 tid;
+	__u32 tid = BPF_CORE_READ(next, pid);
 	__u64 delta;
-	long nr;
 
-	/* after stop, open waits stay in futex_open: the loader counts them up
-	 * to the stop time */
-	if (!enabled)
-		return 0;
-	nr = syscall_nr(regs);
-	if (nr != nr_futex && nr != nr_futex_waitv && nr != -1)
-		return 0;
-	tid = (__u32)bpf_get_current_pid_tgid();
 	w = bpf_map_lookup_elem(&futex_open, &tid);
 	if (!w)
-		return 0;
-	delta = bpf_ktime_get_ns() - w->start;
+		return;
+	delta = now - w->start;
 	key.tgid = w->tgid;
 	key.op = w->op;
 	key.uaddr = w->uaddr;
@@ -221,7 +219,7 @@ int BPF_PROG(lksc_futex_exit, struct pt_regs *regs, long ret)
 		s = bpf_map_lookup_elem(&futex_stats, &key);
 		if (!s) {
 			fcount(FCNT_AGG_FULL);
-			return 0;
+			return;
 		}
 	}
 	s->count++;
@@ -229,5 +227,21 @@ int BPF_PROG(lksc_futex_exit, struct pt_regs *regs, long ret)
 	if (delta > s->max_ns)
 		s->max_ns = delta;
 	fcount(FCNT_WAITS);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lksc_futex_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	__u64 now;
+
+	/* after stop, open waits stay in futex_open: the loader counts them up
+	 * to the stop time */
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (!preempt && prev_state)          /* going to sleep, not preempted */
+		wait_begins(ctx, prev, now);
+	wait_ends(next, now);
 	return 0;
 }

@@ -331,7 +331,7 @@ void futex_json(struct jw *w)
 	if (!fskel) {
 		char msg[160];
 
-		snprintf(msg, sizeof(msg), "the futex probe (tp_btf sys_enter/sys_exit) did not load: %s",
+		snprintf(msg, sizeof(msg), "the futex probe (tp_btf sched_switch, bpf_task_pt_regs) did not load: %s",
 			 strerror(load_err < 0 ? -load_err : load_err));
 		jw_kstr(w, "reason", msg);
 	}

@@ -149,3 +149,21 @@ def test_pmutex_names_the_global_mutex(tmp_path, e2e, scratch):
     r = lockscope("report", str(out))
     assert r.returncode == 0, r.stderr
     assert "pmutex_global_lock" in (out / "report" / "PMUTEX-none.html").read_text()
+
+
+def test_a_user_space_lock_wait_is_not_counted_again_as_off_cpu_futex_time():
+    """The threads' sleeps in the futex syscall are the mutex's wait: the
+    attribution counts them once, under the lock (recorded PMUTEX run)."""
+    from conftest import load
+    from lockscope.analyzer import attribution
+    rec = load("pmutex/PMUTEX-none-w2")
+    lock = rec.locks[0]
+    assert lock.component == "user space" and lock.name == "pthread_mutex pmutex_global_lock in lockscope-workload"
+    futex_offcpu = sum(o.wait_ns for o in rec.offcpu if o.wait_class == "futex wait")
+    assert futex_offcpu >= 0.9 * lock.wait_ns          # the same sleeps, seen by sched_switch
+    w = attribution.waits(rec)
+    left = w.get("off-CPU: futex wait")
+    assert left is None or left.wait_ns == futex_offcpu - lock.wait_ns
+    total = sum(x.wait_ns for x in w.values())
+    # without the subtraction the mutex's sleeps would be in the total twice
+    assert total < sum(lk.wait_ns for lk in rec.locks) + sum(o.wait_ns for o in rec.offcpu) - 0.9 * lock.wait_ns

@@ -27,6 +27,8 @@ SWEEPS = {
     # with the per-interval series (time view); tmpfs against ext4 for `compare`
     "series_mwrm": ("MWRM", "tmpfs,ext4", "1,2"),
     "ext4_journal": ("MWCL,MWUL", "ext4", "2"),
+    # a user-space lock: futex waits named by ELF symbol, counted once (not again as off-CPU)
+    "pmutex": ("PMUTEX", "tmpfs", "1,2"),
 }
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
