@@ -115,10 +115,11 @@ def run_fxmark(fxmark: str, name: str, workers: int, duration: int, root: Path) 
 STAT_LOOKUPS = {"MRPL", "MRPM", "MRPH"}
 
 
-def run_lockscope(driver: str, name: str, workers: int, duration: int, root: Path) -> tuple[float, float, bool]:
+def run_lockscope(driver: str, name: str, workers: int, duration: int, root: Path,
+                  no_latency: bool = False) -> tuple[float, float, bool]:
     """ops/s, CPU seconds per op (the set-up's CPU included), and whether a worker ran out of work."""
     cmd = [driver, "run", "--workload", name, "--workers", str(workers), "--duration", str(duration),
-           "--warmup", "0", "--dir", str(root)]
+           "--warmup", "0", "--dir", str(root)] + (["--no-latency"] if no_latency else [])
     if name in STAT_LOOKUPS:       # FxMark's code stats where the paper opens: compare the same operation
         cmd += ["--param", "stat=1"]
     p, cpu = timed(cmd, duration + 600)
@@ -151,6 +152,8 @@ def main() -> int:
                     help="tmpfs inodes of each run (FxMark's MWUL/MWUM pre-create until they run out)")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/lockscope-fxmark-compare"))
     ap.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    ap.add_argument("--no-latency", action="store_true",
+                    help="run lockscope's driver without per-operation latency timing (what timing costs)")
     args = ap.parse_args()
 
     if not args.fxmark:
@@ -205,7 +208,7 @@ def main() -> int:
                                 got[who], got["fx_cpu"] = run_fxmark(args.fxmark, name, n, args.duration, mnt)
                             else:
                                 got[who], got["ls_cpu"], ran_out = run_lockscope(driver, name, n, args.duration,
-                                                                                 mnt)
+                                                                                 mnt, args.no_latency)
                                 if ran_out:
                                     notes.add("lockscope workers ran out of pre-created files")
                 except (RuntimeError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as e:

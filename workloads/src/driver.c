@@ -748,6 +748,8 @@ static void setup_shm(void)
     D.shm->lat_stride = stride;
     D.shm->nops = D.nops;
     D.shm->timing = !D.no_latency;
+    if (D.shm->timing)
+        ls_tsc_calibrate(); /* before the workers fork: they inherit it */
 }
 
 /* Runs in a freshly forked worker before the workload code. */

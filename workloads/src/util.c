@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -185,4 +186,49 @@ void ls_strlist_free(struct ls_strlist *l)
     free(l->v);
     l->v = NULL;
     l->n = l->cap = 0;
+}
+
+/* ------------------------------------------------------ the op clock (shm.h) */
+
+uint64_t ls_tsc_mult; /* 0: ls_clock_ns reads CLOCK_MONOTONIC */
+
+/* Use the TSC for op latencies when the CPU says it is invariant (constant
+ * rate, running in every C-state) and the kernel's own clocksource is the
+ * TSC; calibrate ns per cycle against CLOCK_MONOTONIC over 20 ms. Any doubt:
+ * stay with clock_gettime. */
+void ls_tsc_calibrate(void)
+{
+#if defined(__x86_64__)
+    char line[8192], src[64] = "";
+    bool constant = false, nonstop = false;
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (f) {
+        if (!fgets(src, sizeof(src), f))
+            src[0] = 0;
+        fclose(f);
+    }
+    if (strncmp(src, "tsc", 3) != 0)
+        return;
+    f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "flags", 5) != 0)
+            continue;
+        constant = strstr(line, " constant_tsc") != NULL;
+        nonstop = strstr(line, " nonstop_tsc") != NULL;
+        break;
+    }
+    fclose(f);
+    if (!constant || !nonstop)
+        return;
+    uint64_t t0 = ls_now_ns(), c0 = __builtin_ia32_rdtsc();
+    struct timespec d = { 0, 20000000 };
+    while (nanosleep(&d, &d) != 0 && errno == EINTR)
+        ;
+    uint64_t t1 = ls_now_ns(), c1 = __builtin_ia32_rdtsc();
+    if (c1 <= c0 || t1 <= t0)
+        return;
+    ls_tsc_mult = (uint64_t)(((unsigned __int128)(t1 - t0) << 32) / (c1 - c0));
+#endif
 }
