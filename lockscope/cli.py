@@ -346,7 +346,10 @@ def summarize(rec) -> str:
     if rec.latency:
         lines.append("latency per operation (ops, p50 / p99 / max):")
         for op, lat in rec.latency.items():
-            lines.append(f"  {op:<8} {lat.count:>12,}  {_ns(lat.p50_ns)} / {_ns(lat.p99_ns)} / {_ns(lat.max_ns)}")
+            sampled = (f"  (timed: 1 op in {lat.count / lat.timed:.0f})"
+                       if lat.timed and lat.count > 1.5 * lat.timed else "")
+            lines.append(f"  {op:<8} {lat.count:>12,}  {_ns(lat.p50_ns)} / {_ns(lat.p99_ns)} / {_ns(lat.max_ns)}"
+                         + sampled)
     elif len(rec.op_counts) > 1:
         lines.append("ops per operation: " + ", ".join(f"{k} {v:,}" for k, v in rec.op_counts.items()))
     if rec.timeseries:

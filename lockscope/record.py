@@ -147,7 +147,8 @@ class Latency:
     from log2 histograms: buckets[i] counts operations that took
     [2**i, 2**(i+1)) ns (bucket 0: [0, 2) ns). Percentiles are estimated
     inside their bucket (within a factor of 2), max_ns is exact."""
-    count: int = 0
+    count: int = 0               # ops of this type
+    timed: int = 0               # of which timed (cheap single-operation ops are sampled)
     mean_ns: int = 0
     p50_ns: int = 0
     p99_ns: int = 0

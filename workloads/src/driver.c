@@ -1061,7 +1061,7 @@ static int run(void)
         json_kint(&D.j, D.wl->params[k].name, D.param[k]);
     json_obj_end(&D.j);
     json_kstr(&D.j, "latency_clock",
-              D.no_latency ? NULL : "CLOCK_MONOTONIC");
+              D.no_latency ? NULL : ls_tsc_mult ? "TSC" : "CLOCK_MONOTONIC");
     emit_op_stats(&sn0, &sn1, true, true);
     json_kuint(&D.j, "measure_start_ns", t0);
     json_kuint(&D.j, "measure_end_ns", t1);

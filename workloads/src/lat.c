@@ -144,7 +144,8 @@ void lat_emit(struct json *j, const struct lat_agg *a, bool buckets)
     for (int i = 0; i < LS_LAT_BUCKETS; i++)
         timed += a->b[i];
     json_obj_begin(j);
-    json_kuint(j, "count", timed);
+    json_kuint(j, "count", a->count);     /* ops of this type */
+    json_kuint(j, "timed", timed);        /* of which timed (in the buckets) */
     json_kuint(j, "mean_ns", timed ? a->sum_ns / timed : 0);
     json_kuint(j, "p50_ns", lat_quantile(a, 0.50));
     json_kuint(j, "p99_ns", lat_quantile(a, 0.99));
