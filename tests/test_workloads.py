@@ -104,7 +104,7 @@ def test_mwrm_renames_into_the_shared_dir_and_back(d):
     assert str(d / "share") in ready["watch_paths"]
 
 
-@pytest.mark.parametrize("workload,path", [("MRPL", "w{i}/0/1/2/3/file"), ("MRPH", "share/0/1/2/3/file")],
+@pytest.mark.parametrize("workload,path", [("MRPL", "w{i}/0/1/2/file"), ("MRPH", "share/0/1/2/file")],
                          ids=["MRPL", "MRPH"])
 def test_path_lookups_open_files_five_levels_deep(d, workload, path):
     run(workload, d)

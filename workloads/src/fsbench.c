@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #define IO_UNIT 4096
-#define MRP_SUBPATH "0/1/2/3"
+/* five path components below D, as FxMark's root/<id>/0/0/0/0:
+ * D/w<i>/0/1/2/file (MRPL), D/share/0/1/2/file (MRPH) */
+#define MRP_SUBPATH "0/1/2"
 
 #define MWUL_CALIBRATE_FILES 2000
 #define MWUL_CALIBRATE_ROUNDS 3
@@ -47,7 +49,8 @@ static void make_private_dir(struct ls_ctx *c, const char *suffix)
         ls_fail(c, "mkdir", failed, NULL, errno, NULL);
 }
 
-static int pwrite_full(int fd, const char *buf, size_t len, off_t off)
+/* pwrite all of buf (EINTR retried; a 0-byte write is ENOSPC); 0 or -1 */
+int pwrite_full(int fd, const char *buf, size_t len, off_t off)
 {
     while (len > 0) {
         ssize_t w = pwrite(fd, buf, len, off);

@@ -43,6 +43,7 @@ int fs_mrph_shared(const struct ls_run *r, struct ls_err *e);
 void fs_mrph_setup(struct ls_ctx *c);
 void fs_lookup_run(struct ls_ctx *c);
 void fs_lookup_op(struct ls_ctx *c, const char *path);
+int pwrite_full(int fd, const char *buf, size_t len, off_t off);
 extern const struct ls_param fs_lookup_params[];
 void fs_mrpl_watch(const struct ls_run *r, struct ls_strlist *out);
 void fs_mrph_watch(const struct ls_run *r, struct ls_strlist *out);

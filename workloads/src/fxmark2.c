@@ -63,26 +63,6 @@ static void *fx_alloc(size_t len, int fill)
     return b;
 }
 
-static int fx_pwrite_full(int fd, const char *buf, size_t len, off_t off)
-{
-    while (len > 0) {
-        ssize_t w = pwrite(fd, buf, len, off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = ENOSPC;
-            return -1;
-        }
-        buf += w;
-        len -= (size_t)w;
-        off += w;
-    }
-    return 0;
-}
-
 /* Write [off, off + len) of fd with data (1 MiB writes). *op names a failed
  * call. */
 static int fx_fill(int fd, off_t off, uint64_t len, const char **op)
@@ -96,7 +76,7 @@ static int fx_fill(int fd, off_t off, uint64_t len, const char **op)
     *op = "pwrite";
     while (len > 0) {
         size_t n = len < FILL_CHUNK ? (size_t)len : FILL_CHUNK;
-        if (fx_pwrite_full(fd, chunk, n, off) != 0)
+        if (pwrite_full(fd, chunk, n, off) != 0)
             return -1;
         off += (off_t)n;
         len -= n;
@@ -535,17 +515,20 @@ static int mrpm_tree(char *p, size_t len, size_t at, int level,
 int fx_mrpm_shared(const struct ls_run *r, struct ls_err *e)
 {
     char p[PATH_MAX], failed[PATH_MAX];
-    if (ls_pathf(p, sizeof(p), "%s/share/t", r->dir) != 0)
+    /* the tree is rooted at D itself, as FxMark roots it at its mount
+     * point: every path is five components deep (D/a/b/c/d/fe) */
+    if (ls_pathf(p, sizeof(p), "%s", r->dir) != 0)
         return fx_sh_fail(e, "path", r->dir);
     if (ls_mkdir_p(p, 0755, failed, sizeof(failed)) != 0)
         return fx_sh_fail(e, "mkdir", failed);
     return mrpm_tree(p, sizeof(p), strlen(p), 0, e);
 }
 
-/* c->pa = D/share/t/0/0/0/0/f0; c->num_at = offset of the first digit. */
+/* c->pa = D/0/0/0/0/f0; c->num_at = offset of the first digit. */
 void fx_mrpm_setup(struct ls_ctx *c)
 {
-    fx_spath(c, c->pa, "/t/0/0/0/0/f0");
+    if (ls_pathf(c->pa, sizeof(c->pa), "%s/0/0/0/0/f0", c->dir) != 0)
+        ls_fail(c, "path", c->dir, NULL, ENAMETOOLONG, NULL);
     c->num_at = strlen(c->pa) - 10;
     /* xorshift64 state, distinct per worker, never 0 */
     c->nfiles = 0x9E3779B97F4A7C15ull * (uint64_t)(c->idx + 1);
@@ -572,16 +555,15 @@ void fx_mrpm_run(struct ls_ctx *c)
     }
 }
 
-/* D/share, D/share/t and the first two levels of the tree (73 paths). */
+/* D and the first two levels of the tree (73 paths). */
 void fx_mrpm_watch(const struct ls_run *r, struct ls_strlist *out)
 {
-    ls_strlist_addf(out, "%s/share", r->dir);
-    ls_strlist_addf(out, "%s/share/t", r->dir);
+    ls_strlist_addf(out, "%s", r->dir);
     for (int a = 0; a < MRPM_FANOUT; a++)
-        ls_strlist_addf(out, "%s/share/t/%d", r->dir, a);
+        ls_strlist_addf(out, "%s/%d", r->dir, a);
     for (int a = 0; a < MRPM_FANOUT; a++)
         for (int b = 0; b < MRPM_FANOUT; b++)
-            ls_strlist_addf(out, "%s/share/t/%d/%d", r->dir, a, b);
+            ls_strlist_addf(out, "%s/%d/%d", r->dir, a, b);
 }
 
 /* ------------------------------------------------------------ MRDL / MRDM */
