@@ -133,7 +133,12 @@ class JsonLinesProcess:
                 return ev
             if ev.get("event") == "error":
                 self.on_error(ev)
-            # other events (progress, acknowledgements) are ignored here
+            else:
+                self.on_other(ev)
+
+    def on_other(self, ev: dict) -> None:
+        """An event `expect` was not waiting for (progress, acknowledgements):
+        ignored unless a subclass keeps it."""
 
     def on_error(self, ev: dict) -> None:
         raise LockscopeError(f"{self.what}: {ev.get('message', ev)}")

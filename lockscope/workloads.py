@@ -80,16 +80,10 @@ class WorkloadSession(JsonLinesProcess):
         self.warmup = warmup
         self.workers = workers
 
-    def expect(self, event: str, timeout: float) -> dict:
-        """As JsonLinesProcess.expect, keeping the progress events."""
-        while True:
-            ev = self.read_event(timeout)
-            if ev.get("event") == event:
-                return ev
-            if ev.get("event") == "error":
-                self.on_error(ev)
-            if ev.get("event") == "progress":
-                self.progress.append(ev)
+    def on_other(self, ev: dict) -> None:
+        """Progress events are kept (the time series)."""
+        if ev.get("event") == "progress":
+            self.progress.append(ev)
 
     def start(self, before_exec: Callable[[int], None] | None = None) -> None:
         self._spawn(self.argv, before_exec)

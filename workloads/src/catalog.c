@@ -18,7 +18,7 @@ const struct workload ls_catalog[] = {
         .needs_dir = true,
         .worker_setup = fx_drbl_setup,
         .worker_run = fx_drbl_run,
-        .watch_paths = fx_private_files_watch,
+        .watch_paths = fs_private_file_watch,
     },
     {
         .name = "DRBM",
@@ -30,7 +30,7 @@ const struct workload ls_catalog[] = {
         .shared_setup = fx_drbm_shared,
         .worker_setup = fx_drb_shared_setup,
         .worker_run = fx_drbm_run,
-        .watch_paths = fx_shared_file_watch,
+        .watch_paths = fs_shared_file_watch,
     },
     {
         .name = "DRBH",
@@ -42,7 +42,7 @@ const struct workload ls_catalog[] = {
         .shared_setup = fx_drbh_shared,
         .worker_setup = fx_drb_shared_setup,
         .worker_run = fx_drbl_run,
-        .watch_paths = fx_shared_file_watch,
+        .watch_paths = fs_shared_file_watch,
     },
     {
         .name = "DWOL",
@@ -53,7 +53,7 @@ const struct workload ls_catalog[] = {
         .needs_dir = true,
         .worker_setup = fs_dwol_setup,
         .worker_run = fs_dwol_run,
-        .watch_paths = fs_dwol_watch,
+        .watch_paths = fs_private_file_watch,
     },
     {
         .name = "DWOM",
@@ -65,7 +65,7 @@ const struct workload ls_catalog[] = {
         .shared_setup = fs_dwom_shared,
         .worker_setup = fs_dwom_setup,
         .worker_run = fs_dwom_run,
-        .watch_paths = fs_dwom_watch,
+        .watch_paths = fs_shared_file_watch,
     },
     {
         .name = "DWAL",
@@ -77,7 +77,7 @@ const struct workload ls_catalog[] = {
         .needs_dir = true,
         .worker_setup = fx_dwal_setup,
         .worker_run = fx_dwal_run,
-        .watch_paths = fx_private_files_watch,
+        .watch_paths = fs_private_file_watch,
         .aux_key = "truncations",
     },
     {
@@ -91,7 +91,7 @@ const struct workload ls_catalog[] = {
         .reports_precreated = true,
         .worker_setup = fx_dwtl_setup,
         .worker_run = fx_dwtl_run,
-        .watch_paths = fx_private_files_watch,
+        .watch_paths = fs_private_file_watch,
     },
     {
         .name = "DWSL",
@@ -102,7 +102,7 @@ const struct workload ls_catalog[] = {
         .needs_dir = true,
         .worker_setup = fx_dwsl_setup,
         .worker_run = fx_dwsl_run,
-        .watch_paths = fx_private_files_watch,
+        .watch_paths = fs_private_file_watch,
     },
     {
         .name = "MRPL",
@@ -259,7 +259,7 @@ const struct workload ls_catalog[] = {
         .needs_dir = true,
         .worker_setup = fx_drbl_dio_setup,
         .worker_run = fx_drbl_dio_run,
-        .watch_paths = fx_private_files_watch,
+        .watch_paths = fs_private_file_watch,
     },
     {
         .name = "DRBM_DIO",
@@ -272,7 +272,7 @@ const struct workload ls_catalog[] = {
         .shared_setup = fx_drbm_shared,
         .worker_setup = fx_drb_shared_dio_setup,
         .worker_run = fx_drbm_dio_run,
-        .watch_paths = fx_shared_file_watch,
+        .watch_paths = fs_shared_file_watch,
     },
     {
         .name = "DWOL_DIO",
@@ -283,7 +283,7 @@ const struct workload ls_catalog[] = {
         .needs_dir = true,
         .worker_setup = fx_dwol_dio_setup,
         .worker_run = fx_dwol_dio_run,
-        .watch_paths = fx_private_files_watch,
+        .watch_paths = fs_private_file_watch,
     },
     {
         .name = "DWOM_DIO",
@@ -296,7 +296,7 @@ const struct workload ls_catalog[] = {
         .shared_setup = fx_dwom_dio_shared,
         .worker_setup = fx_dwom_dio_setup,
         .worker_run = fx_dwom_dio_run,
-        .watch_paths = fx_shared_file_watch,
+        .watch_paths = fs_shared_file_watch,
     },
     {
         .name = "syncs",

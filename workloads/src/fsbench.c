@@ -194,7 +194,8 @@ void fs_dwol_run(struct ls_ctx *c)
     }
 }
 
-void fs_dwol_watch(const struct ls_run *r, struct ls_strlist *out)
+/* D/w<i> and D/w<i>/file: every private-file workload (DWOL, DRBL, DWAL, ...) */
+void fs_private_file_watch(const struct ls_run *r, struct ls_strlist *out)
 {
     for (int i = 0; i < r->nworkers; i++) {
         ls_strlist_addf(out, "%s/w%d", r->dir, i);
@@ -243,7 +244,8 @@ void fs_dwom_run(struct ls_ctx *c)
     }
 }
 
-void fs_dwom_watch(const struct ls_run *r, struct ls_strlist *out)
+/* D/share and D/share/file: every shared-file workload (DWOM, DRBM, DRBH, ...) */
+void fs_shared_file_watch(const struct ls_run *r, struct ls_strlist *out)
 {
     ls_strlist_addf(out, "%s/share", r->dir);
     ls_strlist_addf(out, "%s/share/file", r->dir);

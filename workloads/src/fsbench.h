@@ -7,13 +7,13 @@
 /* DWOL: pwrite 4 KiB at offset 0 of a private file. */
 void fs_dwol_setup(struct ls_ctx *c);
 void fs_dwol_run(struct ls_ctx *c);
-void fs_dwol_watch(const struct ls_run *r, struct ls_strlist *out);
+void fs_private_file_watch(const struct ls_run *r, struct ls_strlist *out);
 
 /* DWOM: pwrite 4 KiB at offset i*4096 of one shared file. */
 int fs_dwom_shared(const struct ls_run *r, struct ls_err *e);
 void fs_dwom_setup(struct ls_ctx *c);
 void fs_dwom_run(struct ls_ctx *c);
-void fs_dwom_watch(const struct ls_run *r, struct ls_strlist *out);
+void fs_shared_file_watch(const struct ls_run *r, struct ls_strlist *out);
 
 /* MWCL / MWCM: create empty files in a private / the shared dir. */
 void fs_mwcl_setup(struct ls_ctx *c);

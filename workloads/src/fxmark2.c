@@ -464,20 +464,6 @@ void fx_dwsl_run(struct ls_ctx *c)
     }
 }
 
-void fx_private_files_watch(const struct ls_run *r, struct ls_strlist *out)
-{
-    for (int i = 0; i < r->nworkers; i++) {
-        ls_strlist_addf(out, "%s/w%d", r->dir, i);
-        ls_strlist_addf(out, "%s/w%d/file", r->dir, i);
-    }
-}
-
-void fx_shared_file_watch(const struct ls_run *r, struct ls_strlist *out)
-{
-    ls_strlist_addf(out, "%s/share", r->dir);
-    ls_strlist_addf(out, "%s/share/file", r->dir);
-}
-
 /* ------------------------------------------------------------------- MRPM */
 
 /* Tree D/share/t/<a>/<b>/<c>/<d>/f<e>, a..e in 0..7: 4,681 directories

@@ -36,8 +36,6 @@ void fx_dwtl_run(struct ls_ctx *c);
 void fx_dwsl_setup(struct ls_ctx *c);
 void fx_dwsl_run(struct ls_ctx *c);
 
-void fx_private_files_watch(const struct ls_run *r, struct ls_strlist *out);
-void fx_shared_file_watch(const struct ls_run *r, struct ls_strlist *out);
 
 /* MRPM: open+close of a pseudo-random file of a shared 8-ary tree. */
 int fx_mrpm_shared(const struct ls_run *r, struct ls_err *e);
