@@ -215,10 +215,13 @@ def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
             table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object)
 
 
-class _Acc:
+class LockAcc:
+    """One named lock being added up from the probe's entries (kernel locks
+    here, user-space locks in userlocks.py): addresses, counts, wait, modes
+    and stacks."""
     def __init__(self, name: str, cls: str, tier: str, kind: str):
         self.name, self.cls, self.tier, self.kind = name, cls, tier, kind
-        self.addresses: set[int] = set()
+        self.addresses: set = set()     # int (kernel) or "pid:0x..." (user space)
         self.count = self.wait = self.max = 0
         self.modes: dict[str, int] = defaultdict(int)
         self.stacks: dict[tuple, list] = {}
@@ -236,7 +239,7 @@ def _vote(entries: list[dict], frames, kb: Knowledge):
     return max(votes.values(), key=lambda v: v[1])[0] if votes else None
 
 
-def _add_stacks(acc: _Acc, entries: list[dict], frames, kb: Knowledge) -> None:
+def _add_stacks(acc: LockAcc, entries: list[dict], frames, kb: Knowledge) -> None:
     """Add one address's waits to its lock's stacks. Waits counted without a
     stack (sampling, or a lost stack) are spread over the sampled stacks of
     the same address in proportion to their wait."""
@@ -274,24 +277,24 @@ def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = N
     def frames(e: dict) -> list[str]:
         return stacks.get(str(e.get("stack")), [])
 
-    groups: dict[str, _Acc] = {}
+    groups: dict[str, LockAcc] = {}
     for addr, entries in per_addr.items():
         entries.sort(key=lambda e: -e["total_ns"])
         with_stack = [e for e in entries if frames(e)]
         kind = lock_kind(entries[0]["flags"])[0]
         v = verified.get(addr) or _slab_verified(slabs.get(addr), kind)
         if v:
-            acc = groups.get(v.name) or _Acc(v.name, v.lock_class, "verified", kind)
+            acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
             acc.object = acc.object or v.object
         else:
             rule = _vote(with_stack, frames, kb)
             if rule:
-                acc = groups.get(rule.name) or _Acc(rule.name, rule.lock_class, "inferred", kind)
+                acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
                 acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
             else:
                 site = kb.site(frames(with_stack[0])) if with_stack else "[no stack sampled]"
                 name = f"{kind} @ {site}"
-                acc = groups.get(name) or _Acc(name, name, "site", kind)
+                acc = groups.get(name) or LockAcc(name, name, "site", kind)
         groups[acc.name] = acc
         acc.addresses.add(addr)
         for e in entries:

@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lockscope.analyzer.naming import LockAcc
 from lockscope.record import Lock, StackSummary
 
 FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 = 0, 6, 9, 11, 13
@@ -398,22 +399,12 @@ _REGION_NAMES = {"heap": "heap", "stack": "stack", "anon": "anonymous memory", "
                  "unmapped": "unmapped", "unknown": "address not resolved"}
 
 
-class _Acc:
-    def __init__(self, name: str, cls: str, tier: str, kind: str):
-        self.name, self.cls, self.tier, self.kind = name, cls, tier, kind
-        self.addresses: set[str] = set()
-        self.count = self.wait = self.max = 0
-        self.modes: dict[str, int] = defaultdict(int)
-        self.stacks: dict[tuple, list] = {}
-        self.object: str | None = None
-
-
 def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
     """Futex waits of the record's raw section as named locks, heaviest
     first (pthread_join waits left out)."""
     stacks = raw.get("user_stacks", {})
     addresses = raw.get("futex_addresses", {})
-    groups: dict[str, _Acc] = {}
+    groups: dict[str, LockAcc] = {}
     # waits counted without a stack (sampling) take the frames of their
     # futex's sampled waits, in proportion to those waits' time
     per_futex: dict[tuple, list[dict]] = defaultdict(list)
@@ -452,7 +443,7 @@ def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
             name, cls, tier, obj = f"{kind} @ {s} ({region})", f"{kind} @ {s}", "site", None
         acc = groups.get(name)
         if acc is None:
-            acc = groups[name] = _Acc(name, cls, tier, kind)
+            acc = groups[name] = LockAcc(name, cls, tier, kind)
             acc.object = obj
         acc.addresses.add(f"{tgid}:{e['uaddr']}")
         acc.count += e["count"]
