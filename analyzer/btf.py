@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from lockscope import atomicio
+
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
 # lock types by struct or typedef name: a field of one of these is a lock
 LOCK_TYPES = {
@@ -131,10 +133,7 @@ def _lock_tables(path: str, structs: tuple[str, ...]) -> dict[str, list]:
         for s in missing:
             tables[s] = types.locks(s) if s in types.structs else None
         try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(tables))
-            os.replace(tmp, cache)
+            atomicio.write_text(cache, json.dumps(tables))
         except OSError:
             pass
     return {s: tables.get(s) for s in structs}

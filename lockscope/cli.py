@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from lockscope import __version__, record, scratch
+from lockscope import __version__, atomicio, record, scratch
 from lockscope.probe import DEFAULT_SAMPLE_HZ
 from lockscope.errors import (EXIT_INTERRUPTED, EXIT_USAGE, EnvironmentProblem, Interrupted, LockscopeError,
                               UsageError)
@@ -570,10 +570,7 @@ def cmd_compare(args) -> int:
     doc = compare(args.a, args.b, args.fs_a, args.fs_b, args.workload)
     if args.html:
         html = render_html(doc)
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.html.with_name("." + args.html.name + ".tmp")
-        tmp.write_text(html)
-        tmp.replace(args.html)
+        atomicio.write_text(args.html, html)
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from lockscope import atomicio
 
 SCHEMA = "lockscope.run/1"
 
@@ -220,34 +220,8 @@ class RunRecord:
     timeseries: list[Interval] = field(default_factory=list, metadata={"omit_empty": True})
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON so that readers see the old file or the whole new one,
-    never a part: temp file in the same directory, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def save(record: RunRecord, path: Path) -> None:
-    atomic_write_json(path, to_dict(record))
+    atomicio.write_json(path, to_dict(record))
 
 
 def load(path: Path) -> RunRecord:

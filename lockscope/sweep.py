@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from lockscope import record, workloads
+from lockscope import atomicio, record, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 from lockscope.probe import DEFAULT_SAMPLE_HZ
 from lockscope.runner import NO_FS, PointSpec, run_point
@@ -114,7 +114,7 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
         "skipped_fs": {k: v for k, v in {**manifest.get("skipped_fs", {}), **spec.unavailable_fs}.items()
                        if k not in spec.fs},
     }
-    record.atomic_write_json(manifest_path, manifest)
+    atomicio.write_json(manifest_path, manifest)
 
     outcome = SweepOutcome()
     todo = []
@@ -147,7 +147,7 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
             outcome.failed[p.id] = e.message
             print(f"    failed: {e.message}", file=log, flush=True)
             manifest["failures"] = outcome.failed
-            record.atomic_write_json(manifest_path, manifest)
+            atomicio.write_json(manifest_path, manifest)
             continue
         record.save(rec, record_path(out, p.id))
         outcome.done.append(p.id)
@@ -155,5 +155,5 @@ def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutc
               (f"; top lock: {rec.locks[0].name} ({rec.locks[0].wait_share:.1%} of worker time)"
                if rec.locks else ""), file=log, flush=True)
     manifest["failures"] = outcome.failed
-    record.atomic_write_json(manifest_path, manifest)
+    atomicio.write_json(manifest_path, manifest)
     return outcome

@@ -9,15 +9,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from lockscope import atomicio  # noqa: E402
 
 from lockscope.analyzer.analyze import Experiment, analyze, load_records, to_json  # noqa: E402
 
@@ -156,21 +156,6 @@ def lock_share_figure(exp: Experiment, top: int = 5):
 
 # ---- writing -----------------------------------------------------------------
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _save_figure(fig, base: Path) -> list[Path]:
     out = []
     for fmt in ("pdf", "svg"):
@@ -178,7 +163,7 @@ def _save_figure(fig, base: Path) -> list[Path]:
         fig.savefig(buf, format=fmt, bbox_inches="tight",
                     metadata={"CreationDate": None} if fmt == "pdf" else {"Date": None})
         path = base.with_suffix("." + fmt)
-        _atomic_bytes(path, buf.getvalue())
+        atomicio.write_bytes(path, buf.getvalue())
         out.append(path)
     plt.close(fig)
     return out
@@ -201,13 +186,13 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     rows = bottleneck_rows(exps)
     for name, text in (("bottlenecks.csv", to_csv(rows)), ("bottlenecks.tex", to_latex(rows)),
                        ("analysis.json", json.dumps(to_json(exps), indent=1) + "\n")):
-        _atomic_bytes(out_dir / name, text.encode())
+        atomicio.write_bytes(out_dir / name, text.encode())
         written.append(out_dir / name)
     src = results_dir / "runs" if (results_dir / "runs").is_dir() else results_dir
     for f in sorted(src.glob("*.json")) if results_dir.is_dir() else [results_dir]:
         if f.name == "sweep.json":
             continue
         dest = out_dir / "runs" / f.name
-        _atomic_bytes(dest, f.read_bytes())
+        atomicio.write_bytes(dest, f.read_bytes())
         written.append(dest)
     return written

@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lockscope import atomicio
+
 from lockscope.analyzer import folded
 from lockscope.analyzer.analyze import Experiment
 from lockscope.record import RunRecord
@@ -79,12 +81,6 @@ def points_for(exp: Experiment) -> list[tuple[str, RunRecord]]:
     return out
 
 
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
 def _svg_height(svg: bytes) -> int:
     m = re.search(rb'<svg[^>]*\sheight="(\d+)', svg[:4096])
     return int(m.group(1)) if m else 600
@@ -122,7 +118,7 @@ def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
             stacks = folded.fold(rec, kind)
             base = f"{prefix}-w{rec.workers}-{kind}"
             text = folded.text(stacks)
-            _write(fdir / f"{base}.folded", text.encode())
+            atomicio.write_bytes(fdir / f"{base}.folded", text.encode())
             g = Graph(kind, what, unit, sum(stacks.values()), len(stacks), f"flame/{base}.folded")
             svg_path = fdir / f"{base}.svg"
             if not rec.probe.attached:
@@ -135,7 +131,7 @@ def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
                 title = f"{what}: {on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}"
                 svg, why = render_svg(text, title, unit, COLORS[kind], exe)
                 if svg is not None:
-                    _write(svg_path, svg)
+                    atomicio.write_bytes(svg_path, svg)
                     g.svg, g.height = f"flame/{base}.svg", _svg_height(svg)
                 g.reason = why
             if g.svg is None and svg_path.exists():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import jinja2
 
-from lockscope import __version__, record
+from lockscope import __version__, atomicio, record
 from lockscope.analyzer import scaling
 from lockscope.analyzer.analyze import Experiment, analyze, load_records
 from lockscope.reports import figures, flamegraph
@@ -121,12 +121,6 @@ def _common() -> dict:
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
     """Write the index, one page per experiment and the flame graphs; return
     the path of index.html."""
@@ -146,8 +140,8 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
               "renderer_missing": None if renderer else flamegraph.MISSING}
     env = _env()
     for v in views:
-        _write(out_dir / v["page"], env.get_template("experiment.html.j2").render(
+        atomicio.write_text(out_dir / v["page"], env.get_template("experiment.html.j2").render(
             **common, v=v, title=f"{v['title']}: lockscope report {common['sweep']}"))
     path = out_dir / "index.html"
-    _write(path, env.get_template("index.html.j2").render(**common, title=f"lockscope report: {common['sweep']}"))
+    atomicio.write_text(path, env.get_template("index.html.j2").render(**common, title=f"lockscope report: {common['sweep']}"))
     return path

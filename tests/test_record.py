@@ -5,7 +5,7 @@ import os
 import pytest
 
 from conftest import DATA, load
-from lockscope import record
+from lockscope import atomicio, record
 
 
 def test_round_trip_keeps_every_field():
@@ -33,14 +33,14 @@ def test_record_has_the_documented_fields():
 
 def test_atomic_write_leaves_old_file_or_new_file_and_no_temp(tmp_path):
     path = tmp_path / "runs" / "x.json"
-    record.atomic_write_json(path, {"a": 1})
+    atomicio.write_json(path, {"a": 1})
     assert json.loads(path.read_text()) == {"a": 1}
 
     class Boom:
         pass
 
     with pytest.raises(TypeError):
-        record.atomic_write_json(path, {"a": Boom()})
+        atomicio.write_json(path, {"a": Boom()})
     assert json.loads(path.read_text()) == {"a": 1}
     assert os.listdir(path.parent) == ["x.json"]
 
