@@ -6,6 +6,7 @@ import bisect
 from pathlib import Path
 
 from lockscope.errors import EnvironmentProblem
+from lockscope.jsondata import parse_addr
 
 # an address further than this past the nearest symbol is not inside it
 _MAX_SYMBOL_SIZE = 1 << 20
@@ -41,4 +42,4 @@ class Symbolizer:
         return hit
 
     def stack(self, addrs: list[str | int]) -> list[str]:
-        return [self.symbolize(int(a, 16) if isinstance(a, str) else a) for a in addrs]
+        return [self.symbolize(parse_addr(a)) for a in addrs]

@@ -16,14 +16,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.slab import consistent as slab_consistent
+from lockscope.jsondata import format_addr
+from lockscope.probedata import Contention, RawProbe, SlabEntry
 from lockscope.record import Lock, OffCpu, StackSummary
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 LS_F_SLEPT = 1 << 16
 SCRATCH = "<scratch>"
-TOP_STACKS = 5
-MAX_FRAMES = 24
+NO_STACK = "[no stack sampled]"
 
 
 def lock_kind(flags: int) -> tuple[str, str]:
@@ -72,67 +74,62 @@ def _file_type(mode: int) -> str:
     return "inode"
 
 
-def _addr(v) -> int:
-    return int(v, 16) if isinstance(v, str) else int(v or 0)
-
-
-def verified_table(raw: dict) -> dict[int, Verified]:
+def verified_table(raw: RawProbe) -> dict[int, Verified]:
     """Lock address -> verified name, from the objects the iterators reached."""
-    scratch = raw.get("scratch")
-    mounts = raw.get("mounts", {})
-    objects = raw.get("objects", {})
+    scratch = raw.scratch
+    mounts = raw.mounts
+    objects = raw.objects
     table: dict[int, Verified] = {}
 
-    def put(addr, cls: str, obj: str, suffix: str = "") -> None:
-        a = _addr(addr)
+    def put(a: int | None, cls: str, obj: str, suffix: str = "") -> None:
         if a and a not in table:
             table[a] = Verified(cls, f"{cls} of {obj}{suffix}", obj)
 
-    for f in objects.get("files", []):
-        path, fstype = f.get("path", ""), f.get("fstype", "?")
-        dev = int(f.get("dev", 0))
-        where = mounts.get(str(dev))
+    for f in objects.files:
+        path, fstype, lk = f.path, f.fstype, f.addresses
+        dev = f.dev
+        where = mounts.get(dev)
         sb = f"{fstype} at {display_path(where, scratch)}" if where else \
             f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
         shown = display_path(path, scratch)
-        detail = f" ({fstype}, {_file_type(int(f.get('mode', 0)))})"
-        put(f.get("i_rwsem"), "inode->i_rwsem", shown, detail)
-        put(f.get("i_lock"), "inode->i_lock", shown, detail)
-        put(f.get("i_mmap_rwsem"), "mapping->i_mmap_rwsem", shown, detail)
-        put(f.get("invalidate_lock"), "mapping->invalidate_lock", shown, detail)
-        put(f.get("d_lock"), "dentry->d_lockref.lock", shown)
+        detail = f" ({fstype}, {_file_type(f.mode)})"
+        put(lk.get("i_rwsem"), "inode->i_rwsem", shown, detail)
+        put(lk.get("i_lock"), "inode->i_lock", shown, detail)
+        put(lk.get("i_mmap_rwsem"), "mapping->i_mmap_rwsem", shown, detail)
+        put(lk.get("invalidate_lock"), "mapping->invalidate_lock", shown, detail)
+        put(lk.get("d_lock"), "dentry->d_lockref.lock", shown)
         if path.startswith("/"):
             parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch)
-            put(f.get("parent_i_rwsem"), "inode->i_rwsem", parent, f" ({fstype}, dir)")
-            put(f.get("parent_d_lock"), "dentry->d_lockref.lock", parent)
-        put(f.get("s_vfs_rename_mutex"), "sb->s_vfs_rename_mutex", sb)
-        put(f.get("s_inode_list_lock"), "sb->s_inode_list_lock", sb)
-        put(f.get("s_umount"), "sb->s_umount", sb)
+            put(lk.get("parent_i_rwsem"), "inode->i_rwsem", parent, f" ({fstype}, dir)")
+            put(lk.get("parent_d_lock"), "dentry->d_lockref.lock", parent)
+        put(lk.get("s_vfs_rename_mutex"), "sb->s_vfs_rename_mutex", sb)
+        put(lk.get("s_inode_list_lock"), "sb->s_inode_list_lock", sb)
+        put(lk.get("s_umount"), "sb->s_umount", sb)
         if fstype == "tmpfs":
-            put(f.get("shmem_stat_lock"), "sbinfo->stat_lock", sb)
-            put(f.get("shmem_shrinklist_lock"), "sbinfo->shrinklist_lock", sb)
+            put(lk.get("shmem_stat_lock"), "sbinfo->stat_lock", sb)
+            put(lk.get("shmem_shrinklist_lock"), "sbinfo->shrinklist_lock", sb)
         for key, cls, per_inode in _FS_PRIVATE.get(fstype, ()):
             if per_inode:
-                put(f.get(key), cls, shown, detail)
+                put(lk.get(key), cls, shown, detail)
             else:
-                put(f.get(key), cls, sb)
-    _add_wait_locks(table, raw.get("layout", {}))
-    for t in objects.get("tasks", []):
+                put(lk.get(key), cls, sb)
+    _add_wait_locks(table, raw.layout)
+    for t in objects.tasks:
         # named by command, not pid, so that the name is the same in every run
         # of a sweep; the pid is in the object, and processes that share a
         # command count as instances of one name
-        comm, proc = t.get("comm", "?"), f"{t.get('comm', '?')} (pid {t.get('tgid')})"
+        comm, proc = t.comm, f"{t.comm} (pid {t.tgid})"
         for field_, cls in (("mmap_lock", "mm->mmap_lock"), ("page_table_lock", "mm->page_table_lock"),
                             ("file_lock", "files->file_lock"), ("fs_lock", "fs_struct lock"),
                             ("siglock", "sighand->siglock"), ("pi_lock", "task->pi_lock")):
-            a = _addr(t.get(field_))
+            a = t.addresses.get(field_)
             if a and a not in table:
                 table[a] = Verified(cls, f"{cls} of {comm}", proc)
-        a = _addr(t.get("rq_lock"))
+        a = t.addresses.get("rq_lock")
         if a and a not in table:
-            cpu = t.get("cpu", "?")
+            cpu = "?" if t.cpu is None else t.cpu
             table[a] = Verified("rq->__lock", f"rq->__lock (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}")
-        a = _addr(t.get("lru_lock"))
+        a = t.addresses.get("lru_lock")
         if a and a not in table:
             table[a] = Verified("lruvec->lru_lock", f"lruvec->lru_lock of the memory cgroup of {comm} (node 0)",
                                 f"memory cgroup of {proc}, node 0")
@@ -178,18 +175,18 @@ _FS_PRIVATE = {
 }
 
 
-def slab_table(raw: dict) -> dict[int, dict]:
+def slab_table(raw: RawProbe) -> dict[int, SlabEntry]:
     """Lock address -> its slab object and lock field, for the addresses
     the probe resolved to a typed slab cache (see analyzer/slab.py)."""
-    return {_addr(e["addr"]): e for e in raw.get("slab", {}).get("entries", []) if e.get("field")}
+    return {e.addr: e for e in (raw.slab.entries if raw.slab else []) if e.lock_field}
 
 
-def _slab_verified(e: dict | None, family: str) -> Verified | None:
+def _slab_verified(e: SlabEntry | None, family: str) -> Verified | None:
     """A verified name for a lock in a slab object, when the BTF field at its
     offset is a lock of the family the contention event reported."""
-    if not e or not slab_consistent(e.get("lock", ""), family):
+    if not e or not e.lock_field or not slab_consistent(e.lock or "", family):
         return None
-    return Verified(e["field"], f"{e['field']} ({e['cache']} object)", f"{e['cache']} object")
+    return Verified(e.lock_field, f"{e.lock_field} ({e.cache} object)", f"{e.cache} object")
 
 
 # lock classes that are a struct rw_semaphore or a struct mutex: their
@@ -215,111 +212,66 @@ def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
             table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object)
 
 
-class LockAcc:
-    """One named lock being added up from the probe's entries (kernel locks
-    here, user-space locks in userlocks.py): addresses, counts, wait, modes
-    and stacks."""
-    def __init__(self, name: str, cls: str, tier: str, kind: str):
-        self.name, self.cls, self.tier, self.kind = name, cls, tier, kind
-        self.addresses: set = set()     # int (kernel) or "pid:0x..." (user space)
-        self.count = self.wait = self.max = 0
-        self.modes: dict[str, int] = defaultdict(int)
-        self.stacks: dict[tuple, list] = {}
-        self.object = self.component = self.explain = self.rule = None
-
-
-def _vote(entries: list[dict], frames, kb: Knowledge):
+def _vote(entries: list[Contention], raw: RawProbe, kb: Knowledge):
     """The rule matching the most wait among an address's stacks: one stack
     can mislead when a lock is inlined into many callers."""
     votes: dict[str, list] = {}
     for e in entries:
-        rule = kb.infer(lock_kind(e["flags"])[0], frames(e))
+        rule = kb.infer(lock_kind(e.flags)[0], raw.frames(e.stack))
         if rule:
-            votes.setdefault(rule.name, [rule, 0])[1] += e["total_ns"] + 1
+            votes.setdefault(rule.name, [rule, 0])[1] += e.total_ns + 1
     return max(votes.values(), key=lambda v: v[1])[0] if votes else None
 
 
-def _add_stacks(acc: LockAcc, entries: list[dict], frames, kb: Knowledge) -> None:
-    """Add one address's waits to its lock's stacks. Waits counted without a
-    stack (sampling, or a lost stack) are spread over the sampled stacks of
-    the same address in proportion to their wait."""
-    sampled = [e for e in entries if frames(e)]
-    if not sampled:
-        key = ()
-        st = acc.stacks.setdefault(key, [0, 0, None, 0])
-        st[0] += sum(e["count"] for e in entries)
-        st[1] += sum(e["total_ns"] for e in entries)
-        return
-    s_wait = sum(e["total_ns"] for e in sampled) or 1
-    s_count = sum(e["count"] for e in sampled) or 1
-    wait_scale = sum(e["total_ns"] for e in entries) / s_wait
-    count_scale = sum(e["count"] for e in entries) / s_count
-    for e in sampled:
-        fr = frames(e)
-        key = tuple(kb.caller_frames(fr)[:MAX_FRAMES])
-        st = acc.stacks.setdefault(key, [0, 0, kb.syscall(fr), 0])
-        st[0] += round(e["count"] * count_scale)
-        st[1] += round(e["total_ns"] * wait_scale)
-        st[3] += e["count"]
+def _add_stacks(acc: LockAcc, entries: list[Contention], raw: RawProbe, kb: Knowledge) -> None:
+    """Add one address's waits to its lock's stacks, the unsampled ones
+    spread over the sampled stacks of the same address."""
+    for sh in spread(entries, lambda e: bool(raw.frames(e.stack))):
+        fr = raw.frames(sh.entry.stack)
+        key = tuple(kb.caller_frames(fr)[:MAX_FRAMES]) if fr else ()
+        acc.add_stack(key, kb.syscall(fr) if fr else None, sh.count, sh.wait_ns, sh.sampled)
 
 
-def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
+def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[str, LockAcc],
+             verified: dict[int, Verified], slabs: dict[int, SlabEntry], kb: Knowledge) -> LockAcc:
+    """The named lock an address's waits add up to: verified, inferred or site."""
+    with_stack = [e for e in entries if raw.frames(e.stack)]
+    kind = lock_kind(entries[0].flags)[0]
+    v = verified.get(addr) or _slab_verified(slabs.get(addr), kind)
+    if v:
+        acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
+        acc.object = acc.object or v.object
+        return acc
+    rule = _vote(with_stack, raw, kb)
+    if rule:
+        acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
+        acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
+        return acc
+    site = kb.site(raw.frames(with_stack[0].stack)) if with_stack else NO_STACK
+    name = f"{kind} @ {site}"
+    return groups.get(name) or LockAcc(name, name, "site", kind)
+
+
+def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
     """Group the probe's (lock, flags, stack) aggregates into named locks,
     heaviest first."""
     kb = kb or default_knowledge()
-    stacks = raw.get("stacks", {})
     verified = verified_table(raw)
     slabs = slab_table(raw)
-    per_addr: dict[int, list[dict]] = defaultdict(list)
-    for e in raw.get("contention", []):
-        per_addr[_addr(e["lock"])].append(e)
-
-    def frames(e: dict) -> list[str]:
-        return stacks.get(str(e.get("stack")), [])
-
+    per_addr: dict[int, list[Contention]] = defaultdict(list)
+    for e in raw.contention:
+        per_addr[e.lock].append(e)
     groups: dict[str, LockAcc] = {}
     for addr, entries in per_addr.items():
-        entries.sort(key=lambda e: -e["total_ns"])
-        with_stack = [e for e in entries if frames(e)]
-        kind = lock_kind(entries[0]["flags"])[0]
-        v = verified.get(addr) or _slab_verified(slabs.get(addr), kind)
-        if v:
-            acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
-            acc.object = acc.object or v.object
-        else:
-            rule = _vote(with_stack, frames, kb)
-            if rule:
-                acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
-                acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
-            else:
-                site = kb.site(frames(with_stack[0])) if with_stack else "[no stack sampled]"
-                name = f"{kind} @ {site}"
-                acc = groups.get(name) or LockAcc(name, name, "site", kind)
+        entries.sort(key=lambda e: -e.total_ns)
+        acc = _lock_of(addr, entries, raw, groups, verified, slabs, kb)
         groups[acc.name] = acc
         acc.addresses.add(addr)
         for e in entries:
-            acc.count += e["count"]
-            acc.wait += e["total_ns"]
-            acc.max = max(acc.max, e["max_ns"])
-            mode = lock_kind(e["flags"])[1]
-            if mode:
-                acc.modes[mode] += e["total_ns"]
-        _add_stacks(acc, entries, frames, kb)
-
-    denom = workers * window_ns if workers and window_ns else 0
-    locks = []
-    for acc in groups.values():
-        top = sorted(acc.stacks.items(), key=lambda kv: -kv[1][1])[:TOP_STACKS]
-        locks.append(Lock(
-            name=acc.name, lock_class=acc.cls, tier=acc.tier, kind=acc.kind, modes=dict(acc.modes),
-            instances=len(acc.addresses), addresses=[f"0x{a:x}" for a in sorted(acc.addresses)][:16],
-            count=acc.count, wait_ns=acc.wait, max_wait_ns=acc.max,
-            wait_share=acc.wait / denom if denom else 0.0,
-            object=acc.object, component=acc.component, explain=acc.explain, rule=acc.rule,
-            stacks=[StackSummary(frames=list(k), site=k[0] if k else "[no stack sampled]", syscall=v[2],
-                                 count=v[0], wait_ns=v[1], sampled=v[3]) for k, v in top]))
-    locks.sort(key=lambda lk: -lk.wait_ns)
-    return locks
+            acc.add(e.count, e.total_ns, e.max_ns, lock_kind(e.flags)[1])
+        _add_stacks(acc, entries, raw, kb)
+    return heaviest_first([acc.to_lock(workers, window_ns, lambda k: k[0] if k else NO_STACK, format_addr)
+                           for acc in groups.values()])
 
 
 NAMED_TIERS = ("verified", "inferred")
@@ -346,22 +298,27 @@ def _caller_match(a: list[str], b: list[str]) -> int:
     return n
 
 
-def add_sampled_spin(locks: list[Lock], raw: dict, workers: int, window_ns: int,
+def spinning_samples(raw: RawProbe, kb: Knowledge):
+    """(sample, its frames) of the CPU samples inside untraced rwsem
+    spinning, outside any traced wait."""
+    for smp in raw.cpu_samples:
+        fr = raw.sample_frames(smp.stack)
+        if not smp.in_lock_wait and fr and kb.untraced_spinning(fr):
+            yield smp, fr
+
+
+def add_sampled_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
                      kb: Knowledge | None = None) -> list[Lock]:
     """Add rwsem optimistic spinning, which fires no tracepoint, estimated from
     CPU samples: a sample inside the spin (and outside any traced wait) counts
     one sample period for the rwsem whose traced waits come from the same
     calling context; without one, for the lock the rules name."""
     kb = kb or default_knowledge()
-    period = raw.get("sample_period_ns") or 0
-    stacks = raw.get("sample_stacks", {})
+    period = raw.sample_period_ns or 0
     if not period:
         return locks
     by_name = {lk.name: lk for lk in locks}
-    for smp in raw.get("cpu_samples", []):
-        fr = stacks.get(str(smp.get("stack")), [])
-        if smp.get("in_lock_wait") or not fr or not kb.untraced_spinning(fr):
-            continue
+    for smp, fr in spinning_samples(raw, kb):
         callers = kb.callers_after_lock(fr)
         best, score = None, 0
         for lk in locks:
@@ -384,15 +341,13 @@ def add_sampled_spin(locks: list[Lock], raw: dict, workers: int, window_ns: int,
                                                  syscall=kb.syscall(fr), count=0, wait_ns=0)])
                 locks.append(best)
                 by_name[name] = best
-        ns = int(smp["count"]) * period
+        ns = smp.count * period
         best.sampled_spin_ns += ns
         best.wait_ns += ns
         best.modes[SPIN_MODE] = best.modes.get(SPIN_MODE, 0) + ns
-    denom = workers * window_ns if workers and window_ns else 0
     for lk in locks:
-        lk.wait_share = lk.wait_ns / denom if denom else 0.0
-    locks.sort(key=lambda lk: -lk.wait_ns)
-    return locks
+        lk.wait_share = wait_share(lk.wait_ns, workers, window_ns)
+    return heaviest_first(locks)
 
 
 def offcpu_class(state: int, in_lock_wait: bool) -> str:
@@ -424,30 +379,28 @@ def classify_offcpu(frames: list[str], state: int | None = None, kb: Knowledge |
     return offcpu_class(state, False) if state is not None else "other"
 
 
-def offcpu_summary(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None,
+def offcpu_summary(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None,
                    limit: int = 20) -> list[OffCpu]:
     kb = kb or default_knowledge()
-    stacks = raw.get("stacks", {})
     groups: dict[tuple, OffCpu] = {}
     heaviest: dict[tuple, int] = {}
-    denom = workers * window_ns if workers and window_ns else 0
-    for e in raw.get("offcpu", []):
-        fr = stacks.get(str(e.get("stack")), [])
-        cls = "lock" if e["in_lock_wait"] else classify_offcpu(fr, int(e["state"]), kb)
+    for e in raw.offcpu:
+        fr = raw.frames(e.stack)
+        cls = "lock" if e.in_lock_wait else classify_offcpu(fr, e.state, kb)
         site = kb.site(fr, off_cpu=True)
         key = (cls, site)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = OffCpu(wait_class=cls, state=int(e["state"]), in_lock_wait=bool(e["in_lock_wait"]),
+            g = groups[key] = OffCpu(wait_class=cls, state=e.state, in_lock_wait=e.in_lock_wait,
                                      site=site)
             heaviest[key] = -1
-        g.count += e["count"]
-        g.wait_ns += e["total_ns"]
-        g.max_ns = max(g.max_ns, e["max_ns"])
-        if e["total_ns"] > heaviest[key]:
-            heaviest[key] = e["total_ns"]
+        g.count += e.count
+        g.wait_ns += e.total_ns
+        g.max_ns = max(g.max_ns, e.max_ns)
+        if e.total_ns > heaviest[key]:
+            heaviest[key] = e.total_ns
             g.frames = kb.caller_frames(fr, off_cpu=True)[:MAX_FRAMES]
     out = sorted(groups.values(), key=lambda g: -g.wait_ns)
     for g in out:
-        g.wait_share = g.wait_ns / denom if denom else 0.0
+        g.wait_share = wait_share(g.wait_ns, workers, window_ns)
     return out[:limit]
