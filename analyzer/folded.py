@@ -22,12 +22,10 @@ the heaviest aggregates (see lockscope/runner.py), so a folded file can be a
 little short of the totals of the lock table."""
 from __future__ import annotations
 
-from collections import defaultdict
-
 from lockscope.analyzer.knowledge import Knowledge
 from lockscope.analyzer.naming import _caller_match, default_knowledge, offcpu_class, spinning_samples
 from lockscope.jsondata import parse_addr
-from lockscope.probedata import Contention, RawProbe
+from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord
 
 KINDS = {
@@ -97,11 +95,8 @@ def lockwait(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
     kb = kb or default_knowledge()
     raw = rec.probe.raw or RawProbe()
     names = _lock_names(rec)
-    per_addr: dict[int, list[Contention]] = defaultdict(list)
-    for e in raw.contention:
-        per_addr[e.lock].append(e)
     out: dict[str, int] = {}
-    for addr, entries in per_addr.items():
+    for addr, entries in raw.by_lock().items():
         name = names.get(addr, f"lock at 0x{addr:x} (unnamed)")
         with_stack = [(e, kb.functions(raw.frames(e.stack))) for e in entries]
         with_stack = [(e, fr) for e, fr in with_stack if fr]

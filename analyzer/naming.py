@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import defaultdict
 from dataclasses import dataclass
 
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
@@ -258,11 +257,8 @@ def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None
     kb = kb or default_knowledge()
     verified = verified_table(raw)
     slabs = slab_table(raw)
-    per_addr: dict[int, list[Contention]] = defaultdict(list)
-    for e in raw.contention:
-        per_addr[e.lock].append(e)
     groups: dict[str, LockAcc] = {}
-    for addr, entries in per_addr.items():
+    for addr, entries in raw.by_lock().items():
         entries.sort(key=lambda e: -e.total_ns)
         acc = _lock_of(addr, entries, raw, groups, verified, slabs, kb)
         groups[acc.name] = acc

@@ -63,8 +63,22 @@ def _join(obj: Any) -> dict:
     return {**out, **{k: f"0x{a:x}" for k, a in obj.addresses.items()}, **obj.extra}
 
 
+class KernelObject:
+    """An object with typed identity fields, its lock-field addresses by the
+    probe's key (`addresses`) and any other key as it came (`extra`)."""
+    addresses: dict[str, int]
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict) -> Any:
+        return cls(**_split(cls, data))
+
+    def to_json(self) -> dict:
+        return _join(self)
+
+
 @dataclass
-class FileObject:
+class FileObject(KernelObject):
     """A file or directory the object iterator reached, with the addresses of
     its lock fields (and of the inode, superblock...) by the probe's key:
     `i_rwsem`, `s_vfs_rename_mutex`, `jbd2_j_state_lock`, ..."""
@@ -79,16 +93,9 @@ class FileObject:
     addresses: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_json(cls, data: dict) -> "FileObject":
-        return cls(**_split(cls, data))
-
-    def to_json(self) -> dict:
-        return _join(self)
-
 
 @dataclass
-class TaskObject:
+class TaskObject(KernelObject):
     """A process of the workload, with the addresses of its lock fields
     (`mmap_lock`, `siglock`, `pi_lock`, `rq_lock` of its CPU, ...)."""
     tgid: int = 0
@@ -97,13 +104,6 @@ class TaskObject:
     cpu: Optional[int] = None
     addresses: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "TaskObject":
-        return cls(**_split(cls, data))
-
-    def to_json(self) -> dict:
-        return _join(self)
 
 
 @dataclass
@@ -213,6 +213,13 @@ class RawProbe:
     futex: Optional[list[FutexWait]] = field(default=None, metadata=OMIT_NONE)
     user_stacks: Optional[dict[str, list[str]]] = field(default=None, metadata=OMIT_NONE)   # "pid:stack"
     futex_addresses: Optional[dict[str, FutexAddress]] = field(default=None, metadata=OMIT_NONE)  # "pid:0x..."
+
+    def by_lock(self) -> dict[int, list[Contention]]:
+        """The contention aggregates of each lock address."""
+        out: dict[int, list[Contention]] = {}
+        for e in self.contention:
+            out.setdefault(e.lock, []).append(e)
+        return out
 
     def frames(self, stack: int) -> list[str]:
         return self.stacks.get(stack, [])
