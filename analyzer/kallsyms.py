@@ -20,7 +20,7 @@ class Symbolizer:
                 parts = line.split()
                 if len(parts) < 3 or parts[1] not in "tTwW":
                     continue
-                entries.append((int(parts[0], 16), parts[2]))
+                entries.append((parse_addr(parts[0]), parts[2]))
         if not entries or all(a == 0 for a, _ in entries[:100]):
             raise EnvironmentProblem(
                 f"{path} shows no addresses, so kernel stacks cannot be symbolized",

@@ -96,8 +96,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> RawProbe:
         **userlocks.resolve(data))
 
 
-def probe_warnings(data: dict) -> list[str]:
-    c = data.get("counters", {})
+def probe_warnings(probe: ProbeInfo) -> list[str]:
+    c = probe.counters
     out = []
     lost = {k: v for k, v in c.items() if k.startswith("lost_") and v}
     for k, v in lost.items():
@@ -106,7 +106,7 @@ def probe_warnings(data: dict) -> list[str]:
         n = c["stacks_lost"]
         out.append(f"probe: {n} stack{'s' if n != 1 else ''} not stored (stack map full or hash collision); "
                    "the waits or samples are counted under an unknown stack")
-    misses = sum(p.get("recursion_misses", 0) for p in data.get("programs", []))
+    misses = sum(p.recursion_misses for p in probe.programs)
     total = c.get("contentions", 0) + c.get("offcpu_spans", 0)
     if misses:
         out.append(f"probe: the kernel skipped {misses} probe runs (BPF recursion guard: a lock contended "
@@ -133,7 +133,7 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_c
         rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
         rec.warnings += userlocks.futex_warnings(raw)
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window)
-        rec.warnings += probe_warnings(data)
+        rec.warnings += probe_warnings(rec.probe)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
     rec.host = host_info()
