@@ -5,8 +5,10 @@
 2. inferred: a rule of the knowledge base matches the lock type and stack;
 3. site: lock type plus the first frame outside the locking code.
 
-Input is the `raw` section of a run record (aggregated probe output with
-symbolized stacks), so naming can be recomputed and tested offline.
+Input is the `raw` section of a run record (probedata.RawProbe: aggregated
+probe output with symbolized stacks), so naming can be recomputed and tested
+offline. The waits add up into named locks in lockacc.py, shared with the
+user-space locks of userlocks.py.
 """
 from __future__ import annotations
 

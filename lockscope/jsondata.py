@@ -94,6 +94,8 @@ def from_dict(cls: type, data: dict) -> Any:
     additions) and using defaults for missing optional ones."""
     if not isinstance(data, dict):
         raise ValueError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    if hasattr(cls, "from_json"):
+        return cls.from_json(data)
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):

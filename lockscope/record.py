@@ -41,7 +41,7 @@ class Lock:
     lock_class: str = field(metadata={"json": "class"})   # e.g. "inode->i_rwsem"
     tier: str = "site"           # verified | inferred | site
     kind: str = "unknown"        # mutex, rwsem, spinlock, rwlock, percpu-rwsem, rtmutex
-    modes: dict = field(default_factory=dict)   # wait_ns by mode: read/write/spin/sleep
+    modes: dict[str, int] = field(default_factory=dict)   # wait_ns by mode: read/write/spin/sleep
     instances: int = 1           # distinct lock addresses behind this name
     addresses: list[str] = field(default_factory=list)
     count: int = 0

@@ -150,3 +150,15 @@ def test_offcpu_classes_do_not_count_lock_sleep_twice():
     in_lock = [o for o in summary if o.wait_class == "lock"]
     assert in_lock and all(o.in_lock_wait for o in in_lock)
     assert {o.wait_class for o in summary} <= {"lock", "preempted", "sleep", "blocked", "exit", "other"}
+
+
+def test_unsampled_waits_spread_in_proportion_to_the_sampled_ones():
+    from lockscope.analyzer.lockacc import spread, wait_share
+    from lockscope.probedata import Contention
+    walked = Contention(lock=1, stack=5, count=3, total_ns=300, max_ns=200)
+    other = Contention(lock=1, stack=6, count=1, total_ns=100, max_ns=100)
+    lost = Contention(lock=1, stack=-2, count=4, total_ns=400, max_ns=900)
+    shares = spread([walked, other, lost], lambda e: e.stack >= 0)
+    assert [(s.count, s.wait_ns, s.sampled, s.max_ns) for s in shares] == [(6, 600, 3, 900), (2, 200, 1, 900)]
+    assert [(s.count, s.sampled) for s in spread([lost], lambda e: e.stack >= 0)] == [(4, 0)]
+    assert wait_share(500, 2, 1000) == 0.25 and wait_share(500, 0, 1000) == 0.0
