@@ -19,8 +19,11 @@ import typing
 from typing import Any
 
 HEX = {"hex": True}
-OMIT_NONE = {"omit_none": True}
-HEX_OR_NONE = {"hex": True, "omit_none": True}
+
+
+def optional(**metadata: Any) -> Any:
+    """A dataclass field that is None, and left out of the JSON, unless set."""
+    return dataclasses.field(default=None, metadata={"omit_none": True, **metadata})
 
 
 def parse_addr(v: Any) -> int:

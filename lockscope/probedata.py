@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from lockscope.jsondata import HEX, HEX_OR_NONE, OMIT_NONE, parse_addr
+from lockscope.jsondata import HEX, optional, parse_addr
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
 
@@ -148,26 +148,26 @@ class SlabEntry:
     cache: str = ""
     size: int = 0
     object_size: int = 0
-    base: Optional[int] = field(default=None, metadata=HEX_OR_NONE)
-    type: Optional[str] = field(default=None, metadata=OMIT_NONE)      # the cache's struct type
-    offset: Optional[int] = field(default=None, metadata=OMIT_NONE)    # of addr in the object
-    lock_field: Optional[str] = field(default=None, metadata={"json": "field", "omit_none": True})
-    lock: Optional[str] = field(default=None, metadata=OMIT_NONE)      # the BTF lock type there
+    base: Optional[int] = optional(hex=True)
+    type: Optional[str] = optional()      # the cache's struct type
+    offset: Optional[int] = optional()    # of addr in the object
+    lock_field: Optional[str] = optional(json="field")
+    lock: Optional[str] = optional()      # the BTF lock type there
 
 
 @dataclass
 class Slab:
     status: str = "unavailable"
-    reason: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    reason: Optional[str] = optional()
     entries: list[SlabEntry] = field(default_factory=list)
-    btf: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    btf: Optional[str] = optional()
 
 
 @dataclass
 class FutexProbe:
     attached: bool = False
-    reason: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    open_at_stop: Optional[int] = field(default=None, metadata=OMIT_NONE)
+    reason: Optional[str] = optional()
+    open_at_stop: Optional[int] = optional()
 
 
 @dataclass
@@ -187,11 +187,11 @@ class FutexAddress:
     """Where a futex lives: region (object, file, heap, stack, anon,
     unmapped, unknown), and in a file its ELF symbol."""
     region: str = "unknown"
-    file: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    symbol: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    symbol_offset: Optional[int] = field(default=None, metadata=OMIT_NONE)
-    vaddr: Optional[int] = field(default=None, metadata=HEX_OR_NONE)
-    reason: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    file: Optional[str] = optional()
+    symbol: Optional[str] = optional()
+    symbol_offset: Optional[int] = optional()
+    vaddr: Optional[int] = optional(hex=True)
+    reason: Optional[str] = optional()
 
 
 @dataclass
@@ -207,12 +207,12 @@ class RawProbe:
     layout: dict[str, int] = field(default_factory=dict)                # "mutex.wait_lock": offset
     mounts: dict[int, str] = field(default_factory=dict)                # dev -> mount point
     scratch: Optional[str] = None
-    series: Optional[Series] = field(default=None, metadata=OMIT_NONE)
-    slab: Optional[Slab] = field(default=None, metadata=OMIT_NONE)
-    futex_probe: Optional[FutexProbe] = field(default=None, metadata=OMIT_NONE)
-    futex: Optional[list[FutexWait]] = field(default=None, metadata=OMIT_NONE)
-    user_stacks: Optional[dict[str, list[str]]] = field(default=None, metadata=OMIT_NONE)   # "pid:stack"
-    futex_addresses: Optional[dict[str, FutexAddress]] = field(default=None, metadata=OMIT_NONE)  # "pid:0x..."
+    series: Optional[Series] = optional()
+    slab: Optional[Slab] = optional()
+    futex_probe: Optional[FutexProbe] = optional()
+    futex: Optional[list[FutexWait]] = optional()
+    user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack"
+    futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from lockscope import atomicio
-from lockscope.jsondata import OMIT_NONE, from_dict, to_dict
+from lockscope.jsondata import from_dict, optional, to_dict
 from lockscope.probedata import MapUse, ProgramStats, RawProbe
 
 SCHEMA = "lockscope.run/1"
@@ -134,12 +134,12 @@ class ProbeInfo:
 @dataclass
 class Host:
     """The machine a point ran on."""
-    kernel: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    machine: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    hostname: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    ncpus: Optional[int] = field(default=None, metadata=OMIT_NONE)
-    cpus_allowed: Optional[int] = field(default=None, metadata=OMIT_NONE)
-    cpu_model: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    kernel: Optional[str] = optional()
+    machine: Optional[str] = optional()
+    hostname: Optional[str] = optional()
+    ncpus: Optional[int] = optional()
+    cpus_allowed: Optional[int] = optional()
+    cpu_model: Optional[str] = optional()
 
 
 @dataclass
@@ -154,14 +154,14 @@ class CpuCpi:
 class Cpi:
     """Cycles per instruction over the timed window, or why not measured."""
     available: bool = False
-    reason: Optional[str] = field(default=None, metadata=OMIT_NONE)
-    value: Optional[float] = field(default=None, metadata=OMIT_NONE)
-    cycles: Optional[int] = field(default=None, metadata=OMIT_NONE)
-    instructions: Optional[int] = field(default=None, metadata=OMIT_NONE)
-    cpus: Optional[list[int]] = field(default=None, metadata=OMIT_NONE)
-    per_cpu: Optional[list[CpuCpi]] = field(default=None, metadata=OMIT_NONE)
-    multiplexed: Optional[bool] = field(default=None, metadata=OMIT_NONE)
-    scope: Optional[str] = field(default=None, metadata=OMIT_NONE)
+    reason: Optional[str] = optional()
+    value: Optional[float] = optional()
+    cycles: Optional[int] = optional()
+    instructions: Optional[int] = optional()
+    cpus: Optional[list[int]] = optional()
+    per_cpu: Optional[list[CpuCpi]] = optional()
+    multiplexed: Optional[bool] = optional()
+    scope: Optional[str] = optional()
 
 
 # keys of fs_detail written for every mounted file system, and those added
