@@ -39,27 +39,13 @@
 #include "objects.h"
 #include "futex.h"
 #include "kmem.h"
+#include "bpfutil.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
 #define MAX_WATCH 4096
 
-static const char *counter_names[CNT__MAX] = {
-	[CNT_CONTENTIONS] = "contentions",
-	[CNT_UNMATCHED_END] = "unmatched_ends",
-	[CNT_AGG_FULL] = "lost_agg_map_full",
-	[CNT_STACK_LOST] = "stacks_lost",
-	[CNT_STACK_SKIPPED] = "stacks_not_sampled",
-	[CNT_TASK_FULL] = "lost_task_map_full",
-	[CNT_SPIN_OVERFLOW] = "lost_spin_nesting",
-	[CNT_STALE_WAIT] = "stale_sleeping_waits",
-	[CNT_STALE_SPIN] = "stale_spin_waits",
-	[CNT_OFFCPU] = "offcpu_spans",
-	[CNT_OFFCPU_FULL] = "lost_offcpu_map_full",
-	[CNT_FORKS_TRACKED] = "forks_tracked",
-	[CNT_SAMPLES] = "cpu_samples",
-	[CNT_SAMPLES_FULL] = "lost_samples_map_full",
-};
+static const char *counter_names[CNT__MAX] = { CONTENTION_COUNTERS(COUNTER_NAME) };
 
 static struct contention_bpf *cskel;
 static struct objects_bpf *oskel;
@@ -72,14 +58,6 @@ static int ncpus;
 static bool enabled;
 static uint64_t t_start, t_stop;
 static struct jw out;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void emit_error(const char *stage, int err, const char *fmt, ...)
 {
@@ -105,37 +83,6 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 
 /* ---- maps ---------------------------------------------------------------- */
 
-static int clear_map(struct bpf_map *map)
-{
-	int fd = bpf_map__fd(map);
-	size_t ksz = bpf_map__key_size(map);
-	char *keys = NULL, *prev = NULL;
-	size_t n = 0, cap = 0;
-	int err;
-
-	/* collect first: deleting while walking restarts the walk */
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			char *k = realloc(keys, cap * ksz);
-			if (!k) {
-				free(keys);
-				return -ENOMEM;
-			}
-			keys = k;
-		}
-		err = bpf_map_get_next_key(fd, prev, keys + n * ksz);
-		if (err)
-			break;
-		prev = keys + n * ksz;
-		n++;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, keys + i * ksz);
-	free(keys);
-	return 0;
-}
-
 static void reset_cpu_states(void)
 {
 	struct cpu_state *zero = calloc(ncpus, sizeof(*zero));
@@ -159,45 +106,12 @@ static struct cpu_state *read_cpu_states(void)
 	return st;
 }
 
-static void sum_stat(const struct wait_stat *v, struct wait_stat *s)
-{
-	memset(s, 0, sizeof(*s));
-	for (int c = 0; c < ncpus; c++) {
-		s->count += v[c].count;
-		s->total_ns += v[c].total_ns;
-		if (v[c].max_ns > s->max_ns)
-			s->max_ns = v[c].max_ns;
-	}
-}
-
 /* stack ids referenced by the emitted entries, per stack map */
-struct id_set {
-	__s32 *ids;
-	size_t n, cap;
-};
 static struct id_set wait_stack_ids, sample_stack_ids;
-
-static void want_stack_in(struct id_set *set, __s32 id)
-{
-	if (id < 0)
-		return;
-	for (size_t i = 0; i < set->n; i++)
-		if (set->ids[i] == id)
-			return;
-	if (set->n == set->cap) {
-		size_t cap = set->cap ? set->cap * 2 : 256;
-		__s32 *p = realloc(set->ids, cap * sizeof(*p));
-		if (!p)
-			return;
-		set->ids = p;
-		set->cap = cap;
-	}
-	set->ids[set->n++] = id;
-}
 
 static void want_stack(__s32 id)
 {
-	want_stack_in(&wait_stack_ids, id);
+	id_set_add(&wait_stack_ids, id);
 }
 
 struct lock_entry {
@@ -229,10 +143,7 @@ static int merge_entry(struct lock_entry **arr, size_t *n, size_t *cap, const st
 	for (size_t i = 0; i < *n; i++) {
 		e = &(*arr)[i];
 		if (memcmp(&e->key, k, sizeof(*k)) == 0) {
-			e->s.count += s->count;
-			e->s.total_ns += s->total_ns;
-			if (s->max_ns > e->s.max_ns)
-				e->s.max_ns = s->max_ns;
+			wait_stat_add(&e->s, s);
 			return 0;
 		}
 	}
@@ -258,7 +169,7 @@ static unsigned int emit_lock_stats(const struct cpu_state *cpu_st, __u64 *merge
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, vals))
 			continue;
-		sum_stat(vals, &s);
+		wait_stat_sum(vals, ncpus, &s);
 		/* map entries are distinct: append without searching */
 		struct lock_entry *e = append_entry(&arr, &n, &cap);
 
@@ -312,7 +223,7 @@ static unsigned int emit_offcpu_stats(void)
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, vals))
 			continue;
-		sum_stat(vals, &s);
+		wait_stat_sum(vals, ncpus, &s);
 		jw_obj(&out);
 		jw_ki64(&out, "stack", key.stack_id);
 		jw_ku64(&out, "state", key.state);
@@ -345,14 +256,13 @@ static unsigned int emit_cpu_samples(void)
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, vals))
 			continue;
-		for (int c = 0; c < ncpus; c++)
-			sum += vals[c];
+		sum = u64_sum(vals, ncpus);
 		jw_obj(&out);
 		jw_ki64(&out, "stack", key.stack_id);
 		jw_kbool(&out, "in_lock_wait", key.in_lock_wait);
 		jw_ku64(&out, "count", sum);
 		jw_obj_end(&out);
-		want_stack_in(&sample_stack_ids, key.stack_id);
+		id_set_add(&sample_stack_ids, key.stack_id);
 		n++;
 	}
 	jw_arr_end(&out);
@@ -360,26 +270,9 @@ static unsigned int emit_cpu_samples(void)
 	return n;
 }
 
-static void emit_stacks(const char *name, struct bpf_map *map, struct id_set *set)
+static void emit_stack_map(const char *name, struct bpf_map *map, struct id_set *set)
 {
-	int fd = bpf_map__fd(map);
-	__u64 ips[MAX_STACK_DEPTH];
-	char id[16];
-
-	jw_key(&out, name);
-	jw_obj(&out);
-	for (size_t i = 0; i < set->n; i++) {
-		memset(ips, 0, sizeof(ips));
-		if (bpf_map_lookup_elem(fd, &set->ids[i], ips))
-			continue;
-		snprintf(id, sizeof(id), "%d", set->ids[i]);
-		jw_key(&out, id);
-		jw_arr(&out);
-		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
-			jw_hex(&out, ips[d]);
-		jw_arr_end(&out);
-	}
-	jw_obj_end(&out);
+	emit_stacks(&out, name, bpf_map__fd(map), set, MAX_STACK_DEPTH, true);
 	set->n = 0;
 }
 
@@ -398,35 +291,15 @@ static void emit_counters(const struct cpu_state *cpu_st, __u64 merged)
 	jw_obj_end(&out);
 }
 
-static void emit_programs(void)
+static void emit_all_programs(void)
 {
-	struct bpf_program *prog;
-
 	/* recursion_misses: runs the kernel skipped because one of our programs
 	 * was already running on that CPU (e.g. a lock contended inside a probe) */
 	jw_key(&out, "programs");
 	jw_arr(&out);
-	bpf_object__for_each_program(prog, cskel->obj) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-
-		jw_obj(&out);
-		jw_kstr(&out, "name", bpf_program__name(prog));
-		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
-			jw_ku64(&out, "recursion_misses", info.recursion_misses);
-		jw_obj_end(&out);
-	}
+	emit_programs(&out, cskel->obj);
 	futex_programs_json(&out);
 	jw_arr_end(&out);
-}
-
-static void emit_map_use(const char *name, struct bpf_map *map, unsigned int used)
-{
-	jw_key(&out, name);
-	jw_obj(&out);
-	jw_ku64(&out, "entries", used);
-	jw_ku64(&out, "max_entries", bpf_map__max_entries(map));
-	jw_obj_end(&out);
 }
 
 /* offsets of lock fields inside lock types (from the kernel's BTF), so that
@@ -543,7 +416,7 @@ static void series_snapshot(void)
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, vals))
 			continue;
-		sum_stat(vals, &s);
+		wait_stat_sum(vals, ncpus, &s);
 		if (n == cap) {
 			struct series_val *p = realloc(arr, (cap = cap ? cap * 2 : 256) * sizeof(*p));
 
@@ -576,7 +449,7 @@ static void series_snapshot(void)
 		oprev = &okey;
 		if (okey.in_lock_wait || bpf_map_lookup_elem(fd, &okey, vals))
 			continue;
-		sum_stat(vals, &s);
+		wait_stat_sum(vals, ncpus, &s);
 		for (j = 0; j < snap->nstates && snap->states[j].key != okey.state; j++)
 			;
 		if (j == SERIES_MAX_STATES)
@@ -755,8 +628,8 @@ static void cmd_stop(void)
 	nlock = emit_lock_stats(cpu_st, &merged);
 	noff = emit_offcpu_stats();
 	nsamp = emit_cpu_samples();
-	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
-	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
+	emit_stack_map("stacks", cskel->maps.stacks, &wait_stack_ids);
+	emit_stack_map("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(&out);
 	futex_json(&out);
 	kmem_json(&out);
@@ -764,12 +637,12 @@ static void cmd_stop(void)
 	emit_series();
 	emit_counters(cpu_st, merged);
 	free(cpu_st);
-	emit_programs();
+	emit_all_programs();
 	jw_key(&out, "maps");
 	jw_obj(&out);
-	emit_map_use("lock_stats", cskel->maps.lock_stats, nlock);
-	emit_map_use("offcpu_stats", cskel->maps.offcpu_stats, noff);
-	emit_map_use("cpu_samples", cskel->maps.cpu_samples, nsamp);
+	emit_map_use(&out, "lock_stats", cskel->maps.lock_stats, nlock);
+	emit_map_use(&out, "offcpu_stats", cskel->maps.offcpu_stats, noff);
+	emit_map_use(&out, "cpu_samples", cskel->maps.cpu_samples, nsamp);
 	futex_map_use_json(&out);
 	jw_obj_end(&out);
 	jw_event_end(&out);
