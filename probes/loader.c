@@ -287,7 +287,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 
 	if (p->series_ms)
 		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),
-				bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, now_ns() - p->t_start);
+				bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, now - p->t_start);
 	if (now - (*last_objects > p->t_start ? *last_objects : p->t_start) >=
 	    (uint64_t)interval_ms * 1000000ULL) {
 		collect_objects(p);
