@@ -19,13 +19,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile __u32 self_tgid = 0;
 const volatile bool system_wide = false;
 
-/* shared with contention.bpf.c (the loader reuses the map's fd) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u8);
-} tracked SEC(".maps");
+/* the tracked tgids, shared with contention.bpf.c (the loader reuses its fd) */
+#include "maps.bpf.h"
 
 #define ADDR(p, field) ((__u64)__builtin_preserve_access_index(&(p)->field))
 

@@ -48,22 +48,37 @@ struct sample_key {
 	__u32 in_lock_wait;
 };
 
-/* counters of events, drops and map-full conditions (per CPU array index) */
+/* counters of events, drops and map-full conditions (per CPU array index),
+ * each with its name in the "counters" object of the data event */
+#define CONTENTION_COUNTERS(X)                                                                  \
+	X(CNT_CONTENTIONS, "contentions")            /* waits aggregated */                     \
+	X(CNT_UNMATCHED_END, "unmatched_ends")       /* contention_end without a recorded begin */ \
+	X(CNT_AGG_FULL, "lost_agg_map_full")         /* a wait lost: aggregation map full */    \
+	/* stack not stored (collision or map full); wait kept, stack -1 */                     \
+	X(CNT_STACK_LOST, "stacks_lost")                                                        \
+	/* wait counted without a stack (stack sampling budget) */                              \
+	X(CNT_STACK_SKIPPED, "stacks_not_sampled")                                              \
+	/* per-task state map full: wait or off-CPU span lost */                                \
+	X(CNT_TASK_FULL, "lost_task_map_full")                                                  \
+	/* per-CPU spin nesting deeper than MAX_SPIN_NEST: wait lost */                         \
+	X(CNT_SPIN_OVERFLOW, "lost_spin_nesting")                                               \
+	/* sleeping-lock wait left open (its end was missed), discarded */                      \
+	X(CNT_STALE_WAIT, "stale_sleeping_waits")                                               \
+	/* spin wait whose end was missed (found at a later begin or switch), discarded */      \
+	X(CNT_STALE_SPIN, "stale_spin_waits")                                                   \
+	X(CNT_OFFCPU, "offcpu_spans")                /* off-CPU spans aggregated */             \
+	X(CNT_OFFCPU_FULL, "lost_offcpu_map_full")   /* off-CPU span lost: map full */          \
+	/* processes added to the filter by fork-following */                                   \
+	X(CNT_FORKS_TRACKED, "forks_tracked")                                                   \
+	X(CNT_SAMPLES, "cpu_samples")                /* CPU samples of tracked tasks */         \
+	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */
+
+/* the enum of a counter list, and its names (an array indexed by it) */
+#define COUNTER_ENUM(id, name) id,
+#define COUNTER_NAME(id, name) [id] = name,
+
 enum counter {
-	CNT_CONTENTIONS,      /* waits aggregated */
-	CNT_UNMATCHED_END,    /* contention_end without a recorded begin */
-	CNT_AGG_FULL,         /* a wait lost: aggregation map full */
-	CNT_STACK_LOST,       /* stack not stored (collision or map full); wait kept, stack -1 */
-	CNT_STACK_SKIPPED,    /* wait counted without a stack (stack sampling budget) */
-	CNT_TASK_FULL,        /* per-task state map full: wait or off-CPU span lost */
-	CNT_SPIN_OVERFLOW,    /* per-CPU spin nesting deeper than MAX_SPIN_NEST: wait lost */
-	CNT_STALE_WAIT,       /* sleeping-lock wait left open (its end was missed), discarded */
-	CNT_STALE_SPIN,       /* spin wait whose end was missed (found at a later begin or switch), discarded */
-	CNT_OFFCPU,           /* off-CPU spans aggregated */
-	CNT_OFFCPU_FULL,      /* off-CPU span lost: map full */
-	CNT_FORKS_TRACKED,    /* processes added to the filter by fork-following */
-	CNT_SAMPLES,          /* CPU samples of tracked tasks */
-	CNT_SAMPLES_FULL,     /* CPU sample lost: map full */
+	CONTENTION_COUNTERS(COUNTER_ENUM)
 	CNT__MAX,
 };
 
@@ -222,12 +237,17 @@ struct ufutex_id {
 	__u32 pad;
 };
 
+#define FUTEX_COUNTERS(X)                                                                       \
+	X(FCNT_WAITS, "futex_waits")                      /* futex waits aggregated */          \
+	X(FCNT_AGG_FULL, "lost_futex_map_full")           /* a wait lost: aggregation map full */ \
+	X(FCNT_OPEN_FULL, "lost_futex_open_map_full")     /* a wait lost: open-wait map full */ \
+	/* user stack not stored; wait kept, stack -1 */                                        \
+	X(FCNT_STACK_LOST, "futex_stacks_lost")                                                 \
+	/* wait counted without a stack (sampling) */                                           \
+	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")
+
 enum futex_counter {
-	FCNT_WAITS,           /* futex waits aggregated */
-	FCNT_AGG_FULL,        /* a wait lost: aggregation map full */
-	FCNT_OPEN_FULL,       /* a wait lost: open-wait map full */
-	FCNT_STACK_LOST,      /* user stack not stored; wait kept, stack -1 */
-	FCNT_STACK_SKIPPED,   /* wait counted without a stack (sampling) */
+	FUTEX_COUNTERS(COUNTER_ENUM)
 	FCNT__MAX,
 };
 
