@@ -75,9 +75,8 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
                    help="confirm that --device PATH may be formatted: repeat its path")
     p.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
                    help="a parameter of the built-in workload (repeatable; see `lockscope list`)")
-    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
-                   help=f"time series: ops/s and latency percentiles every this many seconds of the timed "
-                        f"window (default {DEFAULT_INTERVAL:g}; 0: off)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="time series: ops/s and latency "
+                   f"percentiles every this many seconds of the timed window (default {DEFAULT_INTERVAL:g}; 0: off)")
     p.add_argument("--no-latency", action="store_true",
                    help="count operations without timing each one (no latency histograms)")
 
@@ -121,16 +120,12 @@ def _add_result_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("report", help="write DIR/report/index.html")
-    p.add_argument("dir", type=Path)
-    p.add_argument("--out", type=Path, default=None, help="report directory (default DIR/report)")
-
-    p = sub.add_parser("export", help="figures (PDF, SVG), bottleneck table (CSV, LaTeX) and run records for papers",
-                       description="Write DIR/exports (or --out): per experiment the throughput figure (with ideal, "
-                                   "USL fit and the what-if bound) and the lock wait share figure as PDF and SVG; "
-                                   "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records.")
-    p.add_argument("dir", type=Path)
-    p.add_argument("--out", type=Path, default=None, help="exports directory (default DIR/exports)")
+    _writer(sub, "report", "report directory (default DIR/report)", help="write DIR/report/index.html")
+    _writer(sub, "export", "exports directory (default DIR/exports)",
+            help="figures (PDF, SVG), bottleneck table (CSV, LaTeX) and run records for papers",
+            description="Write DIR/exports (or --out): per experiment the throughput figure (with ideal, "
+                        "USL fit and the what-if bound) and the lock wait share figure as PDF and SVG; "
+                        "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records.")
 
     p = sub.add_parser("compare", help="compare two results directories experiment by experiment",
                        description="Compare two results directories (before/after a kernel patch, two file "
@@ -143,6 +138,13 @@ def _add_result_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default=None, help="only this workload")
     p.add_argument("--json", action="store_true", help="machine-readable output (lockscope.compare/1)")
     p.add_argument("--html", type=Path, default=None, help="also write an offline HTML page here")
+
+
+def _writer(sub: argparse._SubParsersAction, name: str, out_help: str, **kw: str) -> None:
+    """A command that reads DIR and writes into --out."""
+    p = sub.add_parser(name, **kw)
+    p.add_argument("dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help=out_help)
 
 
 def _add_machine_commands(sub: argparse._SubParsersAction) -> None:
