@@ -1,4 +1,7 @@
-"""The `lockscope` command: run, sweep, analyze, report, doctor, list."""
+"""The `lockscope` command: main(), signal handling, and one cmd_* function
+per subcommand (run, sweep, analyze, report, export, compare, doctor, list).
+The command line's grammar is in cliargs, the checks of its values in
+validate, and what run and sweep measure in settings."""
 from __future__ import annotations
 
 import argparse
