@@ -57,6 +57,8 @@ class Verified:
     lock_class: str
     name: str
     object: str
+    component: str | None = None
+    explain: str | None = None
 
 
 def display_path(path: str, scratch: str | None) -> str:
@@ -101,10 +103,12 @@ def _task_name(t: dict, lf: LockField) -> Verified:
     cls = lf.lock_class
     if lf.named == "cpu":
         cpu = t.get("cpu", "?")
-        return Verified(cls, f"{cls} (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}")
-    if lf.named == "memcg":
-        return Verified(cls, f"{cls} of the memory cgroup of {comm} (node 0)", f"memory cgroup of {proc}, node 0")
-    return Verified(cls, f"{cls} of {comm}", proc)
+        name, obj = f"{cls} (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}"
+    elif lf.named == "memcg":
+        name, obj = f"{cls} of the memory cgroup of {comm} (node 0)", f"memory cgroup of {proc}, node 0"
+    else:
+        name, obj = f"{cls} of {comm}", proc
+    return Verified(cls, name, obj, lf.component, lf.explain)
 
 
 def verified_table(raw: dict) -> dict[int, Verified]:
@@ -123,7 +127,7 @@ def verified_table(raw: dict) -> dict[int, Verified]:
             if not a or a in table or named is None or lf.fstype not in (None, f.get("fstype", "?")):
                 continue
             obj, suffix = named
-            table[a] = Verified(lf.lock_class, f"{lf.lock_class} of {obj}{suffix}", obj)
+            table[a] = Verified(lf.lock_class, f"{lf.lock_class} of {obj}{suffix}", obj, lf.component, lf.explain)
     _add_wait_locks(table, raw.get("layout", {}))
     for t in objects.get("tasks", []):
         for lf in fields.of_record("task"):
@@ -155,7 +159,8 @@ def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
         off = layout.get(f"{sleeping.get(v.lock_class, '')}.wait_lock")
         if off is not None and addr + off not in table:
             cls = f"{v.lock_class}.wait_lock"
-            table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object)
+            explain = f"the spinlock of the waiter list inside {v.lock_class}" + (f" ({v.explain})" if v.explain else "")
+            table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object, v.component, explain)
 
 
 class LockAcc:
@@ -229,6 +234,7 @@ def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = N
         if v:
             acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
             acc.object = acc.object or v.object
+            acc.component, acc.explain = acc.component or v.component, acc.explain or v.explain
         else:
             rule = _vote(with_stack, frames, kb)
             if rule:

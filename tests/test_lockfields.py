@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO
+from conftest import DATA, REPO, load
 from lockscope.analyzer import lockfields, naming
 
 PROBES = REPO / "probes"
@@ -34,7 +34,7 @@ class = "xfs_inode->i_ioend_lock"
 named = "file"
 fstype = "xfs"
 component = "xfs inode"
-explain = "The inode's list of completed writeback I/O"
+explain = "xfs per-inode list of completed writeback I/O"
 '''
 # objects.c with one file and one thread whose lock fields are 1, 2, ... in
 # table order, emitted as JSON
@@ -162,7 +162,7 @@ def test_adding_a_field_is_one_edit(tmp_path, monkeypatch):
     raw = {"mounts": {"7": "/mnt/x"}, "objects": {"files": [xfs_file("xfs_i_ioend_lock")]}}
     v = naming.verified_table(raw)[0x1000]
     assert v == naming.Verified("xfs_inode->i_ioend_lock", "xfs_inode->i_ioend_lock of /mnt/x/f (xfs, file)",
-                                "/mnt/x/f")
+                                "/mnt/x/f", "xfs inode", "xfs per-inode list of completed writeback I/O")
 
 
 def test_a_new_field_compiles_into_the_bpf_object(tmp_path):
@@ -172,7 +172,8 @@ def test_a_new_field_compiles_into_the_bpf_object(tmp_path):
     table_file = tmp_path / "lockfields.toml"
     table_file.write_text(lockfields.TABLE_FILE.read_text() + NEW_FIELD)
     generate(table_file, tmp_path / "gen")
-    subprocess.run(["clang", "-g", "-O2", "-target", "bpf", f"-D__TARGET_ARCH_{ARCH.get(platform.machine(), 'x86')}", f"-I{tmp_path / 'gen'}",
+    arch = ARCH.get(platform.machine(), "x86")
+    subprocess.run(["clang", "-g", "-O2", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", f"-I{tmp_path / 'gen'}",
                     f"-I{PROBES / 'build'}", f"-I{PROBES}", "-Wall", "-Werror", "-c", str(PROBES / "objects.bpf.c"),
                     "-o", str(tmp_path / "objects.bpf.o")], check=True, capture_output=True, text=True)
 
@@ -187,3 +188,20 @@ def test_a_bad_entry_is_refused(tmp_path):
     table_file.write_text(lockfields.TABLE_FILE.read_text() + NEW_FIELD.replace('"xfs_inode"', '"xfs_inod"'))
     with pytest.raises(ValueError, match="xfs_inod"):
         lockfields.load(table_file)
+
+
+def test_verified_locks_carry_the_tables_component_and_explanation():
+    rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
+    locks = naming.name_locks(rec.probe.raw, rec.workers, int(rec.probe.window_s * 1e9))
+    # one class can be several fields (a file's d_lock, its parent's)
+    by_class: dict[str, set] = {}
+    for f in lockfields.default().fields:
+        by_class.setdefault(f.lock_class, set()).add((f.component, f.explain))
+    verified = [lk for lk in locks if lk.tier == "verified" and lk.lock_class in by_class]
+    assert any(lk.name == "sb->s_vfs_rename_mutex of tmpfs at <scratch>" for lk in verified)
+    for lk in verified:
+        assert (lk.component, lk.explain) in by_class[lk.lock_class], lk.name
+    waits = [lk for lk in locks if lk.tier == "verified" and lk.lock_class.endswith(".wait_lock")]
+    for lk in waits:
+        assert lk.component in {c for c, _ in by_class[lk.lock_class[:-len(".wait_lock")]]}
+        assert lk.explain.startswith("the spinlock of the waiter list inside ")
