@@ -4,6 +4,8 @@
 #ifndef LOCKSCOPE_PROBE_H
 #define LOCKSCOPE_PROBE_H
 
+#include "lockfields.h"
+
 /* flags of lock:contention_begin (include/trace/events/lock.h) */
 #define LCB_F_SPIN   (1U << 0)
 #define LCB_F_READ   (1U << 1)
@@ -88,6 +90,8 @@ enum obj_type {
 	OBJ_TASK = 2,
 };
 
+/* the lock fields of both records are generated from analyzer/lockfields.toml
+ * (build/lockfields.h): one __u64 address per field, 0 when not reached */
 struct obj_file {
 	__u32 type;           /* OBJ_FILE */
 	__u32 tgid;
@@ -99,70 +103,19 @@ struct obj_file {
 	char fstype[16];
 	__u64 inode;
 	__u64 sb;
-	__u64 i_rwsem;
-	__u64 i_lock;
-	__u64 i_mmap_rwsem;
-	__u64 invalidate_lock;
-	__u64 d_lock;         /* dentry->d_lockref.lock */
-	__u64 parent_d_lock;
 	__u64 parent_inode;
-	__u64 parent_i_rwsem;
 	__u64 parent_ino;
-	__u64 s_vfs_rename_mutex;
-	__u64 s_inode_list_lock;
-	__u64 s_umount;
-	/* file-system private locks through sb->s_fs_info, computed without a
-	 * read; meaningful only for the file system named in fstype */
-	__u64 shmem_stat_lock;      /* tmpfs: shmem_sb_info->stat_lock */
-	__u64 shmem_shrinklist_lock;/* tmpfs: shmem_sb_info->shrinklist_lock */
-	/* ext4 (fstype "ext4"): ext4_sb_info, its jbd2 journal, ext4_inode_info */
-	__u64 ext4_s_orphan_lock;
-	__u64 ext4_s_md_lock;
-	__u64 ext4_s_es_lock;
-	__u64 jbd2_j_state_lock;
-	__u64 jbd2_j_list_lock;
-	__u64 jbd2_j_checkpoint_mutex;
-	__u64 jbd2_j_barrier;
-	__u64 jbd2_j_history_lock;
-	__u64 jbd2_j_revoke_lock;
-	__u64 jbd2_j_abort_mutex;
-	__u64 ext4_i_data_sem;
-	__u64 ext4_i_raw_lock;
-	__u64 ext4_i_es_lock;
-	__u64 ext4_xattr_sem;
-	/* xfs (fstype "xfs"): xfs_mount, its log and CIL, xfs_inode */
-	__u64 xfs_m_sb_lock;
-	__u64 xfs_l_icloglock;
-	__u64 xfs_xc_ctx_lock;
-	__u64 xfs_xc_push_lock;
-	__u64 xfs_i_lock;          /* xfs_inode->i_lock: ILOCK */
-	__u64 xfs_i_flags_lock;
-	/* btrfs (fstype "btrfs"): btrfs_fs_info, the inode's root and its node */
-	__u64 btrfs_trans_lock;
-	__u64 btrfs_tree_root_node_lock;  /* fs_info->tree_root->node->lock */
-	__u64 btrfs_root_node_lock;       /* BTRFS_I(inode)->root->node->lock */
-	__u64 btrfs_root_log_mutex;
-	__u64 btrfs_inode_lock;           /* BTRFS_I(inode)->lock */
+	LOCKFIELD_KEYS_FILE(LOCKFIELD_MEMBER)
 };
 
 struct obj_task {
 	__u32 type;           /* OBJ_TASK */
 	__u32 tgid;
 	__u32 pid;
-	__u32 pad;
+	__u32 cpu;            /* the CPU the thread was on */
 	char comm[16];
 	__u64 mm;
-	__u64 mmap_lock;
-	__u64 page_table_lock;
-	__u64 file_lock;      /* files->file_lock */
-	__u64 fs_lock;        /* fs->lock */
-	__u64 siglock;        /* sighand->siglock */
-	/* per thread (one record per thread) */
-	__u64 pi_lock;        /* task->pi_lock */
-	__u64 rq_lock;        /* runqueue lock of the CPU the thread was on */
-	__u32 cpu;
-	__u32 pad2;
-	__u64 lru_lock;       /* lruvec lock of the thread's memory cgroup, node 0 */
+	LOCKFIELD_KEYS_TASK(LOCKFIELD_MEMBER)
 };
 
 /* slab cache of a lock address (kmem.bpf.c): addr in, the rest out */
