@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "jsonw.h"
+#include "bpfutil.h"
 #include "objects.h"
 
 #define SET_SLOTS (1u << 17)   /* open addressing; twice the entries we keep */
@@ -31,23 +32,6 @@ static unsigned int ntasks;
  * empty */
 static uint64_t *seen;
 static unsigned int dropped;    /* objects not kept: table full */
-
-static bool set_add(uint64_t key)
-{
-	uint64_t h = key * 0x9e3779b97f4a7c15ULL;
-
-	for (unsigned int i = 0; i < SET_SLOTS; i++) {
-		unsigned int slot = (unsigned int)((h >> 40) + i) & (SET_SLOTS - 1);
-
-		if (seen[slot] == key)
-			return false;
-		if (seen[slot] == 0) {
-			seen[slot] = key;
-			return true;
-		}
-	}
-	return false;
-}
 
 int objects_init(void)
 {
@@ -71,7 +55,7 @@ static void keep_file(const struct obj_file *r)
 	struct file_entry *e;
 	ssize_t n;
 
-	if (!set_add(r->inode))
+	if (!u64_set_add(seen, SET_SLOTS, r->inode))
 		return;
 	if (nfiles >= MAX_ENTRIES) {
 		dropped++;
@@ -88,7 +72,7 @@ static void keep_task(const struct obj_task *r)
 {
 	/* one entry per thread and CPU it was seen on: threads share mm, files,
 	 * fs and sighand, but each has its pi_lock, and each CPU its runqueue */
-	if (!set_add(((uint64_t)r->cpu << 32) | r->pid))
+	if (!u64_set_add(seen, SET_SLOTS, ((uint64_t)r->cpu << 32) | r->pid))
 		return;
 	if (ntasks >= MAX_ENTRIES) {
 		dropped++;

@@ -85,8 +85,8 @@ def emitted(tmp: Path, header_dir: Path) -> dict:
     src = tmp / "emit.c"
     src.write_text(HARNESS)
     exe = tmp / "emit"
-    subprocess.run(["cc", "-D_GNU_SOURCE", "-Wall", "-Werror", f"-I{header_dir}", f"-I{PROBES}", str(src), "-o",
-                    str(exe), "-lbpf", "-lelf", "-lz"], check=True, capture_output=True, text=True)
+    subprocess.run(["cc", "-D_GNU_SOURCE", "-Wall", "-Werror", f"-I{header_dir}", f"-I{PROBES}", str(src),
+                    str(PROBES / "bpfutil.c"), "-o", str(exe), "-lbpf", "-lelf", "-lz"], check=True, capture_output=True, text=True)
     return json.loads(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)["objects"]
 
 
