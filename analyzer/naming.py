@@ -16,11 +16,13 @@ import os
 import stat
 from dataclasses import dataclass
 
+from lockscope.analyzer import lockfields
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
+from lockscope.analyzer.lockfields import LockField
 from lockscope.analyzer.slab import consistent as slab_consistent
 from lockscope.jsondata import format_addr
-from lockscope.probedata import Contention, RawProbe, SlabEntry
+from lockscope.probedata import Contention, FileObject, RawProbe, SlabEntry, TaskObject
 from lockscope.record import Lock, OffCpu, StackSummary
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
@@ -58,6 +60,8 @@ class Verified:
     lock_class: str
     name: str
     object: str
+    component: str | None = None
+    explain: str | None = None
 
 
 def display_path(path: str, scratch: str | None) -> str:
@@ -75,105 +79,59 @@ def _file_type(mode: int) -> str:
     return "inode"
 
 
+def _file_names(f: FileObject, mounts: dict[int, str], scratch: str | None) -> dict[str, tuple[str, str] | None]:
+    """What a file's lock fields are named after (lockfields.NAMED): the
+    object and the suffix of the name; None where the record cannot say."""
+    path, fstype = f.path, f.fstype
+    dev = f.dev
+    where = mounts.get(dev)
+    sb = f"{fstype} at {display_path(where, scratch)}" if where else \
+        f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
+    shown = display_path(path, scratch)
+    parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch) if path.startswith("/") else None
+    return {"file": (shown, f" ({fstype}, {_file_type(f.mode)})"), "file_name": (shown, ""),
+            "parent_dir": (parent, f" ({fstype}, dir)") if parent else None,
+            "parent_dir_name": (parent, "") if parent else None, "fs": (sb, "")}
+
+
+def _task_name(t: TaskObject, lf: LockField) -> Verified:
+    # named by command, not pid, so that the name is the same in every run
+    # of a sweep; the pid is in the object, and processes that share a
+    # command count as instances of one name
+    comm, proc = t.comm, f"{t.comm} (pid {t.tgid})"
+    cls = lf.lock_class
+    if lf.named == "cpu":
+        cpu = "?" if t.cpu is None else t.cpu
+        name, obj = f"{cls} (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}"
+    elif lf.named == "memcg":
+        name, obj = f"{cls} of the memory cgroup of {comm} (node 0)", f"memory cgroup of {proc}, node 0"
+    else:
+        name, obj = f"{cls} of {comm}", proc
+    return Verified(cls, name, obj, lf.component, lf.explain)
+
+
 def verified_table(raw: RawProbe) -> dict[int, Verified]:
-    """Lock address -> verified name, from the objects the iterators reached."""
-    scratch = raw.scratch
-    mounts = raw.mounts
-    objects = raw.objects
+    """Lock address -> verified name, from the objects the iterators reached
+    and the lock fields of analyzer/lockfields.toml."""
+    scratch, mounts, objects = raw.scratch, raw.mounts, raw.objects
+    fields = lockfields.default()
     table: dict[int, Verified] = {}
-
-    def put(a: int | None, cls: str, obj: str, suffix: str = "") -> None:
-        if a and a not in table:
-            table[a] = Verified(cls, f"{cls} of {obj}{suffix}", obj)
-
     for f in objects.files:
-        path, fstype, lk = f.path, f.fstype, f.addresses
-        dev = f.dev
-        where = mounts.get(dev)
-        sb = f"{fstype} at {display_path(where, scratch)}" if where else \
-            f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
-        shown = display_path(path, scratch)
-        detail = f" ({fstype}, {_file_type(f.mode)})"
-        put(lk.get("i_rwsem"), "inode->i_rwsem", shown, detail)
-        put(lk.get("i_lock"), "inode->i_lock", shown, detail)
-        put(lk.get("i_mmap_rwsem"), "mapping->i_mmap_rwsem", shown, detail)
-        put(lk.get("invalidate_lock"), "mapping->invalidate_lock", shown, detail)
-        put(lk.get("d_lock"), "dentry->d_lockref.lock", shown)
-        if path.startswith("/"):
-            parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch)
-            put(lk.get("parent_i_rwsem"), "inode->i_rwsem", parent, f" ({fstype}, dir)")
-            put(lk.get("parent_d_lock"), "dentry->d_lockref.lock", parent)
-        put(lk.get("s_vfs_rename_mutex"), "sb->s_vfs_rename_mutex", sb)
-        put(lk.get("s_inode_list_lock"), "sb->s_inode_list_lock", sb)
-        put(lk.get("s_umount"), "sb->s_umount", sb)
-        if fstype == "tmpfs":
-            put(lk.get("shmem_stat_lock"), "sbinfo->stat_lock", sb)
-            put(lk.get("shmem_shrinklist_lock"), "sbinfo->shrinklist_lock", sb)
-        for key, cls, per_inode in _FS_PRIVATE.get(fstype, ()):
-            if per_inode:
-                put(lk.get(key), cls, shown, detail)
-            else:
-                put(lk.get(key), cls, sb)
+        names = _file_names(f, mounts, scratch)
+        for lf in fields.of_record("file"):
+            a = f.addresses.get(lf.key)
+            named = names[lf.named]
+            if not a or a in table or named is None or lf.fstype not in (None, f.fstype):
+                continue
+            obj, suffix = named
+            table[a] = Verified(lf.lock_class, f"{lf.lock_class} of {obj}{suffix}", obj, lf.component, lf.explain)
     _add_wait_locks(table, raw.layout)
     for t in objects.tasks:
-        # named by command, not pid, so that the name is the same in every run
-        # of a sweep; the pid is in the object, and processes that share a
-        # command count as instances of one name
-        comm, proc = t.comm, f"{t.comm} (pid {t.tgid})"
-        for field_, cls in (("mmap_lock", "mm->mmap_lock"), ("page_table_lock", "mm->page_table_lock"),
-                            ("file_lock", "files->file_lock"), ("fs_lock", "fs_struct lock"),
-                            ("siglock", "sighand->siglock"), ("pi_lock", "task->pi_lock")):
-            a = t.addresses.get(field_)
+        for lf in fields.of_record("task"):
+            a = t.addresses.get(lf.key)
             if a and a not in table:
-                table[a] = Verified(cls, f"{cls} of {comm}", proc)
-        a = t.addresses.get("rq_lock")
-        if a and a not in table:
-            cpu = "?" if t.cpu is None else t.cpu
-            table[a] = Verified("rq->__lock", f"rq->__lock (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}")
-        a = t.addresses.get("lru_lock")
-        if a and a not in table:
-            table[a] = Verified("lruvec->lru_lock", f"lruvec->lru_lock of the memory cgroup of {comm} (node 0)",
-                                f"memory cgroup of {proc}, node 0")
+                table[a] = _task_name(t, lf)
     return table
-
-
-# file-system private locks the object iterator computes through
-# sb->s_fs_info (per file system) and the fs inode around the VFS inode:
-# (record key, lock class, per inode: named after the file, else after the
-# file system)
-_FS_PRIVATE = {
-    "ext4": (
-        ("ext4_s_orphan_lock", "ext4_sb_info->s_orphan_lock", False),
-        ("ext4_s_md_lock", "ext4_sb_info->s_md_lock", False),
-        ("ext4_s_es_lock", "ext4_sb_info->s_es_lock", False),
-        ("jbd2_j_state_lock", "journal_t->j_state_lock", False),
-        ("jbd2_j_list_lock", "journal_t->j_list_lock", False),
-        ("jbd2_j_checkpoint_mutex", "journal_t->j_checkpoint_mutex", False),
-        ("jbd2_j_barrier", "journal_t->j_barrier", False),
-        ("jbd2_j_history_lock", "journal_t->j_history_lock", False),
-        ("jbd2_j_revoke_lock", "journal_t->j_revoke_lock", False),
-        ("jbd2_j_abort_mutex", "journal_t->j_abort_mutex", False),
-        ("ext4_i_data_sem", "ext4_inode_info->i_data_sem", True),
-        ("ext4_i_raw_lock", "ext4_inode_info->i_raw_lock", True),
-        ("ext4_i_es_lock", "ext4_inode_info->i_es_lock", True),
-        ("ext4_xattr_sem", "ext4_inode_info->xattr_sem", True),
-    ),
-    "xfs": (
-        ("xfs_m_sb_lock", "xfs_mount->m_sb_lock", False),
-        ("xfs_l_icloglock", "xlog->l_icloglock", False),
-        ("xfs_xc_ctx_lock", "xfs_cil->xc_ctx_lock", False),
-        ("xfs_xc_push_lock", "xfs_cil->xc_push_lock", False),
-        ("xfs_i_lock", "xfs_inode->i_lock (ILOCK)", True),
-        ("xfs_i_flags_lock", "xfs_inode->i_flags_lock", True),
-    ),
-    "btrfs": (
-        ("btrfs_trans_lock", "btrfs_fs_info->trans_lock", False),
-        ("btrfs_tree_root_node_lock", "extent_buffer->lock (root tree root node)", False),
-        ("btrfs_root_node_lock", "extent_buffer->lock (subvolume root node)", False),
-        ("btrfs_root_log_mutex", "btrfs_root->log_mutex", False),
-        ("btrfs_inode_lock", "btrfs_inode->lock", True),
-    ),
-}
 
 
 def slab_table(raw: RawProbe) -> dict[int, SlabEntry]:
@@ -190,27 +148,16 @@ def _slab_verified(e: SlabEntry | None, family: str) -> Verified | None:
     return Verified(e.lock_field, f"{e.lock_field} ({e.cache} object)", f"{e.cache} object")
 
 
-# lock classes that are a struct rw_semaphore or a struct mutex: their
-# internal wait_lock (a raw spinlock) is named after them
-_SLEEPING_LOCK_TYPE = {
-    "inode->i_rwsem": "rw_semaphore", "mapping->i_mmap_rwsem": "rw_semaphore",
-    "mapping->invalidate_lock": "rw_semaphore", "sb->s_umount": "rw_semaphore",
-    "mm->mmap_lock": "rw_semaphore", "sb->s_vfs_rename_mutex": "mutex",
-    "ext4_sb_info->s_orphan_lock": "mutex", "journal_t->j_checkpoint_mutex": "mutex",
-    "journal_t->j_barrier": "mutex", "journal_t->j_abort_mutex": "mutex",
-    "ext4_inode_info->i_data_sem": "rw_semaphore", "ext4_inode_info->xattr_sem": "rw_semaphore",
-    "xfs_cil->xc_ctx_lock": "rw_semaphore", "xfs_inode->i_lock (ILOCK)": "rw_semaphore",
-    "extent_buffer->lock (root tree root node)": "rw_semaphore",
-    "extent_buffer->lock (subvolume root node)": "rw_semaphore", "btrfs_root->log_mutex": "mutex",
-}
-
-
 def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
+    """Name the internal wait_lock (a raw spinlock) of each named mutex and
+    rw_semaphore after it."""
+    sleeping = lockfields.default().sleeping_types()
     for addr, v in list(table.items()):
-        off = layout.get(f"{_SLEEPING_LOCK_TYPE.get(v.lock_class, '')}.wait_lock")
+        off = layout.get(f"{sleeping.get(v.lock_class, '')}.wait_lock")
         if off is not None and addr + off not in table:
             cls = f"{v.lock_class}.wait_lock"
-            table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object)
+            explain = f"the spinlock of the waiter list inside {v.lock_class}" + (f" ({v.explain})" if v.explain else "")
+            table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object, v.component, explain)
 
 
 def _vote(entries: list[Contention], raw: RawProbe, kb: Knowledge):
@@ -242,6 +189,7 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
     if v:
         acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
         acc.object = acc.object or v.object
+        acc.component, acc.explain = acc.component or v.component, acc.explain or v.explain
         return acc
     rule = _vote(with_stack, raw, kb)
     if rule:

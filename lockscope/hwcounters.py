@@ -48,18 +48,23 @@ def _open_counter(config: int) -> tuple[int, int]:
     return (fd, 0) if fd >= 0 else (-1, ctypes.get_errno())
 
 
+def _why(err: int, what: str) -> str:
+    """Why perf_event_open of `what` failed with `err`, in one line."""
+    if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
+        why = "the CPU or hypervisor exposes no hardware performance counters"
+    elif err in (errno.EACCES, errno.EPERM):
+        why = "not permitted (needs root or a lower kernel.perf_event_paranoid)"
+    else:
+        why = os.strerror(err)
+    return f"perf_event_open({what}) failed: {os.strerror(err)}: {why}"
+
+
 @functools.lru_cache(maxsize=1)
 def availability() -> tuple[bool, str]:
     for config, what in ((PERF_COUNT_HW_CPU_CYCLES, "cycles"), (PERF_COUNT_HW_INSTRUCTIONS, "instructions")):
         fd, err = _open_counter(config)
         if fd < 0:
-            if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
-                why = "the CPU or hypervisor exposes no hardware performance counters"
-            elif err in (errno.EACCES, errno.EPERM):
-                why = "not permitted (needs root or a lower kernel.perf_event_paranoid)"
-            else:
-                why = os.strerror(err)
-            return False, f"perf_event_open({what}) failed: {os.strerror(err)}: {why}"
+            return False, _why(err, what)
         os.close(fd)
     return True, "cycles and instructions counters available"
 
@@ -78,16 +83,6 @@ PERF_EVENT_IOC_ENABLE = 0x2400
 PERF_EVENT_IOC_DISABLE = 0x2401
 PERF_EVENT_IOC_RESET = 0x2403
 PERF_FLAG_FD_CLOEXEC = 1 << 3
-
-
-def _why(err: int, what: str) -> str:
-    if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
-        why = "the CPU or hypervisor exposes no hardware performance counters"
-    elif err in (errno.EACCES, errno.EPERM):
-        why = "not permitted (needs root or a lower kernel.perf_event_paranoid)"
-    else:
-        why = os.strerror(err)
-    return f"perf_event_open({what}) failed: {os.strerror(err)}: {why}"
 
 
 def _open_on_cpu(config: int, cpu: int, type_: int = PERF_TYPE_HARDWARE) -> tuple[int, int]:

@@ -33,6 +33,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
+#include "maps.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -70,36 +71,19 @@ struct {
 } tstate SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);   /* tgid */
-	__type(value, __u8);
-} tracked SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct cpu_state);
 } cpus SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct lock_key);
-	__type(value, struct wait_stat);
-} lock_stats SEC(".maps");
+WAIT_STATS_MAP(lock_stats, struct lock_key);
+
+WAIT_STATS_MAP(offcpu_stats, struct offcpu_key);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct offcpu_key);
-	__type(value, struct wait_stat);
-} offcpu_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, AGG_ENTRIES);
 	__type(key, struct sample_key);
 	__type(value, __u64);
 } cpu_samples SEC(".maps");
@@ -107,26 +91,16 @@ struct {
 /* how many waits of each (lock, flags) got a stack so far */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, OPEN_ENTRIES);
 	__type(key, struct lock_key);
 	__type(value, __u32);
 } stacked_locks SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
+STACK_MAP(stacks, STACK_ENTRIES);
 
 /* CPU samples' stacks are nearly all distinct: their own map, so that they
  * never push lock-wait stacks out of theirs */
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 32768);
-	__type(key, __u32);
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
-} sample_stacks SEC(".maps");
+STACK_MAP(sample_stacks, SAMPLE_STACK_ENTRIES);
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -28,6 +28,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
+#include "maps.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -48,18 +49,10 @@ const volatile long nr_futex_waitv = -1;
 
 bool enabled = false;
 
-/* shared with contention.bpf.c (the loader reuses its fd) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);   /* tgid */
-	__type(value, __u8);
-} tracked SEC(".maps");
-
 /* waits seen per futex, for stack sampling */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, OPEN_ENTRIES);
 	__type(key, struct ufutex_id);
 	__type(value, __u32);
 } futex_seen SEC(".maps");
@@ -67,28 +60,18 @@ struct {
 /* open waits by thread id */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, OPEN_ENTRIES);
 	__type(key, __u32);
 	__type(value, struct ufutex_open);
 } futex_open SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct ufutex_key);
-	__type(value, struct wait_stat);
-} futex_stats SEC(".maps");
+WAIT_STATS_MAP(futex_stats, struct ufutex_key);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));
-} user_stacks SEC(".maps");
+STACK_MAP(user_stacks, USER_STACK_ENTRIES);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, USER_STACK_ENTRIES);
 	__type(key, __s32);
 	__type(value, struct ustack_words);
 } user_stack_words SEC(".maps");

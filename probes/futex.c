@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/syscall.h>
 #include <linux/types.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "jsonw.h"
+#include "bpfutil.h"
 #include "futex.h"
 #include "futex.skel.h"
 
@@ -22,15 +22,8 @@
 #endif
 
 #define MAX_PROCS 256
-#define MAX_ENTRIES 16384
 
-static const char *fcounter_names[FCNT__MAX] = {
-	[FCNT_WAITS] = "futex_waits",
-	[FCNT_AGG_FULL] = "lost_futex_map_full",
-	[FCNT_OPEN_FULL] = "lost_futex_open_map_full",
-	[FCNT_STACK_LOST] = "futex_stacks_lost",
-	[FCNT_STACK_SKIPPED] = "futex_stacks_not_sampled",
-};
+static const char *fcounter_names[FCNT__MAX] = { FUTEX_COUNTERS(COUNTER_NAME) };
 
 static struct futex_bpf *fskel;
 static int load_err = -ENOENT;       /* not loaded until futex_load */
@@ -75,19 +68,6 @@ int futex_load(bool system_wide, int tracked_fd, int ncpus)
 	return load_err = err;
 }
 
-static void clear(struct bpf_map *map)
-{
-	int fd = bpf_map__fd(map);
-	char key[64];
-
-	if (bpf_map__key_size(map) > sizeof(key))
-		return;
-	/* delete the first key until none is left */
-	while (bpf_map_get_next_key(fd, NULL, key) == 0)
-		if (bpf_map_delete_elem(fd, key))
-			break;
-}
-
 void futex_start(void)
 {
 	__u64 *zero;
@@ -95,11 +75,11 @@ void futex_start(void)
 	if (!fskel)
 		return;
 	fskel->bss->enabled = false;
-	clear(fskel->maps.futex_open);
-	clear(fskel->maps.futex_stats);
-	clear(fskel->maps.user_stacks);
-	clear(fskel->maps.user_stack_words);
-	clear(fskel->maps.futex_seen);
+	clear_map(fskel->maps.futex_open);
+	clear_map(fskel->maps.futex_stats);
+	clear_map(fskel->maps.user_stacks);
+	clear_map(fskel->maps.user_stack_words);
+	clear_map(fskel->maps.futex_seen);
 	zero = calloc(nc, sizeof(*zero));
 	for (__u32 i = 0; zero && i < FCNT__MAX; i++)
 		bpf_map_update_elem(bpf_map__fd(fskel->maps.futex_counters), &i, zero, BPF_ANY);
@@ -215,51 +195,29 @@ void futex_snapshot_maps(void)
 		read_maps(seen[i]);
 }
 
-void futex_stop(uint64_t t_stop)
+static void add_stat(const void *key, const struct wait_stat *s, void *cap)
 {
-	struct wait_stat *vals;
-	struct ufutex_key k, *prev = NULL;
+	struct fentry *e = find_or_add(key, cap);
+
+	if (e)
+		wait_stat_add(&e->s, s);
+}
+
+/* waits open at stop (a thread blocked through the window): counted up to
+ * the stop time; bpf_ktime_get_ns is CLOCK_MONOTONIC */
+static void add_open_waits(uint64_t t_stop, size_t *cap)
+{
+	int fd = bpf_map__fd(fskel->maps.futex_open);
 	__u32 tid, *tprev = NULL;
 	struct ufutex_open o;
-	struct timespec ts;
-	size_t cap = 0;
-	uint64_t now;
-	int fd;
+	uint64_t now = now_ns();
 
-	if (!fskel)
-		return;
-	fskel->bss->enabled = false;
-	futex_snapshot_maps();
-	vals = calloc(nc, sizeof(*vals));
-	fd = bpf_map__fd(fskel->maps.futex_stats);
-	while (vals && bpf_map_get_next_key(fd, prev, &k) == 0) {
-		struct fentry *e;
-
-		prev = &k;
-		if (bpf_map_lookup_elem(fd, &k, vals))
-			continue;
-		e = find_or_add(&k, &cap);
-		if (!e)
-			break;
-		for (int c = 0; c < nc; c++) {
-			e->s.count += vals[c].count;
-			e->s.total_ns += vals[c].total_ns;
-			if (vals[c].max_ns > e->s.max_ns)
-				e->s.max_ns = vals[c].max_ns;
-		}
-	}
-	free(vals);
-	/* waits open at stop (a thread blocked through the window): counted up
-	 * to the stop time; bpf_ktime_get_ns is CLOCK_MONOTONIC */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	if (t_stop > now)
 		t_stop = now;
-	fd = bpf_map__fd(fskel->maps.futex_open);
 	while (bpf_map_get_next_key(fd, tprev, &tid) == 0) {
 		struct ufutex_key ok = {};
+		struct wait_stat one;
 		struct fentry *e;
-		uint64_t d;
 
 		tprev = &tid;
 		if (bpf_map_lookup_elem(fd, &tid, &o) || o.start >= t_stop)
@@ -268,16 +226,26 @@ void futex_stop(uint64_t t_stop)
 		ok.op = o.op;
 		ok.uaddr = o.uaddr;
 		ok.stack_id = o.stack_id;
-		e = find_or_add(&ok, &cap);
+		e = find_or_add(&ok, cap);
 		if (!e)
 			break;
-		d = t_stop - o.start;
-		e->s.count++;
-		e->s.total_ns += d;
-		if (d > e->s.max_ns)
-			e->s.max_ns = d;
+		one.count = 1;
+		one.total_ns = one.max_ns = t_stop - o.start;
+		wait_stat_add(&e->s, &one);
 		open_at_stop++;
 	}
+}
+
+void futex_stop(uint64_t t_stop)
+{
+	size_t cap = 0;
+
+	if (!fskel)
+		return;
+	fskel->bss->enabled = false;
+	futex_snapshot_maps();
+	for_each_wait(bpf_map__fd(fskel->maps.futex_stats), nc, add_stat, &cap);
+	add_open_waits(t_stop, &cap);
 }
 
 static void emit_maps_text(struct jw *w, const char *text)
@@ -321,9 +289,8 @@ static void emit_maps_text(struct jw *w, const char *text)
 
 void futex_json(struct jw *w)
 {
-	__u64 ips[MAX_STACK_DEPTH];
+	struct id_set ids = {};
 	char id[16];
-	int fd;
 
 	jw_key(w, "futex_probe");
 	jw_obj(w);
@@ -355,52 +322,13 @@ void futex_json(struct jw *w)
 	}
 	jw_arr_end(w);
 
-	jw_key(w, "user_stacks");
-	jw_obj(w);
-	fd = bpf_map__fd(fskel->maps.user_stacks);
-	for (size_t i = 0; i < nentries; i++) {
-		__s32 sid = entries[i].key.stack_id;
-		bool dup = false;
-
-		if (sid < 0)
-			continue;
-		for (size_t j = 0; j < i && !dup; j++)
-			dup = entries[j].key.stack_id == sid;
-		memset(ips, 0, sizeof(ips));
-		if (dup || bpf_map_lookup_elem(fd, &sid, ips))
-			continue;
-		snprintf(id, sizeof(id), "%d", sid);
-		jw_key(w, id);
-		jw_arr(w);
-		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
-			jw_hex(w, ips[d]);
-		jw_arr_end(w);
-	}
-	jw_obj_end(w);
-
+	for (size_t i = 0; i < nentries; i++)
+		id_set_add(&ids, entries[i].key.stack_id);
+	emit_stacks(w, "user_stacks", bpf_map__fd(fskel->maps.user_stacks), &ids, MAX_STACK_DEPTH, true);
 	/* the top of each user stack, where the caller that frame pointers miss is */
-	jw_key(w, "user_stack_words");
-	jw_obj(w);
-	fd = bpf_map__fd(fskel->maps.user_stack_words);
-	for (size_t i = 0; i < nentries; i++) {
-		__s32 sid = entries[i].key.stack_id;
-		struct ustack_words sw;
-		bool dup = false;
-
-		if (sid < 0)
-			continue;
-		for (size_t j = 0; j < i && !dup; j++)
-			dup = entries[j].key.stack_id == sid;
-		if (dup || bpf_map_lookup_elem(fd, &sid, &sw))
-			continue;
-		snprintf(id, sizeof(id), "%d", sid);
-		jw_key(w, id);
-		jw_arr(w);
-		for (int d = 0; d < STACK_WORDS; d++)
-			jw_hex(w, sw.w[d]);
-		jw_arr_end(w);
-	}
-	jw_obj_end(w);
+	emit_stacks(w, "user_stack_words", bpf_map__fd(fskel->maps.user_stack_words), &ids, STACK_WORDS,
+		    false);
+	free(ids.ids);
 
 	jw_key(w, "user_maps");
 	jw_obj(w);
@@ -423,8 +351,7 @@ void futex_counters_json(struct jw *w)
 		__u64 sum = i == FCNT_WAITS ? open_at_stop : 0;
 
 		if (bpf_map_lookup_elem(bpf_map__fd(fskel->maps.futex_counters), &i, vals) == 0)
-			for (int c = 0; c < nc; c++)
-				sum += vals[c];
+			sum += u64_sum(vals, nc);
 		jw_ku64(w, fcounter_names[i], sum);
 	}
 	free(vals);
@@ -448,29 +375,12 @@ bool futex_attached(void)
 
 void futex_programs_json(struct jw *w)
 {
-	struct bpf_program *prog;
-
-	if (!fskel)
-		return;
-	bpf_object__for_each_program(prog, fskel->obj) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-
-		jw_obj(w);
-		jw_kstr(w, "name", bpf_program__name(prog));
-		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
-			jw_ku64(w, "recursion_misses", info.recursion_misses);
-		jw_obj_end(w);
-	}
+	if (fskel)
+		emit_programs(w, fskel->obj);
 }
 
 void futex_map_use_json(struct jw *w)
 {
-	if (!fskel)
-		return;
-	jw_key(w, "futex_stats");
-	jw_obj(w);
-	jw_ku64(w, "entries", nentries);
-	jw_ku64(w, "max_entries", bpf_map__max_entries(fskel->maps.futex_stats));
-	jw_obj_end(w);
+	if (fskel)
+		emit_map_use(w, "futex_stats", fskel->maps.futex_stats, nentries);
 }

@@ -20,7 +20,6 @@ void futex_snapshot_maps(void);
 void futex_json(struct jw *w);
 /* futex_* counters, inside the "counters" object */
 void futex_counters_json(struct jw *w);
-/* "futex_programs": recursion misses */
 /* entries of the "programs" array (recursion misses) and the "maps" object */
 void futex_programs_json(struct jw *w);
 void futex_map_use_json(struct jw *w);

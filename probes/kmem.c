@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "jsonw.h"
+#include "bpfutil.h"
 #include "kmem.h"
 #include "kmem.skel.h"
 
@@ -24,7 +25,7 @@ static unsigned int nfound;
 /* addresses already asked in this window (found or not): open addressing,
  * half full at most; 0 is empty (no lock lives at address 0) */
 #define ASKED_SLOTS (MAX_KMEM * 4)
-static __u64 asked[ASKED_SLOTS];
+static uint64_t asked[ASKED_SLOTS];
 static unsigned int nasked;
 
 int kmem_load(void)
@@ -58,20 +59,10 @@ void kmem_reset(void)
 /* true if addr was asked before; else remembers it */
 static bool was_asked(__u64 addr)
 {
-	__u64 h = addr * 0x9e3779b97f4a7c15ULL;
-
-	for (unsigned int i = 0; i < ASKED_SLOTS; i++) {
-		unsigned int slot = (unsigned int)((h >> 40) + i) & (ASKED_SLOTS - 1);
-
-		if (asked[slot] == addr)
-			return true;
-		if (asked[slot] == 0) {
-			asked[slot] = addr;
-			nasked++;
-			return false;
-		}
-	}
-	return true;
+	if (!u64_set_add(asked, ASKED_SLOTS, addr))
+		return true;
+	nasked++;
+	return false;
 }
 
 static void run_batch(unsigned int n)

@@ -3,19 +3,13 @@
  * lockscope-probe: loads the lock-contention and off-CPU probes, takes
  * commands on stdin and answers with one JSON object per line on stdout.
  *
- *   track PID      add a process (and, by fork-following, its children)
- *   untrack PID    remove a process (children already forked stay tracked)
- *   watch PATH     hold an O_PATH descriptor so the path's locks can be named
- *   start          clear the aggregates and start counting
- *   stop           stop counting; emit the "data" event
- *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)
- *
- * Errors are events too ({"event":"error",...}); stderr carries only libbpf's
- * own warnings. The probes are released when the process exits, however it
- * exits: nothing is pinned.
+ * This file: options, the kernel check, loading and attaching, the poll loop
+ * and teardown. The commands (track, untrack, watch, start, stop, quit) are
+ * in commands.c, the reading of the maps into the "data" event in
+ * collect.c, the time series in series.c. The probes are released when the
+ * process exits, however it exits: nothing is pinned.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,11 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/perf_event.h>
 #include <linux/types.h>
@@ -36,65 +28,22 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "jsonw.h"
+#include "bpfutil.h"
+#include "loader.h"
+#include "commands.h"
+#include "collect.h"
+#include "layout.h"
+#include "series.h"
 #include "objects.h"
 #include "futex.h"
 #include "kmem.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
-#define MAX_WATCH 4096
-
-static const char *counter_names[CNT__MAX] = {
-	[CNT_CONTENTIONS] = "contentions",
-	[CNT_UNMATCHED_END] = "unmatched_ends",
-	[CNT_AGG_FULL] = "lost_agg_map_full",
-	[CNT_STACK_LOST] = "stacks_lost",
-	[CNT_STACK_SKIPPED] = "stacks_not_sampled",
-	[CNT_TASK_FULL] = "lost_task_map_full",
-	[CNT_SPIN_OVERFLOW] = "lost_spin_nesting",
-	[CNT_STALE_WAIT] = "stale_sleeping_waits",
-	[CNT_STALE_SPIN] = "stale_spin_waits",
-	[CNT_OFFCPU] = "offcpu_spans",
-	[CNT_OFFCPU_FULL] = "lost_offcpu_map_full",
-	[CNT_FORKS_TRACKED] = "forks_tracked",
-	[CNT_SAMPLES] = "cpu_samples",
-	[CNT_SAMPLES_FULL] = "lost_samples_map_full",
+struct options {
+	bool system_wide, futex;
+	long interval_ms, stack_rate, sample_hz, series_ms;
 };
-
-static struct contention_bpf *cskel;
-static struct objects_bpf *oskel;
-static struct bpf_link *files_iter, *tasks_iter;
-static struct bpf_link **sample_links;
-static uint64_t sample_period_ns;
-static int watch_fds[MAX_WATCH];
-static int nwatch;
-static int ncpus;
-static bool enabled;
-static uint64_t t_start, t_stop;
-static struct jw out;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void emit_error(const char *stage, int err, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	jw_event_begin(&out, stdout, "error");
-	jw_kstr(&out, "stage", stage);
-	jw_ki64(&out, "errno", err < 0 ? -err : err);
-	jw_kstr(&out, "message", msg);
-	jw_event_end(&out);
-}
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
@@ -103,719 +52,23 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, args);
 }
 
-/* ---- maps ---------------------------------------------------------------- */
-
-static int clear_map(struct bpf_map *map)
-{
-	int fd = bpf_map__fd(map);
-	size_t ksz = bpf_map__key_size(map);
-	char *keys = NULL, *prev = NULL;
-	size_t n = 0, cap = 0;
-	int err;
-
-	/* collect first: deleting while walking restarts the walk */
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			char *k = realloc(keys, cap * ksz);
-			if (!k) {
-				free(keys);
-				return -ENOMEM;
-			}
-			keys = k;
-		}
-		err = bpf_map_get_next_key(fd, prev, keys + n * ksz);
-		if (err)
-			break;
-		prev = keys + n * ksz;
-		n++;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, keys + i * ksz);
-	free(keys);
-	return 0;
-}
-
-static void reset_cpu_states(void)
-{
-	struct cpu_state *zero = calloc(ncpus, sizeof(*zero));
-	__u32 key = 0;
-
-	if (zero)
-		bpf_map_update_elem(bpf_map__fd(cskel->maps.cpus), &key, zero, BPF_ANY);
-	free(zero);
-}
-
-/* every CPU's state; the caller frees it */
-static struct cpu_state *read_cpu_states(void)
-{
-	struct cpu_state *st = calloc(ncpus, sizeof(*st));
-	__u32 key = 0;
-
-	if (st && bpf_map_lookup_elem(bpf_map__fd(cskel->maps.cpus), &key, st)) {
-		free(st);
-		return NULL;
-	}
-	return st;
-}
-
-static void sum_stat(const struct wait_stat *v, struct wait_stat *s)
-{
-	memset(s, 0, sizeof(*s));
-	for (int c = 0; c < ncpus; c++) {
-		s->count += v[c].count;
-		s->total_ns += v[c].total_ns;
-		if (v[c].max_ns > s->max_ns)
-			s->max_ns = v[c].max_ns;
-	}
-}
-
-/* stack ids referenced by the emitted entries, per stack map */
-struct id_set {
-	__s32 *ids;
-	size_t n, cap;
-};
-static struct id_set wait_stack_ids, sample_stack_ids;
-
-static void want_stack_in(struct id_set *set, __s32 id)
-{
-	if (id < 0)
-		return;
-	for (size_t i = 0; i < set->n; i++)
-		if (set->ids[i] == id)
-			return;
-	if (set->n == set->cap) {
-		size_t cap = set->cap ? set->cap * 2 : 256;
-		__s32 *p = realloc(set->ids, cap * sizeof(*p));
-		if (!p)
-			return;
-		set->ids = p;
-		set->cap = cap;
-	}
-	set->ids[set->n++] = id;
-}
-
-static void want_stack(__s32 id)
-{
-	want_stack_in(&wait_stack_ids, id);
-}
-
-struct lock_entry {
-	struct lock_key key;
-	struct wait_stat s;
-};
-
-/* a new slot at the end of the array, or NULL */
-static struct lock_entry *append_entry(struct lock_entry **arr, size_t *n, size_t *cap)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		struct lock_entry *p = realloc(*arr, c * sizeof(*p));
-
-		if (!p)
-			return NULL;
-		*arr = p;
-		*cap = c;
-	}
-	return &(*arr)[(*n)++];
-}
-
-/* add a wait to the entry of its key, making one if needed */
-static int merge_entry(struct lock_entry **arr, size_t *n, size_t *cap, const struct lock_key *k,
-		       const struct wait_stat *s)
-{
-	struct lock_entry *e;
-
-	for (size_t i = 0; i < *n; i++) {
-		e = &(*arr)[i];
-		if (memcmp(&e->key, k, sizeof(*k)) == 0) {
-			e->s.count += s->count;
-			e->s.total_ns += s->total_ns;
-			if (s->max_ns > e->s.max_ns)
-				e->s.max_ns = s->max_ns;
-			return 0;
-		}
-	}
-	e = append_entry(arr, n, cap);
-	if (!e)
-		return -ENOMEM;
-	e->key = *k;
-	e->s = *s;
-	return 0;
-}
-
-/* the aggregation map, plus the finished waits each CPU had not yet moved
- * into it (contention.bpf.c defers that work out of contention_end) */
-static unsigned int emit_lock_stats(const struct cpu_state *cpu_st, __u64 *merged)
-{
-	int fd = bpf_map__fd(cskel->maps.lock_stats);
-	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
-	struct lock_key key, *prev = NULL;
-	struct lock_entry *arr = NULL;
-	size_t n = 0, cap = 0;
-
-	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, vals))
-			continue;
-		sum_stat(vals, &s);
-		/* map entries are distinct: append without searching */
-		struct lock_entry *e = append_entry(&arr, &n, &cap);
-
-		if (!e)
-			break;
-		e->key = key;
-		e->s = s;
-	}
-	*merged = 0;
-	for (int c = 0; cpu_st && c < ncpus; c++) {
-		__u32 np = cpu_st[c].npending < MAX_PENDING ? cpu_st[c].npending : MAX_PENDING;
-
-		for (__u32 i = 0; i < np; i++) {
-			const struct pending_wait *p = &cpu_st[c].pending[i];
-			struct lock_key k = { .lock = p->lock, .flags = p->flags, .stack_id = p->stack };
-			struct wait_stat one = { .count = 1, .total_ns = p->delta, .max_ns = p->delta };
-
-			if (merge_entry(&arr, &n, &cap, &k, &one) == 0)
-				(*merged)++;
-		}
-	}
-	jw_key(&out, "contention");
-	jw_arr(&out);
-	for (size_t i = 0; i < n; i++) {
-		jw_obj(&out);
-		jw_khex(&out, "lock", arr[i].key.lock);
-		jw_ku64(&out, "flags", arr[i].key.flags);
-		jw_ki64(&out, "stack", arr[i].key.stack_id);
-		jw_ku64(&out, "count", arr[i].s.count);
-		jw_ku64(&out, "total_ns", arr[i].s.total_ns);
-		jw_ku64(&out, "max_ns", arr[i].s.max_ns);
-		jw_obj_end(&out);
-		want_stack(arr[i].key.stack_id);
-	}
-	jw_arr_end(&out);
-	free(arr);
-	free(vals);
-	return (unsigned int)n;
-}
-
-static unsigned int emit_offcpu_stats(void)
-{
-	int fd = bpf_map__fd(cskel->maps.offcpu_stats);
-	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
-	struct offcpu_key key, *prev = NULL;
-	unsigned int n = 0;
-
-	jw_key(&out, "offcpu");
-	jw_arr(&out);
-	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, vals))
-			continue;
-		sum_stat(vals, &s);
-		jw_obj(&out);
-		jw_ki64(&out, "stack", key.stack_id);
-		jw_ku64(&out, "state", key.state);
-		jw_kbool(&out, "in_lock_wait", key.in_lock_wait);
-		jw_ku64(&out, "count", s.count);
-		jw_ku64(&out, "total_ns", s.total_ns);
-		jw_ku64(&out, "max_ns", s.max_ns);
-		jw_obj_end(&out);
-		want_stack(key.stack_id);
-		n++;
-	}
-	jw_arr_end(&out);
-	free(vals);
-	return n;
-}
-
-static unsigned int emit_cpu_samples(void)
-{
-	int fd = bpf_map__fd(cskel->maps.cpu_samples);
-	__u64 *vals = calloc(ncpus, sizeof(__u64));
-	struct sample_key key, *prev = NULL;
-	unsigned int n = 0;
-
-	jw_ku64(&out, "sample_period_ns", sample_period_ns);
-	jw_key(&out, "cpu_samples");
-	jw_arr(&out);
-	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		__u64 sum = 0;
-
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, vals))
-			continue;
-		for (int c = 0; c < ncpus; c++)
-			sum += vals[c];
-		jw_obj(&out);
-		jw_ki64(&out, "stack", key.stack_id);
-		jw_kbool(&out, "in_lock_wait", key.in_lock_wait);
-		jw_ku64(&out, "count", sum);
-		jw_obj_end(&out);
-		want_stack_in(&sample_stack_ids, key.stack_id);
-		n++;
-	}
-	jw_arr_end(&out);
-	free(vals);
-	return n;
-}
-
-static void emit_stacks(const char *name, struct bpf_map *map, struct id_set *set)
-{
-	int fd = bpf_map__fd(map);
-	__u64 ips[MAX_STACK_DEPTH];
-	char id[16];
-
-	jw_key(&out, name);
-	jw_obj(&out);
-	for (size_t i = 0; i < set->n; i++) {
-		memset(ips, 0, sizeof(ips));
-		if (bpf_map_lookup_elem(fd, &set->ids[i], ips))
-			continue;
-		snprintf(id, sizeof(id), "%d", set->ids[i]);
-		jw_key(&out, id);
-		jw_arr(&out);
-		for (int d = 0; d < MAX_STACK_DEPTH && ips[d]; d++)
-			jw_hex(&out, ips[d]);
-		jw_arr_end(&out);
-	}
-	jw_obj_end(&out);
-	set->n = 0;
-}
-
-static void emit_counters(const struct cpu_state *cpu_st, __u64 merged)
-{
-	jw_key(&out, "counters");
-	jw_obj(&out);
-	for (__u32 i = 0; cpu_st && i < CNT__MAX; i++) {
-		__u64 sum = i == CNT_CONTENTIONS ? merged : 0;
-
-		for (int c = 0; c < ncpus; c++)
-			sum += cpu_st[c].counters[i];
-		jw_ku64(&out, counter_names[i], sum);
-	}
-	futex_counters_json(&out);
-	jw_obj_end(&out);
-}
-
-static void emit_programs(void)
-{
-	struct bpf_program *prog;
-
-	/* recursion_misses: runs the kernel skipped because one of our programs
-	 * was already running on that CPU (e.g. a lock contended inside a probe) */
-	jw_key(&out, "programs");
-	jw_arr(&out);
-	bpf_object__for_each_program(prog, cskel->obj) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-
-		jw_obj(&out);
-		jw_kstr(&out, "name", bpf_program__name(prog));
-		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
-			jw_ku64(&out, "recursion_misses", info.recursion_misses);
-		jw_obj_end(&out);
-	}
-	futex_programs_json(&out);
-	jw_arr_end(&out);
-}
-
-static void emit_map_use(const char *name, struct bpf_map *map, unsigned int used)
-{
-	jw_key(&out, name);
-	jw_obj(&out);
-	jw_ku64(&out, "entries", used);
-	jw_ku64(&out, "max_entries", bpf_map__max_entries(map));
-	jw_obj_end(&out);
-}
-
-/* offsets of lock fields inside lock types (from the kernel's BTF), so that
- * the wait_lock of a named rwsem or mutex can be named too */
-static const char *const layout_fields[][2] = {
-	{ "rw_semaphore", "wait_lock" },
-	{ "mutex", "wait_lock" },
-};
-static long layout_offsets[sizeof(layout_fields) / sizeof(layout_fields[0])];
-
-static long member_offset(const struct btf *btf, const char *type, const char *member)
-{
-	int id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
-	const struct btf_type *t;
-	const struct btf_member *m;
-
-	if (id < 0)
-		return -1;
-	t = btf__type_by_id(btf, id);
-	m = btf_members(t);
-	for (int i = 0; i < btf_vlen(t); i++, m++)
-		if (strcmp(btf__name_by_offset(btf, m->name_off), member) == 0)
-			return (long)(btf_member_bit_offset(t, i) / 8);
-	return -1;
-}
-
-static void emit_layout(void)
-{
-	char key[64];
-
-	jw_key(&out, "layout");
-	jw_obj(&out);
-	for (size_t i = 0; i < sizeof(layout_fields) / sizeof(layout_fields[0]); i++) {
-		if (layout_offsets[i] < 0)
-			continue;
-		snprintf(key, sizeof(key), "%s.%s", layout_fields[i][0], layout_fields[i][1]);
-		jw_ki64(&out, key, layout_offsets[i]);
-	}
-	jw_obj_end(&out);
-}
-
-/* ---- time series --------------------------------------------------------- */
-
-/* While counting, every --series-ms the cumulative wait per lock address (the
- * heaviest SERIES_MAX_LOCKS) and the off-CPU time outside lock waits per task
- * state are kept in memory, and emitted with the "data" event ("series"), so
- * that bursts within a run are not averaged away. Nothing is written during
- * the window. */
-#define SERIES_MAX_SNAPS 4096
-#define SERIES_MAX_LOCKS 128
-#define SERIES_MAX_STATES 16
-
-struct series_val {
-	__u64 key;            /* lock address, or task state */
-	__u64 total_ns;
-};
-
-struct series_snap {
-	__u64 t_ns;           /* since start */
-	__u32 nlocks, nstates;
-	struct series_val *locks;
-	struct series_val states[SERIES_MAX_STATES];
-};
-
-static struct series_snap *series;
-static size_t nseries;
-static bool series_truncated;
-static long series_ms = 250;
-
-static int cmp_key(const void *a, const void *b)
-{
-	const struct series_val *x = a, *y = b;
-
-	return x->key < y->key ? -1 : x->key > y->key;
-}
-
-static int cmp_total_desc(const void *a, const void *b)
-{
-	const struct series_val *x = a, *y = b;
-
-	return x->total_ns > y->total_ns ? -1 : x->total_ns < y->total_ns;
-}
-
-static void series_reset(void)
-{
-	for (size_t i = 0; i < nseries; i++)
-		free(series[i].locks);
-	nseries = 0;
-	series_truncated = false;
-}
-
-static void series_snapshot(void)
-{
-	int fd = bpf_map__fd(cskel->maps.lock_stats);
-	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
-	struct lock_key key, *prev = NULL;
-	struct offcpu_key okey, *oprev = NULL;
-	struct series_val *arr = NULL;
-	struct series_snap *snap;
-	size_t n = 0, cap = 0, m = 0;
-
-	if (!vals)
-		return;
-	if (!series && !(series = calloc(SERIES_MAX_SNAPS, sizeof(*series))))
-		goto out;
-	if (nseries == SERIES_MAX_SNAPS) {
-		series_truncated = true;
-		goto out;
-	}
-	snap = &series[nseries];
-	memset(snap, 0, sizeof(*snap));
-	snap->t_ns = now_ns() - t_start;
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, vals))
-			continue;
-		sum_stat(vals, &s);
-		if (n == cap) {
-			struct series_val *p = realloc(arr, (cap = cap ? cap * 2 : 256) * sizeof(*p));
-
-			if (!p)
-				goto out;
-			arr = p;
-		}
-		arr[n].key = key.lock;
-		arr[n++].total_ns = s.total_ns;
-	}
-	/* one value per address (entries differ by flags and stack) */
-	if (n)
-		qsort(arr, n, sizeof(*arr), cmp_key);
-	for (size_t i = 0; i < n; i++) {
-		if (m && arr[m - 1].key == arr[i].key)
-			arr[m - 1].total_ns += arr[i].total_ns;
-		else
-			arr[m++] = arr[i];
-	}
-	if (m)
-		qsort(arr, m, sizeof(*arr), cmp_total_desc);
-	snap->nlocks = m < SERIES_MAX_LOCKS ? m : SERIES_MAX_LOCKS;
-	snap->locks = arr;
-	arr = NULL;
-
-	fd = bpf_map__fd(cskel->maps.offcpu_stats);
-	while (bpf_map_get_next_key(fd, oprev, &okey) == 0) {
-		__u32 j;
-
-		oprev = &okey;
-		if (okey.in_lock_wait || bpf_map_lookup_elem(fd, &okey, vals))
-			continue;
-		sum_stat(vals, &s);
-		for (j = 0; j < snap->nstates && snap->states[j].key != okey.state; j++)
-			;
-		if (j == SERIES_MAX_STATES)
-			continue;
-		if (j == snap->nstates) {
-			snap->states[j].key = okey.state;
-			snap->nstates++;
-		}
-		snap->states[j].total_ns += s.total_ns;
-	}
-	nseries++;
-out:
-	free(arr);
-	free(vals);
-}
-
-static void emit_series(void)
-{
-	jw_key(&out, "series");
-	jw_obj(&out);
-	jw_ku64(&out, "interval_ns", (uint64_t)series_ms * 1000000ULL);
-	jw_kbool(&out, "truncated", series_truncated);
-	jw_ku64(&out, "max_locks", SERIES_MAX_LOCKS);
-	jw_key(&out, "snapshots");
-	jw_arr(&out);
-	for (size_t i = 0; i < nseries; i++) {
-		const struct series_snap *sn = &series[i];
-
-		jw_obj(&out);
-		jw_ku64(&out, "t_ns", sn->t_ns);
-		jw_key(&out, "locks");
-		jw_arr(&out);
-		for (__u32 j = 0; j < sn->nlocks; j++) {
-			jw_arr(&out);
-			jw_hex(&out, sn->locks[j].key);
-			jw_u64(&out, sn->locks[j].total_ns);
-			jw_arr_end(&out);
-		}
-		jw_arr_end(&out);
-		jw_key(&out, "offcpu");
-		jw_arr(&out);
-		for (__u32 j = 0; j < sn->nstates; j++) {
-			jw_arr(&out);
-			jw_u64(&out, sn->states[j].key);
-			jw_u64(&out, sn->states[j].total_ns);
-			jw_arr_end(&out);
-		}
-		jw_arr_end(&out);
-		jw_obj_end(&out);
-	}
-	jw_arr_end(&out);
-	jw_obj_end(&out);
-}
-
-/* ---- commands ------------------------------------------------------------ */
-
-static void snapshot_objects(void)
-{
-	int err = objects_snapshot(files_iter, tasks_iter);
-
-	if (err)
-		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
-	kmem_resolve_map(bpf_map__fd(cskel->maps.lock_stats));
-}
-
-static void cmd_track(const char *arg)
-{
-	char *end;
-	long pid = strtol(arg, &end, 10);
-	__u32 tgid;
-	__u8 one = 1;
-	char proc[64];
-	struct stat st;
-
-	if (*arg == '\0' || *end != '\0' || pid <= 0 || pid > 0x3fffffff) {
-		emit_error("track", EINVAL, "track: not a process id: '%s'", arg);
-		return;
-	}
-	snprintf(proc, sizeof(proc), "/proc/%ld", pid);
-	if (stat(proc, &st)) {
-		emit_error("track", errno, "track: no process %ld", pid);
-		return;
-	}
-	tgid = (__u32)pid;
-	if (bpf_map_update_elem(bpf_map__fd(cskel->maps.tracked), &tgid, &one, BPF_ANY)) {
-		emit_error("track", errno, "track: filter map update failed: %s", strerror(errno));
-		return;
-	}
-	jw_event_begin(&out, stdout, "tracked");
-	jw_ku64(&out, "pid", tgid);
-	jw_event_end(&out);
-}
-
-static void cmd_untrack(const char *arg)
-{
-	char *end;
-	long pid = strtol(arg, &end, 10);
-	__u32 tgid = (__u32)pid;
-
-	if (*arg == '\0' || *end != '\0' || pid <= 0 || pid > 0x3fffffff) {
-		emit_error("untrack", EINVAL, "untrack: not a process id: '%s'", arg);
-		return;
-	}
-	/* children forked before this keep being tracked */
-	bpf_map_delete_elem(bpf_map__fd(cskel->maps.tracked), &tgid);
-	jw_event_begin(&out, stdout, "untracked");
-	jw_ku64(&out, "pid", tgid);
-	jw_event_end(&out);
-}
-
-static void cmd_watch(const char *path)
-{
-	int fd;
-
-	if (nwatch >= MAX_WATCH) {
-		emit_error("watch", ENOSPC, "watch: more than %d paths", MAX_WATCH);
-		return;
-	}
-	fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd < 0) {
-		emit_error("watch", errno, "watch: %s: %s", path, strerror(errno));
-		return;
-	}
-	watch_fds[nwatch++] = fd;
-	jw_event_begin(&out, stdout, "watched");
-	jw_kstr(&out, "path", path);
-	jw_event_end(&out);
-}
-
-static void cmd_start(void)
-{
-	cskel->bss->enabled = false;
-	cskel->bss->generation++;        /* per-task slots of earlier windows are void */
-	clear_map(cskel->maps.stacked_locks);
-	clear_map(cskel->maps.lock_stats);
-	clear_map(cskel->maps.offcpu_stats);
-	clear_map(cskel->maps.cpu_samples);
-	clear_map(cskel->maps.stacks);
-	clear_map(cskel->maps.sample_stacks);
-	reset_cpu_states();
-	series_reset();
-	objects_reset();
-	kmem_reset();
-	snapshot_objects();
-	futex_start();
-	t_start = now_ns();
-	cskel->bss->enabled = true;
-	enabled = true;
-	jw_event_begin(&out, stdout, "started");
-	jw_ku64(&out, "t_ns", t_start);
-	jw_event_end(&out);
-}
-
-static void cmd_stop(void)
-{
-	unsigned int nlock, noff, nsamp;
-	struct cpu_state *cpu_st;
-	__u64 merged;
-
-	if (!enabled) {
-		emit_error("stop", EINVAL, "stop: not started");
-		return;
-	}
-	cskel->bss->enabled = false;
-	t_stop = now_ns();
-	enabled = false;
-	futex_stop(t_stop);
-	snapshot_objects();
-
-	jw_event_begin(&out, stdout, "data");
-	jw_ku64(&out, "t_start_ns", t_start);
-	jw_ku64(&out, "t_stop_ns", t_stop);
-	jw_ku64(&out, "window_ns", t_stop - t_start);
-	jw_ku64(&out, "ncpus", ncpus);
-	cpu_st = read_cpu_states();
-	nlock = emit_lock_stats(cpu_st, &merged);
-	noff = emit_offcpu_stats();
-	nsamp = emit_cpu_samples();
-	emit_stacks("stacks", cskel->maps.stacks, &wait_stack_ids);
-	emit_stacks("sample_stacks", cskel->maps.sample_stacks, &sample_stack_ids);
-	objects_json(&out);
-	futex_json(&out);
-	kmem_json(&out);
-	emit_layout();
-	emit_series();
-	emit_counters(cpu_st, merged);
-	free(cpu_st);
-	emit_programs();
-	jw_key(&out, "maps");
-	jw_obj(&out);
-	emit_map_use("lock_stats", cskel->maps.lock_stats, nlock);
-	emit_map_use("offcpu_stats", cskel->maps.offcpu_stats, noff);
-	emit_map_use("cpu_samples", cskel->maps.cpu_samples, nsamp);
-	futex_map_use_json(&out);
-	jw_obj_end(&out);
-	jw_event_end(&out);
-}
-
-/* returns false to quit */
-static bool handle_line(char *line)
-{
-	size_t len = strlen(line);
-
-	while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
-		line[--len] = '\0';
-	if (strncmp(line, "track ", 6) == 0)
-		cmd_track(line + 6);
-	else if (strncmp(line, "untrack ", 8) == 0)
-		cmd_untrack(line + 8);
-	else if (strncmp(line, "watch ", 6) == 0)
-		cmd_watch(line + 6);
-	else if (strcmp(line, "start") == 0)
-		cmd_start();
-	else if (strcmp(line, "stop") == 0)
-		cmd_stop();
-	else if (strcmp(line, "quit") == 0)
-		return false;
-	else if (len)
-		emit_error("command", EINVAL, "unknown command: '%s'", line);
-	return true;
-}
-
-/* ---- set-up and main loop ------------------------------------------------ */
+/* ---- set-up -------------------------------------------------------------- */
 
 /* cpu-clock sampling on every CPU, at a fixed period */
-static int attach_sampling(long hz)
+static int attach_sampling(struct probe *p, long hz)
 {
 	if (!hz)
 		return 0;
-	sample_period_ns = 1000000000ULL / (uint64_t)hz;
-	sample_links = calloc(ncpus, sizeof(*sample_links));
-	if (!sample_links)
+	p->sample_period_ns = 1000000000ULL / (uint64_t)hz;
+	p->sample_links = calloc(p->ncpus, sizeof(*p->sample_links));
+	if (!p->sample_links)
 		return -ENOMEM;
-	for (int cpu = 0; cpu < ncpus; cpu++) {
+	for (int cpu = 0; cpu < p->ncpus; cpu++) {
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_SOFTWARE,
 			.config = PERF_COUNT_SW_CPU_CLOCK,
 			.size = sizeof(attr),
-			.sample_period = sample_period_ns,
+			.sample_period = p->sample_period_ns,
 		};
 		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -824,8 +77,8 @@ static int attach_sampling(long hz)
 				continue;       /* possible but offline CPU */
 			return -errno;
 		}
-		sample_links[cpu] = bpf_program__attach_perf_event(cskel->progs.lksc_cpu_sample, fd);
-		if (!sample_links[cpu]) {
+		p->sample_links[cpu] = bpf_program__attach_perf_event(p->cskel->progs.lksc_cpu_sample, fd);
+		if (!p->sample_links[cpu]) {
 			int err = -errno;
 
 			close(fd);
@@ -835,7 +88,8 @@ static int attach_sampling(long hz)
 	return 0;
 }
 
-/* the tracepoints we attach to, checked by name for a clear message */
+/* the tracepoints we attach to, checked by name for a clear message; and
+ * the lock layout read from the same BTF */
 static int preflight(void)
 {
 	static const char *const need[][2] = {
@@ -859,49 +113,58 @@ static int preflight(void)
 			break;
 		}
 	}
-	for (size_t i = 0; i < sizeof(layout_fields) / sizeof(layout_fields[0]); i++)
-		layout_offsets[i] = member_offset(btf, layout_fields[i][0], layout_fields[i][1]);
+	layout_read(btf);
 	btf__free(btf);
 	return err;
 }
 
-static int load(bool system_wide, long stack_rate, long sample_hz)
+/* the object iterators, sharing contention.bpf.c's tracked map */
+static int load_objects(struct probe *p, bool system_wide)
 {
 	int err;
 
-	cskel = contention_bpf__open();
-	if (!cskel)
+	p->oskel = objects_bpf__open();
+	if (!p->oskel)
 		return -errno;
-	cskel->rodata->system_wide = system_wide;
-	/* per second per CPU -> per 10 ms window; 0 walks every stack */
-	cskel->rodata->stack_budget = stack_rate ? (stack_rate + 99) / 100 : 0;
-	err = contention_bpf__load(cskel);
+	p->oskel->rodata->self_tgid = (__u32)getpid();
+	p->oskel->rodata->system_wide = system_wide;
+	err = bpf_map__reuse_fd(p->oskel->maps.tracked, bpf_map__fd(p->cskel->maps.tracked));
 	if (err)
 		return err;
-	err = contention_bpf__attach(cskel);
+	err = objects_bpf__load(p->oskel);
 	if (err)
 		return err;
-	err = attach_sampling(sample_hz);
-	if (err)
-		return err;
+	p->files_iter = bpf_program__attach_iter(p->oskel->progs.lksc_iter_files, NULL);
+	if (!p->files_iter)
+		return -errno;
+	p->tasks_iter = bpf_program__attach_iter(p->oskel->progs.lksc_iter_tasks, NULL);
+	if (!p->tasks_iter)
+		return -errno;
+	return 0;
+}
 
-	oskel = objects_bpf__open();
-	if (!oskel)
+static int load(struct probe *p, const struct options *o)
+{
+	int err;
+
+	p->cskel = contention_bpf__open();
+	if (!p->cskel)
 		return -errno;
-	oskel->rodata->self_tgid = (__u32)getpid();
-	oskel->rodata->system_wide = system_wide;
-	err = bpf_map__reuse_fd(oskel->maps.tracked, bpf_map__fd(cskel->maps.tracked));
+	p->cskel->rodata->system_wide = o->system_wide;
+	/* per second per CPU -> per 10 ms window; 0 walks every stack */
+	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
+	err = contention_bpf__load(p->cskel);
 	if (err)
 		return err;
-	err = objects_bpf__load(oskel);
+	err = contention_bpf__attach(p->cskel);
 	if (err)
 		return err;
-	files_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_files, NULL);
-	if (!files_iter)
-		return -errno;
-	tasks_iter = bpf_program__attach_iter(oskel->progs.lksc_iter_tasks, NULL);
-	if (!tasks_iter)
-		return -errno;
+	err = attach_sampling(p, o->sample_hz);
+	if (err)
+		return err;
+	err = load_objects(p, o->system_wide);
+	if (err)
+		return err;
 	kmem_load();          /* optional: without it, slab locks are not resolved */
 	return 0;
 }
@@ -921,7 +184,8 @@ static void usage(FILE *f)
 		"Events on stdout, one JSON object per line.\n");
 }
 
-int main(int argc, char **argv)
+/* -1 to go on, else the exit status */
+static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option opts[] = {
 		{ "system-wide", no_argument, NULL, 's' },
@@ -933,32 +197,33 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	bool system_wide = false, futex = false;
-	long interval_ms = 1000, stack_rate = 2000, sample_hz = 199;
-	char buf[8192];
-	size_t have = 0;
-	sigset_t mask;
-	int sfd, err, opt, rc = 0;
-	const char *reason = "quit";
-	uint64_t last_objects = 0;
+	int opt;
 
 	while ((opt = getopt_long(argc, argv, "si:r:f:S:uh", opts, NULL)) != -1) {
 		switch (opt) {
-		case 's': system_wide = true; break;
-		case 'i': interval_ms = strtol(optarg, NULL, 10); break;
-		case 'r': stack_rate = strtol(optarg, NULL, 10); break;
-		case 'f': sample_hz = strtol(optarg, NULL, 10); break;
-		case 'S': series_ms = strtol(optarg, NULL, 10); break;
-		case 'u': futex = true; break;
+		case 's': o->system_wide = true; break;
+		case 'i': o->interval_ms = strtol(optarg, NULL, 10); break;
+		case 'r': o->stack_rate = strtol(optarg, NULL, 10); break;
+		case 'f': o->sample_hz = strtol(optarg, NULL, 10); break;
+		case 'S': o->series_ms = strtol(optarg, NULL, 10); break;
+		case 'u': o->futex = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (interval_ms <= 0 || stack_rate < 0 || sample_hz < 0 || sample_hz > 100000 || series_ms < 0) {
+	if (o->interval_ms <= 0 || o->stack_rate < 0 || o->sample_hz < 0 || o->sample_hz > 100000 ||
+	    o->series_ms < 0) {
 		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate >= 0, "
 			"--sample-hz between 0 and 100000\n");
 		return 2;
 	}
+	return -1;
+}
+
+/* SIGINT, SIGTERM and SIGHUP arrive on the returned signalfd */
+static int block_signals(void)
+{
+	sigset_t mask;
 
 	/* nothing outlives the orchestrator */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -967,114 +232,169 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
+	return signalfd(-1, &mask, SFD_CLOEXEC);
+}
 
-	libbpf_set_print(libbpf_print);
-	ncpus = libbpf_num_possible_cpus();
-	if (ncpus <= 0 || objects_init()) {
-		emit_error("init", ENOMEM, "cannot size per-CPU buffers");
-		return 1;
-	}
-	if (preflight()) {
-		rc = 1;
-		goto out;
-	}
-	err = load(system_wide, stack_rate, sample_hz);
-	if (err) {
-		emit_error("load", err, "loading the BPF probes failed: %s", strerror(-err));
-		rc = 1;
-		goto out;
-	}
-	/* user-space lock waits: optional, and not fatal (the data event says
-	 * why they are unavailable) */
-	if (futex)
-		futex_load(system_wide, bpf_map__fd(cskel->maps.tracked), ncpus);
+static void emit_ready(const struct probe *p, const struct options *o)
+{
+	struct jw out;
 
 	jw_event_begin(&out, stdout, "ready");
 	jw_ku64(&out, "pid", (uint64_t)getpid());
-	jw_kbool(&out, "system_wide", system_wide);
-	jw_ku64(&out, "ncpus", ncpus);
+	jw_kbool(&out, "system_wide", o->system_wide);
+	jw_ku64(&out, "ncpus", p->ncpus);
 	jw_ku64(&out, "stack_depth", MAX_STACK_DEPTH);
-	jw_ku64(&out, "stack_rate", (uint64_t)stack_rate);
-	jw_ku64(&out, "sample_period_ns", sample_period_ns);
+	jw_ku64(&out, "stack_rate", (uint64_t)o->stack_rate);
+	jw_ku64(&out, "sample_period_ns", p->sample_period_ns);
 	jw_kbool(&out, "futex", futex_attached());
 	jw_event_end(&out);
+}
+
+/* load everything and say "ready"; 0 or the exit status */
+static int setup(struct probe *p, const struct options *o)
+{
+	int err;
+
+	libbpf_set_print(libbpf_print);
+	p->ncpus = libbpf_num_possible_cpus();
+	if (p->ncpus <= 0 || objects_init()) {
+		emit_error("init", ENOMEM, "cannot size per-CPU buffers");
+		return 1;
+	}
+	if (preflight())
+		return 1;
+	err = load(p, o);
+	if (err) {
+		emit_error("load", err, "loading the BPF probes failed: %s", strerror(-err));
+		return 1;
+	}
+	/* user-space lock waits: optional, and not fatal (the data event says
+	 * why they are unavailable) */
+	if (o->futex)
+		futex_load(o->system_wide, bpf_map__fd(p->cskel->maps.tracked), p->ncpus);
+	emit_ready(p, o);
+	return 0;
+}
+
+/* ---- poll loop and teardown ---------------------------------------------- */
+
+/* while counting: a time-series snapshot every tick, and the objects (which
+ * come and go during a run) every interval */
+static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
+{
+	uint64_t now = now_ns();
+
+	if (p->series_ms)
+		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),
+				bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, now - p->t_start);
+	if (now - (*last_objects > p->t_start ? *last_objects : p->t_start) >=
+	    (uint64_t)interval_ms * 1000000ULL) {
+		collect_objects(p);
+		futex_snapshot_maps();
+		*last_objects = now;
+	}
+}
+
+struct input {
+	char buf[8192];
+	size_t have;
+};
+
+/* read stdin and run the complete lines; false at end of input or quit */
+static bool read_commands(struct probe *p, struct input *in, const char **reason)
+{
+	ssize_t r = read(STDIN_FILENO, in->buf + in->have, sizeof(in->buf) - 1 - in->have);
+	char *line = in->buf, *nl;
+
+	if (r <= 0) {
+		*reason = "end of input";
+		return false;
+	}
+	in->have += (size_t)r;
+	in->buf[in->have] = '\0';
+	while ((nl = strchr(line, '\n'))) {
+		*nl = '\0';
+		if (!handle_line(p, line))
+			return false;
+		line = nl + 1;
+	}
+	in->have -= (size_t)(line - in->buf);
+	memmove(in->buf, line, in->have);
+	if (in->have == sizeof(in->buf) - 1) {
+		emit_error("command", E2BIG, "command line too long");
+		in->have = 0;
+	}
+	return true;
+}
+
+/* until quit, end of input or a signal; the exit status */
+static int poll_loop(struct probe *p, int sfd, long interval_ms, const char **reason)
+{
+	static struct input in;
+	uint64_t last_objects = 0;
 
 	for (;;) {
 		struct pollfd pfd[2] = {
 			{ .fd = STDIN_FILENO, .events = POLLIN },
 			{ .fd = sfd, .events = POLLIN },
 		};
-		long tick = series_ms && series_ms < interval_ms ? series_ms : interval_ms;
-		int n = poll(pfd, 2, enabled ? (int)tick : -1);
+		long tick = p->series_ms && p->series_ms < interval_ms ? p->series_ms : interval_ms;
+		int n = poll(pfd, 2, p->enabled ? (int)tick : -1);
 
 		if (n < 0 && errno != EINTR) {
-			reason = "poll failed";
-			rc = 1;
-			break;
+			*reason = "poll failed";
+			return 1;
 		}
 		if (n == 0) {
-			uint64_t now = now_ns();
-
-			if (series_ms)
-				series_snapshot();
-			/* objects come and go during a run: collect them periodically */
-			if (now - (last_objects > t_start ? last_objects : t_start) >=
-			    (uint64_t)interval_ms * 1000000ULL) {
-				snapshot_objects();
-				futex_snapshot_maps();
-				last_objects = now;
-			}
+			on_tick(p, interval_ms, &last_objects);
 			continue;
 		}
 		if (pfd[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
 			if (read(sfd, &si, sizeof(si)) > 0)
-				reason = strsignal((int)si.ssi_signo);
-			break;
+				*reason = strsignal((int)si.ssi_signo);
+			return 0;
 		}
-		if (pfd[0].revents & (POLLIN | POLLHUP)) {
-			ssize_t r = read(STDIN_FILENO, buf + have, sizeof(buf) - 1 - have);
-			char *line, *nl;
-			bool go_on = true;
-
-			if (r <= 0) {
-				reason = "end of input";
-				break;
-			}
-			have += (size_t)r;
-			buf[have] = '\0';
-			line = buf;
-			while (go_on && (nl = strchr(line, '\n'))) {
-				*nl = '\0';
-				go_on = handle_line(line);
-				line = nl + 1;
-			}
-			if (!go_on)
-				break;
-			have -= (size_t)(line - buf);
-			memmove(buf, line, have);
-			if (have == sizeof(buf) - 1) {
-				emit_error("command", E2BIG, "command line too long");
-				have = 0;
-			}
-		}
+		if ((pfd[0].revents & (POLLIN | POLLHUP)) && !read_commands(p, &in, reason))
+			return 0;
 	}
+}
 
-out:
-	for (int cpu = 0; sample_links && cpu < ncpus; cpu++)
-		bpf_link__destroy(sample_links[cpu]);
-	bpf_link__destroy(files_iter);
-	bpf_link__destroy(tasks_iter);
-	objects_bpf__destroy(oskel);
+static void teardown(struct probe *p)
+{
+	for (int cpu = 0; p->sample_links && cpu < p->ncpus; cpu++)
+		bpf_link__destroy(p->sample_links[cpu]);
+	bpf_link__destroy(p->files_iter);
+	bpf_link__destroy(p->tasks_iter);
+	objects_bpf__destroy(p->oskel);
 	futex_destroy();
 	kmem_destroy();
-	contention_bpf__destroy(cskel);
-	for (int i = 0; i < nwatch; i++)
-		close(watch_fds[i]);
+	contention_bpf__destroy(p->cskel);
+	for (int i = 0; i < p->nwatch; i++)
+		close(p->watch_fds[i]);
+}
+
+int main(int argc, char **argv)
+{
+	static struct probe p;
+	struct options o = { .interval_ms = 1000, .stack_rate = 2000, .sample_hz = 199,
+			     .series_ms = 250 };
+	const char *reason = "quit";
+	int sfd, rc = parse_options(argc, argv, &o);
+
+	if (rc >= 0)
+		return rc;
+	p.series_ms = o.series_ms;
+	sfd = block_signals();
+	rc = setup(&p, &o);
+	if (rc == 0)
+		rc = poll_loop(&p, sfd, o.interval_ms, &reason);
+	teardown(&p);
 	if (!rc) {
+		struct jw out;
+
 		jw_event_begin(&out, stdout, "exit");
 		jw_kstr(&out, "reason", reason);
 		jw_event_end(&out);

@@ -6,7 +6,10 @@
  * matches contended lock addresses against them: a match is a verified name.
  *
  * Addresses are computed with CO-RE field offsets, so one object file works
- * across kernel versions; fields that a kernel lacks stay 0.
+ * across kernel versions; fields that a kernel lacks stay 0. Which fields of
+ * an object are read is generated from analyzer/lockfields.toml
+ * (LOCKFIELDS_<BASE> in build/lockfields.h); this file only reaches the
+ * objects ("bases") they hang off.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -19,15 +22,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile __u32 self_tgid = 0;
 const volatile bool system_wide = false;
 
-/* shared with contention.bpf.c (the loader reuses the map's fd) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u8);
-} tracked SEC(".maps");
-
-#define ADDR(p, field) ((__u64)__builtin_preserve_access_index(&(p)->field))
+/* the tracked tgids, shared with contention.bpf.c (the loader reuses its fd) */
+#include "maps.bpf.h"
 
 static __always_inline bool wanted(__u32 tgid, bool include_self)
 {
@@ -37,11 +33,6 @@ static __always_inline bool wanted(__u32 tgid, bool include_self)
 		return true;
 	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
 }
-
-/* fs->lock became fs->seq (a seqlock, whose spinlock is seq.lock) in 6.x */
-struct fs_struct___old {
-	spinlock_t lock;
-} __attribute__((preserve_access_index));
 
 static __always_inline bool fs_is(const char *fstype, const char *name, int n)
 {
@@ -62,26 +53,13 @@ static __always_inline void ext4_locks(struct obj_file *r, void *fs_info, struct
 
 	if (!bpf_core_type_exists(struct ext4_sb_info) || !bpf_core_type_exists(struct ext4_inode_info))
 		return;
-	r->ext4_s_orphan_lock = ADDR(sbi, s_orphan_lock);
-	r->ext4_s_md_lock = ADDR(sbi, s_md_lock);
-	if (bpf_core_field_exists(sbi->s_es_lock))
-		r->ext4_s_es_lock = ADDR(sbi, s_es_lock);
+	LOCKFIELDS_EXT4_SB(r, sbi);
 	ei = (void *)inode - bpf_core_field_offset(struct ext4_inode_info, vfs_inode);
-	r->ext4_i_data_sem = ADDR(ei, i_data_sem);
-	r->ext4_i_raw_lock = ADDR(ei, i_raw_lock);
-	r->ext4_i_es_lock = ADDR(ei, i_es_lock);
-	r->ext4_xattr_sem = ADDR(ei, xattr_sem);
+	LOCKFIELDS_EXT4_INODE(r, ei);
 	j = BPF_CORE_READ(sbi, s_journal);
 	if (!j || !bpf_core_type_exists(struct journal_s))
 		return;
-	r->jbd2_j_state_lock = ADDR(j, j_state_lock);
-	r->jbd2_j_list_lock = ADDR(j, j_list_lock);
-	r->jbd2_j_checkpoint_mutex = ADDR(j, j_checkpoint_mutex);
-	r->jbd2_j_barrier = ADDR(j, j_barrier);
-	r->jbd2_j_history_lock = ADDR(j, j_history_lock);
-	r->jbd2_j_revoke_lock = ADDR(j, j_revoke_lock);
-	if (bpf_core_field_exists(j->j_abort_mutex))
-		r->jbd2_j_abort_mutex = ADDR(j, j_abort_mutex);
+	LOCKFIELDS_JOURNAL(r, j);
 }
 
 static __always_inline void xfs_locks(struct obj_file *r, void *fs_info, struct inode *inode)
@@ -93,19 +71,17 @@ static __always_inline void xfs_locks(struct obj_file *r, void *fs_info, struct 
 
 	if (!bpf_core_type_exists(struct xfs_mount) || !bpf_core_type_exists(struct xfs_inode))
 		return;
-	r->xfs_m_sb_lock = ADDR(mp, m_sb_lock);
+	LOCKFIELDS_XFS_MOUNT(r, mp);
 	ip = (void *)inode - bpf_core_field_offset(struct xfs_inode, i_vnode);
-	r->xfs_i_lock = ADDR(ip, i_lock);
-	r->xfs_i_flags_lock = ADDR(ip, i_flags_lock);
+	LOCKFIELDS_XFS_INODE(r, ip);
 	log = BPF_CORE_READ(mp, m_log);
 	if (!log)
 		return;
-	r->xfs_l_icloglock = ADDR(log, l_icloglock);
+	LOCKFIELDS_XLOG(r, log);
 	cil = BPF_CORE_READ(log, l_cilp);
 	if (!cil)
 		return;
-	r->xfs_xc_ctx_lock = ADDR(cil, xc_ctx_lock);
-	r->xfs_xc_push_lock = ADDR(cil, xc_push_lock);
+	LOCKFIELDS_XFS_CIL(r, cil);
 }
 
 static __always_inline void btrfs_locks(struct obj_file *r, void *fs_info, struct inode *inode)
@@ -117,26 +93,21 @@ static __always_inline void btrfs_locks(struct obj_file *r, void *fs_info, struc
 
 	if (!bpf_core_type_exists(struct btrfs_fs_info) || !bpf_core_type_exists(struct btrfs_inode))
 		return;
-	r->btrfs_trans_lock = ADDR(fsi, trans_lock);
+	LOCKFIELDS_BTRFS_FS_INFO(r, fsi);
 	root = BPF_CORE_READ(fsi, tree_root);
 	eb = root ? BPF_CORE_READ(root, node) : NULL;
 	if (eb)
-		r->btrfs_tree_root_node_lock = ADDR(eb, lock);
+		LOCKFIELDS_BTRFS_TREE_ROOT_NODE(r, eb);
 	bi = (void *)inode - bpf_core_field_offset(struct btrfs_inode, vfs_inode);
-	r->btrfs_inode_lock = ADDR(bi, lock);
+	LOCKFIELDS_BTRFS_INODE(r, bi);
 	root = BPF_CORE_READ(bi, root);
 	if (!root)
 		return;
-	r->btrfs_root_log_mutex = ADDR(root, log_mutex);
+	LOCKFIELDS_BTRFS_ROOT(r, root);
 	eb = BPF_CORE_READ(root, node);
 	if (eb)
-		r->btrfs_root_node_lock = ADDR(eb, lock);
+		LOCKFIELDS_BTRFS_ROOT_NODE(r, eb);
 }
-
-/* mm->mmap_lock was mm->mmap_sem before 5.8 */
-struct mm_struct___old {
-	struct rw_semaphore mmap_sem;
-} __attribute__((preserve_access_index));
 
 SEC("iter/task_file")
 int lksc_iter_files(struct bpf_iter__task_file *ctx)
@@ -165,31 +136,21 @@ int lksc_iter_files(struct bpf_iter__task_file *ctx)
 	r.inode = (__u64)inode;
 	r.ino = BPF_CORE_READ(inode, i_ino);
 	r.i_mode = BPF_CORE_READ(inode, i_mode);
-	r.i_rwsem = ADDR(inode, i_rwsem);
-	r.i_lock = ADDR(inode, i_lock);
+	LOCKFIELDS_INODE(&r, inode);
 	mapping = BPF_CORE_READ(inode, i_mapping);
-	if (mapping) {
-		r.i_mmap_rwsem = ADDR(mapping, i_mmap_rwsem);
-		if (bpf_core_field_exists(mapping->invalidate_lock))
-			r.invalidate_lock = ADDR(mapping, invalidate_lock);
-	}
+	if (mapping)
+		LOCKFIELDS_MAPPING(&r, mapping);
 	sb = BPF_CORE_READ(inode, i_sb);
 	if (sb) {
 		r.sb = (__u64)sb;
 		r.dev = BPF_CORE_READ(sb, s_dev);
-		r.s_vfs_rename_mutex = ADDR(sb, s_vfs_rename_mutex);
-		r.s_inode_list_lock = ADDR(sb, s_inode_list_lock);
-		r.s_umount = ADDR(sb, s_umount);
+		LOCKFIELDS_SB(&r, sb);
 		fsname = BPF_CORE_READ(sb, s_type, name);
 		if (fsname)
 			bpf_probe_read_kernel_str(r.fstype, sizeof(r.fstype), fsname);
 		fs_info = BPF_CORE_READ(sb, s_fs_info);
-		if (fs_info && bpf_core_type_exists(struct shmem_sb_info)) {
-			struct shmem_sb_info *sbinfo = fs_info;
-
-			r.shmem_stat_lock = ADDR(sbinfo, stat_lock);
-			r.shmem_shrinklist_lock = ADDR(sbinfo, shrinklist_lock);
-		}
+		if (fs_info && bpf_core_type_exists(struct shmem_sb_info))
+			LOCKFIELDS_SHMEM_SB(&r, (struct shmem_sb_info *)fs_info);
 		if (fs_info && fs_is(r.fstype, "ext4", 5))
 			ext4_locks(&r, fs_info, inode);
 		else if (fs_info && fs_is(r.fstype, "xfs", 4))
@@ -199,14 +160,14 @@ int lksc_iter_files(struct bpf_iter__task_file *ctx)
 	}
 	d = BPF_CORE_READ(file, f_path.dentry);
 	if (d) {
-		r.d_lock = ADDR(d, d_lockref.lock);
+		LOCKFIELDS_DENTRY(&r, d);
 		parent = BPF_CORE_READ(d, d_parent);
 		if (parent && parent != d) {
-			r.parent_d_lock = ADDR(parent, d_lockref.lock);
+			LOCKFIELDS_PARENT_DENTRY(&r, parent);
 			pinode = BPF_CORE_READ(parent, d_inode);
 			if (pinode) {
 				r.parent_inode = (__u64)pinode;
-				r.parent_i_rwsem = ADDR(pinode, i_rwsem);
+				LOCKFIELDS_PARENT_INODE(&r, pinode);
 				r.parent_ino = BPF_CORE_READ(pinode, i_ino);
 			}
 		}
@@ -215,29 +176,25 @@ int lksc_iter_files(struct bpf_iter__task_file *ctx)
 	return 0;
 }
 
-/* lruvec lock of node 0 of the task's memory cgroup (the LRU lists its page
- * cache and anonymous pages go on) */
-static __always_inline __u64 lru_lock_of(struct task_struct *task)
+/* node 0 of the task's memory cgroup (whose lruvec holds the LRU lists its
+ * page cache and anonymous pages go on) */
+static __always_inline struct mem_cgroup_per_node *memcg_node_of(struct task_struct *task)
 {
 	struct cgroup_subsys_state *css;
-	struct mem_cgroup_per_node *pn;
 	struct mem_cgroup *memcg;
 	int id;
 
 	if (!bpf_core_type_exists(struct mem_cgroup) ||
 	    !bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id))
-		return 0;
+		return NULL;
 	id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 	if (id < 0 || id >= 16)
-		return 0;
+		return NULL;
 	css = BPF_CORE_READ(task, cgroups, subsys[id]);
 	if (!css)
-		return 0;
+		return NULL;
 	memcg = (void *)css - bpf_core_field_offset(struct mem_cgroup, css);
-	pn = BPF_CORE_READ(memcg, nodeinfo[0]);
-	if (!pn)
-		return 0;
-	return ADDR(pn, lruvec.lru_lock);
+	return BPF_CORE_READ(memcg, nodeinfo[0]);
 }
 
 SEC("iter/task")
@@ -250,6 +207,7 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 	struct files_struct *files;
 	struct fs_struct *fs;
 	struct sighand_struct *sighand;
+	struct mem_cgroup_per_node *pn;
 
 	if (!task)
 		return 0;
@@ -262,26 +220,18 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 	mm = BPF_CORE_READ(task, mm);
 	if (mm) {
 		r.mm = (__u64)mm;
-		if (bpf_core_field_exists(mm->mmap_lock))
-			r.mmap_lock = ADDR(mm, mmap_lock);
-		else
-			r.mmap_lock = ADDR((struct mm_struct___old *)mm, mmap_sem);
-		r.page_table_lock = ADDR(mm, page_table_lock);
+		LOCKFIELDS_MM(&r, mm);
 	}
 	files = BPF_CORE_READ(task, files);
 	if (files)
-		r.file_lock = ADDR(files, file_lock);
+		LOCKFIELDS_FILES(&r, files);
 	fs = BPF_CORE_READ(task, fs);
-	if (fs) {
-		if (bpf_core_field_exists(fs->seq))
-			r.fs_lock = ADDR(fs, seq.lock);
-		else
-			r.fs_lock = ADDR((struct fs_struct___old *)fs, lock);
-	}
+	if (fs)
+		LOCKFIELDS_FS(&r, fs);
 	sighand = BPF_CORE_READ(task, sighand);
 	if (sighand)
-		r.siglock = ADDR(sighand, siglock);
-	r.pi_lock = ADDR(task, pi_lock);
+		LOCKFIELDS_SIGHAND(&r, sighand);
+	LOCKFIELDS_TASK(&r, task);
 	if (bpf_core_field_exists(task->thread_info.cpu))
 		r.cpu = BPF_CORE_READ(task, thread_info.cpu);
 	/* the runqueue through the task's CFS runqueue (CONFIG_FAIR_GROUP_SCHED):
@@ -291,9 +241,11 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 		struct rq *rq = cfs ? BPF_CORE_READ(cfs, rq) : NULL;
 
 		if (rq)
-			r.rq_lock = ADDR(rq, __lock);
+			LOCKFIELDS_RQ(&r, rq);
 	}
-	r.lru_lock = lru_lock_of(task);
+	pn = memcg_node_of(task);
+	if (pn)
+		LOCKFIELDS_MEMCG_NODE(&r, pn);
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "jsonw.h"
+#include "bpfutil.h"
 #include "objects.h"
 
 #define SET_SLOTS (1u << 17)   /* open addressing; twice the entries we keep */
@@ -31,23 +32,6 @@ static unsigned int ntasks;
  * empty */
 static uint64_t *seen;
 static unsigned int dropped;    /* objects not kept: table full */
-
-static bool set_add(uint64_t key)
-{
-	uint64_t h = key * 0x9e3779b97f4a7c15ULL;
-
-	for (unsigned int i = 0; i < SET_SLOTS; i++) {
-		unsigned int slot = (unsigned int)((h >> 40) + i) & (SET_SLOTS - 1);
-
-		if (seen[slot] == key)
-			return false;
-		if (seen[slot] == 0) {
-			seen[slot] = key;
-			return true;
-		}
-	}
-	return false;
-}
 
 int objects_init(void)
 {
@@ -71,7 +55,7 @@ static void keep_file(const struct obj_file *r)
 	struct file_entry *e;
 	ssize_t n;
 
-	if (!set_add(r->inode))
+	if (!u64_set_add(seen, SET_SLOTS, r->inode))
 		return;
 	if (nfiles >= MAX_ENTRIES) {
 		dropped++;
@@ -88,7 +72,7 @@ static void keep_task(const struct obj_task *r)
 {
 	/* one entry per thread and CPU it was seen on: threads share mm, files,
 	 * fs and sighand, but each has its pi_lock, and each CPU its runqueue */
-	if (!set_add(((uint64_t)r->cpu << 32) | r->pid))
+	if (!u64_set_add(seen, SET_SLOTS, ((uint64_t)r->cpu << 32) | r->pid))
 		return;
 	if (ntasks >= MAX_ENTRIES) {
 		dropped++;
@@ -141,28 +125,28 @@ int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it)
 	return run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
 }
 
-/* file-system private lock fields, only those the iterator filled in */
-static void fs_private_json(struct jw *w, const struct obj_file *r)
+/* lock fields of a record (analyzer/lockfields.toml, via build/lockfields.h) */
+struct lockfield_key {
+	const char *key;
+	size_t off;
+};
+
+#define FILE_KEY(k) { #k, offsetof(struct obj_file, k) },
+#define TASK_KEY(k) { #k, offsetof(struct obj_task, k) },
+static const struct lockfield_key file_keys[] = { LOCKFIELD_KEYS_FILE(FILE_KEY) };
+static const struct lockfield_key task_keys[] = { LOCKFIELD_KEYS_TASK(TASK_KEY) };
+#undef FILE_KEY
+#undef TASK_KEY
+
+/* the lock fields the iterator filled in (a field it did not reach is 0) */
+static void lockfields_json(struct jw *w, const void *r, const struct lockfield_key *keys, size_t n)
 {
-#define FS_LOCK(field) { #field, offsetof(struct obj_file, field) }
-	static const struct { const char *key; size_t off; } fields[] = {
-		FS_LOCK(ext4_s_orphan_lock), FS_LOCK(ext4_s_md_lock), FS_LOCK(ext4_s_es_lock),
-		FS_LOCK(jbd2_j_state_lock), FS_LOCK(jbd2_j_list_lock), FS_LOCK(jbd2_j_checkpoint_mutex),
-		FS_LOCK(jbd2_j_barrier), FS_LOCK(jbd2_j_history_lock), FS_LOCK(jbd2_j_revoke_lock),
-		FS_LOCK(jbd2_j_abort_mutex), FS_LOCK(ext4_i_data_sem), FS_LOCK(ext4_i_raw_lock),
-		FS_LOCK(ext4_i_es_lock), FS_LOCK(ext4_xattr_sem),
-		FS_LOCK(xfs_m_sb_lock), FS_LOCK(xfs_l_icloglock), FS_LOCK(xfs_xc_ctx_lock),
-		FS_LOCK(xfs_xc_push_lock), FS_LOCK(xfs_i_lock), FS_LOCK(xfs_i_flags_lock),
-		FS_LOCK(btrfs_trans_lock), FS_LOCK(btrfs_tree_root_node_lock), FS_LOCK(btrfs_root_node_lock),
-		FS_LOCK(btrfs_root_log_mutex), FS_LOCK(btrfs_inode_lock),
-	};
-#undef FS_LOCK
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+	for (size_t i = 0; i < n; i++) {
 		__u64 v;
 
-		memcpy(&v, (const char *)r + fields[i].off, sizeof(v));
+		memcpy(&v, (const char *)r + keys[i].off, sizeof(v));
 		if (v)
-			jw_khex(w, fields[i].key, v);
+			jw_khex(w, keys[i].key, v);
 	}
 }
 
@@ -186,21 +170,9 @@ void objects_json(struct jw *w)
 		jw_kstr(w, "fstype", r->fstype);
 		jw_khex(w, "inode", r->inode);
 		jw_khex(w, "sb", r->sb);
-		jw_khex(w, "i_rwsem", r->i_rwsem);
-		jw_khex(w, "i_lock", r->i_lock);
-		jw_khex(w, "i_mmap_rwsem", r->i_mmap_rwsem);
-		jw_khex(w, "invalidate_lock", r->invalidate_lock);
-		jw_khex(w, "d_lock", r->d_lock);
-		jw_khex(w, "parent_d_lock", r->parent_d_lock);
 		jw_khex(w, "parent_inode", r->parent_inode);
-		jw_khex(w, "parent_i_rwsem", r->parent_i_rwsem);
 		jw_ku64(w, "parent_ino", r->parent_ino);
-		jw_khex(w, "s_vfs_rename_mutex", r->s_vfs_rename_mutex);
-		jw_khex(w, "s_inode_list_lock", r->s_inode_list_lock);
-		jw_khex(w, "s_umount", r->s_umount);
-		jw_khex(w, "shmem_stat_lock", r->shmem_stat_lock);
-		jw_khex(w, "shmem_shrinklist_lock", r->shmem_shrinklist_lock);
-		fs_private_json(w, r);
+		lockfields_json(w, r, file_keys, sizeof(file_keys) / sizeof(file_keys[0]));
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -214,17 +186,8 @@ void objects_json(struct jw *w)
 		jw_ku64(w, "pid", r->pid);
 		jw_kstr(w, "comm", r->comm);
 		jw_khex(w, "mm", r->mm);
-		jw_khex(w, "mmap_lock", r->mmap_lock);
-		jw_khex(w, "page_table_lock", r->page_table_lock);
-		jw_khex(w, "file_lock", r->file_lock);
-		jw_khex(w, "fs_lock", r->fs_lock);
-		jw_khex(w, "siglock", r->siglock);
-		jw_khex(w, "pi_lock", r->pi_lock);
 		jw_ku64(w, "cpu", r->cpu);
-		if (r->rq_lock)
-			jw_khex(w, "rq_lock", r->rq_lock);
-		if (r->lru_lock)
-			jw_khex(w, "lru_lock", r->lru_lock);
+		lockfields_json(w, r, task_keys, sizeof(task_keys) / sizeof(task_keys[0]));
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -4,6 +4,8 @@
 #ifndef LOCKSCOPE_PROBE_H
 #define LOCKSCOPE_PROBE_H
 
+#include "lockfields.h"
+
 /* flags of lock:contention_begin (include/trace/events/lock.h) */
 #define LCB_F_SPIN   (1U << 0)
 #define LCB_F_READ   (1U << 1)
@@ -48,22 +50,37 @@ struct sample_key {
 	__u32 in_lock_wait;
 };
 
-/* counters of events, drops and map-full conditions (per CPU array index) */
+/* counters of events, drops and map-full conditions (per CPU array index),
+ * each with its name in the "counters" object of the data event */
+#define CONTENTION_COUNTERS(X)                                                                  \
+	X(CNT_CONTENTIONS, "contentions")            /* waits aggregated */                     \
+	X(CNT_UNMATCHED_END, "unmatched_ends")       /* contention_end without a recorded begin */ \
+	X(CNT_AGG_FULL, "lost_agg_map_full")         /* a wait lost: aggregation map full */    \
+	/* stack not stored (collision or map full); wait kept, stack -1 */                     \
+	X(CNT_STACK_LOST, "stacks_lost")                                                        \
+	/* wait counted without a stack (stack sampling budget) */                              \
+	X(CNT_STACK_SKIPPED, "stacks_not_sampled")                                              \
+	/* per-task state map full: wait or off-CPU span lost */                                \
+	X(CNT_TASK_FULL, "lost_task_map_full")                                                  \
+	/* per-CPU spin nesting deeper than MAX_SPIN_NEST: wait lost */                         \
+	X(CNT_SPIN_OVERFLOW, "lost_spin_nesting")                                               \
+	/* sleeping-lock wait left open (its end was missed), discarded */                      \
+	X(CNT_STALE_WAIT, "stale_sleeping_waits")                                               \
+	/* spin wait whose end was missed (found at a later begin or switch), discarded */      \
+	X(CNT_STALE_SPIN, "stale_spin_waits")                                                   \
+	X(CNT_OFFCPU, "offcpu_spans")                /* off-CPU spans aggregated */             \
+	X(CNT_OFFCPU_FULL, "lost_offcpu_map_full")   /* off-CPU span lost: map full */          \
+	/* processes added to the filter by fork-following */                                   \
+	X(CNT_FORKS_TRACKED, "forks_tracked")                                                   \
+	X(CNT_SAMPLES, "cpu_samples")                /* CPU samples of tracked tasks */         \
+	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */
+
+/* the enum of a counter list, and its names (an array indexed by it) */
+#define COUNTER_ENUM(id, name) id,
+#define COUNTER_NAME(id, name) [id] = name,
+
 enum counter {
-	CNT_CONTENTIONS,      /* waits aggregated */
-	CNT_UNMATCHED_END,    /* contention_end without a recorded begin */
-	CNT_AGG_FULL,         /* a wait lost: aggregation map full */
-	CNT_STACK_LOST,       /* stack not stored (collision or map full); wait kept, stack -1 */
-	CNT_STACK_SKIPPED,    /* wait counted without a stack (stack sampling budget) */
-	CNT_TASK_FULL,        /* per-task state map full: wait or off-CPU span lost */
-	CNT_SPIN_OVERFLOW,    /* per-CPU spin nesting deeper than MAX_SPIN_NEST: wait lost */
-	CNT_STALE_WAIT,       /* sleeping-lock wait left open (its end was missed), discarded */
-	CNT_STALE_SPIN,       /* spin wait whose end was missed (found at a later begin or switch), discarded */
-	CNT_OFFCPU,           /* off-CPU spans aggregated */
-	CNT_OFFCPU_FULL,      /* off-CPU span lost: map full */
-	CNT_FORKS_TRACKED,    /* processes added to the filter by fork-following */
-	CNT_SAMPLES,          /* CPU samples of tracked tasks */
-	CNT_SAMPLES_FULL,     /* CPU sample lost: map full */
+	CONTENTION_COUNTERS(COUNTER_ENUM)
 	CNT__MAX,
 };
 
@@ -73,6 +90,8 @@ enum obj_type {
 	OBJ_TASK = 2,
 };
 
+/* the lock fields of both records are generated from analyzer/lockfields.toml
+ * (build/lockfields.h): one __u64 address per field, 0 when not reached */
 struct obj_file {
 	__u32 type;           /* OBJ_FILE */
 	__u32 tgid;
@@ -84,70 +103,19 @@ struct obj_file {
 	char fstype[16];
 	__u64 inode;
 	__u64 sb;
-	__u64 i_rwsem;
-	__u64 i_lock;
-	__u64 i_mmap_rwsem;
-	__u64 invalidate_lock;
-	__u64 d_lock;         /* dentry->d_lockref.lock */
-	__u64 parent_d_lock;
 	__u64 parent_inode;
-	__u64 parent_i_rwsem;
 	__u64 parent_ino;
-	__u64 s_vfs_rename_mutex;
-	__u64 s_inode_list_lock;
-	__u64 s_umount;
-	/* file-system private locks through sb->s_fs_info, computed without a
-	 * read; meaningful only for the file system named in fstype */
-	__u64 shmem_stat_lock;      /* tmpfs: shmem_sb_info->stat_lock */
-	__u64 shmem_shrinklist_lock;/* tmpfs: shmem_sb_info->shrinklist_lock */
-	/* ext4 (fstype "ext4"): ext4_sb_info, its jbd2 journal, ext4_inode_info */
-	__u64 ext4_s_orphan_lock;
-	__u64 ext4_s_md_lock;
-	__u64 ext4_s_es_lock;
-	__u64 jbd2_j_state_lock;
-	__u64 jbd2_j_list_lock;
-	__u64 jbd2_j_checkpoint_mutex;
-	__u64 jbd2_j_barrier;
-	__u64 jbd2_j_history_lock;
-	__u64 jbd2_j_revoke_lock;
-	__u64 jbd2_j_abort_mutex;
-	__u64 ext4_i_data_sem;
-	__u64 ext4_i_raw_lock;
-	__u64 ext4_i_es_lock;
-	__u64 ext4_xattr_sem;
-	/* xfs (fstype "xfs"): xfs_mount, its log and CIL, xfs_inode */
-	__u64 xfs_m_sb_lock;
-	__u64 xfs_l_icloglock;
-	__u64 xfs_xc_ctx_lock;
-	__u64 xfs_xc_push_lock;
-	__u64 xfs_i_lock;          /* xfs_inode->i_lock: ILOCK */
-	__u64 xfs_i_flags_lock;
-	/* btrfs (fstype "btrfs"): btrfs_fs_info, the inode's root and its node */
-	__u64 btrfs_trans_lock;
-	__u64 btrfs_tree_root_node_lock;  /* fs_info->tree_root->node->lock */
-	__u64 btrfs_root_node_lock;       /* BTRFS_I(inode)->root->node->lock */
-	__u64 btrfs_root_log_mutex;
-	__u64 btrfs_inode_lock;           /* BTRFS_I(inode)->lock */
+	LOCKFIELD_KEYS_FILE(LOCKFIELD_MEMBER)
 };
 
 struct obj_task {
 	__u32 type;           /* OBJ_TASK */
 	__u32 tgid;
 	__u32 pid;
-	__u32 pad;
+	__u32 cpu;            /* the CPU the thread was on */
 	char comm[16];
 	__u64 mm;
-	__u64 mmap_lock;
-	__u64 page_table_lock;
-	__u64 file_lock;      /* files->file_lock */
-	__u64 fs_lock;        /* fs->lock */
-	__u64 siglock;        /* sighand->siglock */
-	/* per thread (one record per thread) */
-	__u64 pi_lock;        /* task->pi_lock */
-	__u64 rq_lock;        /* runqueue lock of the CPU the thread was on */
-	__u32 cpu;
-	__u32 pad2;
-	__u64 lru_lock;       /* lruvec lock of the thread's memory cgroup, node 0 */
+	LOCKFIELD_KEYS_TASK(LOCKFIELD_MEMBER)
 };
 
 /* slab cache of a lock address (kmem.bpf.c): addr in, the rest out */
@@ -222,12 +190,17 @@ struct ufutex_id {
 	__u32 pad;
 };
 
+#define FUTEX_COUNTERS(X)                                                                       \
+	X(FCNT_WAITS, "futex_waits")                      /* futex waits aggregated */          \
+	X(FCNT_AGG_FULL, "lost_futex_map_full")           /* a wait lost: aggregation map full */ \
+	X(FCNT_OPEN_FULL, "lost_futex_open_map_full")     /* a wait lost: open-wait map full */ \
+	/* user stack not stored; wait kept, stack -1 */                                        \
+	X(FCNT_STACK_LOST, "futex_stacks_lost")                                                 \
+	/* wait counted without a stack (sampling) */                                           \
+	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")
+
 enum futex_counter {
-	FCNT_WAITS,           /* futex waits aggregated */
-	FCNT_AGG_FULL,        /* a wait lost: aggregation map full */
-	FCNT_OPEN_FULL,       /* a wait lost: open-wait map full */
-	FCNT_STACK_LOST,      /* user stack not stored; wait kept, stack -1 */
-	FCNT_STACK_SKIPPED,   /* wait counted without a stack (sampling) */
+	FUTEX_COUNTERS(COUNTER_ENUM)
 	FCNT__MAX,
 };
 

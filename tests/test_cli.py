@@ -2,6 +2,7 @@
 non-zero exit code, and nothing created."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,3 +150,32 @@ def test_probe_load_errors_become_environment_errors_with_a_fix(event, message, 
     with pytest.raises(EnvironmentProblem) as e:
         s.on_error({"event": "error", **event})
     assert message in e.value.message and fix in e.value.fix and e.value.exit_code == 3
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--param", "files"], "--param 'files': expected KEY=VALUE"),
+    (["--interval", "-1"], "--interval -1: must be 0 (off) or more seconds"),
+    (["--workers", "0"], "--workers 0: needs at least 1 worker"),
+    (["--duration", "0"], "--duration 0: must be more than 0 seconds"),
+    (["--warmup", "-1"], "--warmup -1: must be 0 or more seconds"),
+    (["--sample-hz", "10001"], "--sample-hz 10001: must be between 0 and 10000"),
+])
+def test_run_and_sweep_share_their_checks(option, message):
+    """run and sweep check their common options in one place, with one message."""
+    from lockscope import settings
+    from lockscope.cliargs import build_parser
+    from lockscope.errors import UsageError
+
+    for build, cmd in ((settings.point_spec, "run"), (settings.sweep_spec, "sweep")):
+        args = build_parser().parse_args([cmd, "MWRM", *option])
+        with pytest.raises(UsageError, match="^" + re.escape(message)):
+            build(args, None)
+
+
+def test_worker_counts_parse_lists_and_ranges():
+    from lockscope.errors import UsageError
+    from lockscope.validate import parse_workers
+
+    assert parse_workers("4,1-3, 2") == [1, 2, 3, 4]
+    with pytest.raises(UsageError, match="expected a count, a list"):
+        parse_workers("3-1")

@@ -199,13 +199,14 @@ def test_cli_param_errors_exit_2():
 
 
 def test_worker_limit_rule_lets_syncs_scale_without_force():
-    from lockscope import cli, workloads
+    from lockscope import validate, workloads
+    from lockscope.errors import UsageError
     syncs, mwrm = workloads.check_workload("syncs"), workloads.check_workload("MWRM")
-    cli.check_workers([10000], force=False, infos=[syncs])          # no error: tasks sleep in fsync
-    with pytest.raises(cli.UsageError, match="--force"):
-        cli.check_workers([1000], force=False, infos=[mwrm])
-    with pytest.raises(cli.UsageError, match="at most 16384 workers"):
-        cli.check_workers([20000], force=True, infos=[syncs])
+    validate.check_workers([10000], force=False, infos=[syncs])          # no error: tasks sleep in fsync
+    with pytest.raises(UsageError, match="--force"):
+        validate.check_workers([1000], force=False, infos=[mwrm])
+    with pytest.raises(UsageError, match="at most 16384 workers"):
+        validate.check_workers([20000], force=True, infos=[syncs])
 
 
 def test_run_records_latency_time_series_and_params(tmp_path):

@@ -1,0 +1,158 @@
+"""The command line's grammar: argparse for every subcommand, the options
+shared by run and sweep, their defaults, and the split of `-- CMD ARGS`."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lockscope import __version__, scratch
+from lockscope.probe import DEFAULT_SAMPLE_HZ
+
+DEFAULT_WORKLOADS = ["MWRM", "DWOM", "MWCM", "MWCL", "mmap"]
+DEFAULT_FS = ["tmpfs", "ext4"]
+DEFAULT_DURATION = 3.0
+DEFAULT_WARMUP = 1.0
+DEFAULT_INTERVAL = 1.0
+
+EPILOG = """\
+examples:
+  lockscope run MWRM --fs tmpfs --workers 2 --duration 3 --out results/mwrm
+  lockscope run --workers 4 --duration 10 --out results/app -- ./mybench --threads {n}
+  lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
+  lockscope analyze results/sweep --json
+  lockscope report results/sweep            # writes results/sweep/report/index.html
+  lockscope export results/sweep            # PDF/SVG figures, CSV/LaTeX table: results/sweep/exports
+  lockscope compare results/before results/after [--html compare.html]
+
+exit codes: 0 ok, 1 a run failed, 2 bad input, 3 this machine lacks something (root, BTF, a tool),
+130 interrupted (finished points are kept).
+"""
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """argv -> (lockscope's arguments, the command after `--` or None)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, None
+
+
+def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
+    """The options of run and sweep (multi: several file systems and worker counts)."""
+    p.add_argument("--fs", default=None,
+                   help="file-system setup" + ("s, comma-separated" if multi else "") +
+                        f" ({', '.join(scratch.FS_SETUPS)}; default "
+                        f"{','.join(DEFAULT_FS) if multi else 'tmpfs'}; a command gets one only if asked, "
+                        "and finds it at {dir})")
+    p.add_argument("--workers", default=None,
+                   help="worker counts: 1,2,4 or 1-4 (default: 1 to the number of CPUs)" if multi
+                   else "worker count (default: the number of CPUs)")
+    p.add_argument("--duration", type=float, default=None,
+                   help=f"timed window in seconds (default {DEFAULT_DURATION:g}; a command without it runs "
+                        "to completion)")
+    p.add_argument("--warmup", type=float, default=DEFAULT_WARMUP,
+                   help=f"seconds of warm-up before the timed window (default {DEFAULT_WARMUP:g})")
+    p.add_argument("--out", type=Path, default=None,
+                   help="results directory; run records go to OUT/runs/ (default: a new directory under "
+                        "./lockscope-results/)")
+    p.add_argument("--no-probe", action="store_true", help="measure throughput only, without the BPF probes")
+    p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,
+                   help=f"where file systems are created and mounted (default {scratch.DEFAULT_SCRATCH})")
+    p.add_argument("--cpus", default=None, help="pin workers round-robin to these CPUs (e.g. 0,1)")
+    p.add_argument("--name", default=None, help="name of a profiled command in the results (default: its program)")
+    p.add_argument("--throughput-regex", default=None,
+                   help="for a command: regular expression whose first group, in its output, is its throughput")
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
+                        f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
+    p.add_argument("--system-wide", action="store_true",
+                   help="count the lock waits of every task on the machine, not only the workload's")
+    p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")
+    p.add_argument("--device", default=None, metavar="PATH",
+                   help="make the disk file systems on this block device instead of a RAM-backed loop image; "
+                        "it is FORMATTED at every point (needs --yes-format-device with the same path)")
+    p.add_argument("--yes-format-device", default=None, metavar="PATH",
+                   help="confirm that --device PATH may be formatted: repeat its path")
+    p.add_argument("--param", action="append", default=None, metavar="KEY=VALUE",
+                   help="a parameter of the built-in workload (repeatable; see `lockscope list`)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="time series: ops/s and latency "
+                   f"percentiles every this many seconds of the timed window (default {DEFAULT_INTERVAL:g}; 0: off)")
+    p.add_argument("--no-latency", action="store_true",
+                   help="count operations without timing each one (no latency histograms)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; the command after `--` is split off first (split_command)."""
+    ap = argparse.ArgumentParser(
+        prog="lockscope", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Lock-contention profiler and scalability analyzer: runs a workload at several worker "
+                    "counts, watches the kernel with eBPF, and names the lock behind each scalability collapse.")
+    ap.add_argument("--version", action="version", version=f"lockscope {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    _add_measure_commands(sub)
+    _add_result_commands(sub)
+    _add_machine_commands(sub)
+    return ap
+
+
+def _add_measure_commands(sub: argparse._SubParsersAction) -> None:
+    """run and sweep."""
+    p = sub.add_parser("run", help="measure one point: a built-in workload, or any command after --",
+                       description="Measure one point. `lockscope run WORKLOAD ...` runs a built-in workload; "
+                                   "`lockscope run ... -- CMD ARGS` profiles any command, with {n} in its "
+                                   "arguments replaced by the worker count and {dir} by a fresh file system "
+                                   "(with --fs).")
+    p.add_argument("workload", nargs="?", help="built-in workload (see `lockscope list`)")
+    _run_options(p, multi=False)
+    p.add_argument("--json", action="store_true", help="print the run record as JSON")
+
+    p = sub.add_parser("sweep", help="measure every workload x fs x worker count (resumable)",
+                       description="Measure every (workload, file system, worker count) point, one run record per "
+                                   "point written atomically; rerunning skips finished points.")
+    p.add_argument("workloads", nargs="?", default=None,
+                   help=f"comma-separated built-in workloads (default {','.join(DEFAULT_WORKLOADS)})")
+    _run_options(p, multi=True)
+
+
+def _add_result_commands(sub: argparse._SubParsersAction) -> None:
+    """analyze, report, export and compare: they read a results directory."""
+    p = sub.add_parser("analyze", help="scaling curves, collapse points and root causes of a results directory")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    _writer(sub, "report", "report directory (default DIR/report)", help="write DIR/report/index.html")
+    _writer(sub, "export", "exports directory (default DIR/exports)",
+            help="figures (PDF, SVG), bottleneck table (CSV, LaTeX) and run records for papers",
+            description="Write DIR/exports (or --out): per experiment the throughput figure (with ideal, "
+                        "USL fit and the what-if bound) and the lock wait share figure as PDF and SVG; "
+                        "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records.")
+
+    p = sub.add_parser("compare", help="compare two results directories experiment by experiment",
+                       description="Compare two results directories (before/after a kernel patch, two file "
+                                   "systems, two machines): per experiment, matched by workload and file system, "
+                                   "the change in throughput at each worker count and in each wait's share.")
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+    p.add_argument("--fs-a", default=None, help="compare this file system of A ...")
+    p.add_argument("--fs-b", default=None, help="... with this one of B (both or neither)")
+    p.add_argument("--workload", default=None, help="only this workload")
+    p.add_argument("--json", action="store_true", help="machine-readable output (lockscope.compare/1)")
+    p.add_argument("--html", type=Path, default=None, help="also write an offline HTML page here")
+
+
+def _writer(sub: argparse._SubParsersAction, name: str, out_help: str, **kw: str) -> None:
+    """A command that reads DIR and writes into --out."""
+    p = sub.add_parser(name, **kw)
+    p.add_argument("dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help=out_help)
+
+
+def _add_machine_commands(sub: argparse._SubParsersAction) -> None:
+    """doctor and list: this machine and what lockscope offers."""
+    p = sub.add_parser("doctor", help="what works on this machine, and why not; leftovers of killed runs")
+    p.add_argument("--clean", action="store_true", help="release leftover mounts, loop devices and directories")
+    p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("list", help="built-in workloads and file-system setups")
+    p.add_argument("--json", action="store_true")

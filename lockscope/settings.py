@@ -1,0 +1,122 @@
+"""What `run` and `sweep` measure, from their options: the checks both share
+made once (RunSettings.from_args), then each one's own (point_spec,
+sweep_spec) into the runner's PointSpec or a SweepSpec. The checks keep the
+order in which the command line's errors are reported."""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockscope import scratch, validate, workloads
+from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_WORKLOADS
+from lockscope.errors import UsageError
+from lockscope.runner import NO_FS, PointSpec
+from lockscope.sweep import SweepSpec
+
+
+@dataclass
+class RunSettings:
+    """The options run and sweep share, parsed and checked."""
+    names: list[str]                  # built-in workloads, or the profiled command's name
+    command: list[str] | None         # the command after --
+    workers: list[int]
+    params: dict[str, str]            # --param, not yet checked against a workload
+    duration: float | None            # None: a command runs to completion
+    warmup: float                     # 0 for a command
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, command: list[str] | None, workers: list[int],
+                  names: list[str]) -> RunSettings:
+        """Checks --param, --interval, --workers, --duration, --warmup and
+        --sample-hz; `names`: the built-in workloads (ignored for a command)."""
+        params = validate.parse_params(args.param)
+        validate.check_interval(args.interval)
+        if command and params:
+            raise UsageError("--param goes with a built-in workload, not with a command")
+        validate.check_workers(workers, args.force, None if command else
+                               [workloads.check_workload(w) for w in names])
+        duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
+        validate.check_duration(duration, args.warmup, required=not command)
+        validate.check_sample_hz(args.sample_hz)
+        if command:
+            names = [validate.command_name(args.name, command)]
+        return cls(names=names, command=command, workers=workers, params=params, duration=duration,
+                   warmup=0.0 if command else args.warmup)
+
+
+def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec:
+    """`lockscope run`: one built-in workload or command, one file system,
+    one worker count."""
+    validate.check_command_given(command, "run")
+    if command and args.workload:
+        raise UsageError(f"both a workload ({args.workload}) and a command were given", "give one of them")
+    if not command and not args.workload:
+        raise UsageError("no workload given", "name a built-in workload (see `lockscope list`) or a command after --")
+    workers = validate.parse_workers(args.workers) if args.workers else [validate.ncpus()]
+    if len(workers) != 1:
+        raise UsageError("run measures one worker count", "use `lockscope sweep` for several")
+    s = RunSettings.from_args(args, command, workers, [args.workload])
+    cpus = validate.parse_cpus(args.cpus)
+    common = dict(workload=s.names[0], workers=s.workers[0], duration=s.duration, warmup=s.warmup,
+                  probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
+                  system_wide=args.system_wide)
+    if command:
+        validate.check_command(command)
+        fs = args.fs or NO_FS
+        if fs != NO_FS:
+            scratch.check_setup(fs)
+        device = validate.check_device(args.device, args.yes_format_device, [fs])
+        spec = PointSpec(fs=fs, command=command, throughput_regex=args.throughput_regex, **common)
+    else:
+        fs = _workload_fs(args.fs, workloads.check_workload(args.workload))
+        device = validate.check_device(args.device, args.yes_format_device, [fs])
+        spec = PointSpec(fs=fs, params=workloads.check_params(args.workload, s.params), interval=args.interval,
+                         latency=not args.no_latency, **common)
+    spec.device = device
+    return spec
+
+
+def _workload_fs(fs: str | None, info: dict) -> str:
+    """The one file system of a built-in workload's run (none if it needs no directory)."""
+    fs = fs or "tmpfs"
+    if "," in fs:
+        raise UsageError("run measures one file system", "use `lockscope sweep` for several")
+    if not info.get("needs_dir", True):
+        return NO_FS
+    scratch.check_setup(fs)
+    return fs
+
+
+def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec:
+    """`lockscope sweep`: built-in workloads (or one command) x file systems
+    x worker counts; file systems missing here are skipped with a warning."""
+    validate.check_command_given(command, "sweep")
+    if command and args.workloads:
+        raise UsageError("both workloads and a command were given", "give one of them")
+    workers = validate.parse_workers(args.workers) if args.workers else list(range(1, validate.ncpus() + 1))
+    names = [w for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",") if w]
+    s = RunSettings.from_args(args, command, workers, names)
+    params: dict = {}
+    if command:
+        validate.check_command(command)
+        fss = [f for f in (args.fs or "none").split(",") if f]
+    else:
+        for w in s.names:       # each --param must belong to every workload of the sweep
+            params = workloads.check_params(w, s.params)
+        fss = [f for f in (args.fs or ",".join(DEFAULT_FS)).split(",") if f]
+    fss, unavailable = validate.available_fs(fss)
+    device = validate.check_device(args.device, args.yes_format_device, fss)
+    spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, duration=s.duration, warmup=s.warmup,
+                     command=command, throughput_regex=args.throughput_regex, probe=not args.no_probe,
+                     scratch_root=str(args.scratch), cpus=validate.parse_cpus(args.cpus),
+                     sample_hz=args.sample_hz, system_wide=args.system_wide, params=params,
+                     interval=args.interval, latency=not args.no_latency)
+    spec.device, spec.unavailable_fs = device, unavailable
+    return spec
+
+
+def default_out(name: str) -> Path:
+    """A new results directory under ./lockscope-results/ for a run without --out."""
+    return Path("lockscope-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"

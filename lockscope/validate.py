@@ -1,0 +1,173 @@
+"""Checks of the command line's values: each parses or checks one option and
+raises a UsageError (bad input, exit 2) or an EnvironmentProblem (this
+machine lacks something, exit 3) with its one-line message and fix."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from lockscope import device, scratch
+from lockscope.errors import EnvironmentProblem, UsageError
+
+MAX_WORKERS_PER_CPU = 64
+
+
+def ncpus() -> int:
+    """The CPUs lockscope may use (its affinity), the default worker count."""
+    return len(os.sched_getaffinity(0))
+
+
+def parse_workers(text: str) -> list[int]:
+    """'2' | '1,2,4' | '1-4' -> sorted distinct worker counts."""
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if lo > hi:
+                    raise ValueError
+                out.update(range(lo, hi + 1))
+            else:
+                out.add(int(part))
+    except ValueError:
+        raise UsageError(f"--workers {text!r}: expected a count, a list (1,2,4) or a range (1-4)") from None
+    return sorted(out)
+
+
+def check_workers(counts: list[int], force: bool, infos: list[dict] | None = None) -> None:
+    """Worker counts: at most 64 per CPU unless --force, except for workloads
+    whose tasks mostly sleep (catalog many_tasks, e.g. syncs), which may use
+    up to their max_workers; no workload goes beyond its max_workers."""
+    limit = MAX_WORKERS_PER_CPU * ncpus()
+    infos = infos or []
+    for n in counts:
+        if n < 1:
+            raise UsageError(f"--workers {n}: needs at least 1 worker")
+        if n > limit and not force and not (infos and all(info.get("many_tasks") for info in infos)):
+            raise UsageError(
+                f"--workers {n} is more than {MAX_WORKERS_PER_CPU} per CPU (this machine lets lockscope use "
+                f"{ncpus()}): at that level a run measures the scheduler, not the workload",
+                "use fewer workers, or pass --force to run it anyway")
+        for info in infos:
+            if info.get("max_workers") and n > info["max_workers"]:
+                raise UsageError(f"--workers {n}: workload {info['name']} runs at most {info['max_workers']} workers")
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """--param KEY=VALUE (repeatable) -> {KEY: VALUE}."""
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--param {item!r}: expected KEY=VALUE, e.g. --param files=128")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def check_interval(interval: float) -> None:
+    if interval < 0:
+        raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")
+
+
+def check_sample_hz(hz: int) -> None:
+    if not 0 <= hz <= 10000:
+        raise UsageError(f"--sample-hz {hz}: must be between 0 and 10000")
+
+
+def check_duration(duration: float | None, warmup: float, required: bool = True) -> None:
+    if duration is None:
+        if required:
+            raise UsageError("--duration is required")
+        return
+    if not duration > 0:
+        raise UsageError(f"--duration {duration:g}: must be more than 0 seconds")
+    if warmup < 0:
+        raise UsageError(f"--warmup {warmup:g}: must be 0 or more seconds")
+
+
+def parse_cpus(text: str | None) -> list[int] | None:
+    """--cpus 0,1 -> [0, 1], CPUs this process may run on; None without it."""
+    if text is None:
+        return None
+    try:
+        cpus = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--cpus {text!r}: expected a list of CPU numbers such as 0,1") from None
+    allowed = os.sched_getaffinity(0)
+    bad = [c for c in cpus if c not in allowed]
+    if not cpus or bad:
+        raise UsageError(f"--cpus {text!r}: CPUs {bad or cpus} are not available here "
+                         f"(allowed: {','.join(map(str, sorted(allowed)))})")
+    return cpus
+
+
+def check_command_given(command: list[str] | None, verb: str) -> None:
+    """A `--` must be followed by the command to profile."""
+    if command is not None and not command:
+        raise UsageError("nothing after --", f"give the command to profile: lockscope {verb} ... -- CMD ARGS")
+
+
+def check_command(command: list[str]) -> None:
+    """The program after -- exists and is executable."""
+    exe = command[0]
+    found = shutil.which(exe) if "/" not in exe else (exe if os.access(exe, os.X_OK) and
+                                                     not os.path.isdir(exe) else None)
+    if not found:
+        raise UsageError(f"command not found or not executable: {exe}",
+                         "give the program's path, or a program on PATH, after --")
+
+
+def command_name(name: str | None, command: list[str]) -> str:
+    """The name of a profiled command in the results: --name or its program,
+    reduced to letters, digits and ._- (at most 40)."""
+    name = name or Path(command[0]).name
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:40] or "command"
+
+
+def available_fs(fss: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The sweep's setups that exist here, and those skipped with the reason
+    (an unknown name is bad input; a known one missing here is skipped)."""
+    keep, skipped = [], {}
+    for fs in fss:
+        if fs == "none":
+            keep.append(fs)
+            continue
+        if fs not in scratch.FS_SETUPS:
+            scratch.check_setup(fs)       # raises the usage error
+        ok, why = scratch.availability(fs)
+        if ok:
+            keep.append(fs)
+        else:
+            skipped[fs] = why
+            print(f"lockscope: warning: skipping file system '{fs}': {why}", file=sys.stderr)
+    if not keep:
+        raise EnvironmentProblem(f"none of the file systems asked for is available here "
+                                 f"({'; '.join(f'{k}: {v}' for k, v in skipped.items())})",
+                                 "run `lockscope doctor`, or choose others (see `lockscope list`)")
+    return keep, skipped
+
+
+def check_device(path: str | None, confirm: str | None, fss: list[str]) -> str | None:
+    """--device, checked (refusals are usage errors), for disk setups only."""
+    blockdev = device.check_device(path, confirm)
+    if blockdev:
+        bad = [f for f in fss if f not in scratch.FS_SETUPS or not scratch.FS_SETUPS[f].needs_device]
+        if bad:
+            raise UsageError(f"--device is for disk file systems; {', '.join(bad)} "
+                             f"{'uses' if len(bad) == 1 else 'use'} none",
+                             "choose --fs among " + ", ".join(n for n, s in scratch.FS_SETUPS.items()
+                                                                if s.needs_device))
+    return blockdev
+
+
+def require_run_environment(probe: bool) -> None:
+    """Root, and with the probes everything they need (BTF, BPF, the binary)."""
+    if probe:
+        from lockscope.probe import preflight
+        preflight()
+    elif os.geteuid() != 0:
+        raise EnvironmentProblem("lockscope needs root to mount its scratch file systems",
+                                 "run it with sudo (or as root)")

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/* Helpers shared by the loader's C files: see bpfutil.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "bpfutil.h"
+
+#define MAX_KEY_SIZE 64
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int clear_map(struct bpf_map *map)
+{
+	int fd = bpf_map__fd(map);
+	size_t ksz = bpf_map__key_size(map);
+	char *keys = NULL, *prev = NULL;
+	size_t n = 0, cap = 0;
+	int err;
+
+	/* collect first: deleting while walking restarts the walk */
+	for (;;) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			char *k = realloc(keys, cap * ksz);
+			if (!k) {
+				free(keys);
+				return -ENOMEM;
+			}
+			keys = k;
+		}
+		err = bpf_map_get_next_key(fd, prev, keys + n * ksz);
+		if (err)
+			break;
+		prev = keys + n * ksz;
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, keys + i * ksz);
+	free(keys);
+	return 0;
+}
+
+void wait_stat_add(struct wait_stat *acc, const struct wait_stat *s)
+{
+	acc->count += s->count;
+	acc->total_ns += s->total_ns;
+	if (s->max_ns > acc->max_ns)
+		acc->max_ns = s->max_ns;
+}
+
+void wait_stat_sum(const struct wait_stat *per_cpu, int ncpus, struct wait_stat *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (int c = 0; c < ncpus; c++)
+		wait_stat_add(sum, &per_cpu[c]);
+}
+
+__u64 u64_sum(const __u64 *per_cpu, int ncpus)
+{
+	__u64 sum = 0;
+
+	for (int c = 0; c < ncpus; c++)
+		sum += per_cpu[c];
+	return sum;
+}
+
+int for_each_wait(int fd, int ncpus, wait_fn fn, void *ctx)
+{
+	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
+	char key[MAX_KEY_SIZE];
+	void *prev = NULL;
+
+	if (!vals)
+		return -ENOMEM;
+	while (bpf_map_get_next_key(fd, prev, key) == 0) {
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, vals))
+			continue;
+		wait_stat_sum(vals, ncpus, &s);
+		fn(key, &s, ctx);
+	}
+	free(vals);
+	return 0;
+}
+
+void id_set_add(struct id_set *set, __s32 id)
+{
+	if (id < 0)
+		return;
+	for (size_t i = 0; i < set->n; i++)
+		if (set->ids[i] == id)
+			return;
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		__s32 *p = realloc(set->ids, cap * sizeof(*p));
+		if (!p)
+			return;
+		set->ids = p;
+		set->cap = cap;
+	}
+	set->ids[set->n++] = id;
+}
+
+void emit_stacks(struct jw *w, const char *name, int fd, const struct id_set *set, int depth,
+		 bool until_zero)
+{
+	__u64 ips[MAX_STACK_DEPTH];
+	char id[16];
+
+	jw_key(w, name);
+	jw_obj(w);
+	for (size_t i = 0; i < set->n; i++) {
+		memset(ips, 0, sizeof(ips));
+		if (bpf_map_lookup_elem(fd, &set->ids[i], ips))
+			continue;
+		snprintf(id, sizeof(id), "%d", set->ids[i]);
+		jw_key(w, id);
+		jw_arr(w);
+		for (int d = 0; d < depth && !(until_zero && !ips[d]); d++)
+			jw_hex(w, ips[d]);
+		jw_arr_end(w);
+	}
+	jw_obj_end(w);
+}
+
+void emit_programs(struct jw *w, struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		jw_obj(w);
+		jw_kstr(w, "name", bpf_program__name(prog));
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+			jw_ku64(w, "recursion_misses", info.recursion_misses);
+		jw_obj_end(w);
+	}
+}
+
+void emit_map_use(struct jw *w, const char *name, const struct bpf_map *map, unsigned int used)
+{
+	jw_key(w, name);
+	jw_obj(w);
+	jw_ku64(w, "entries", used);
+	jw_ku64(w, "max_entries", bpf_map__max_entries(map));
+	jw_obj_end(w);
+}
+
+bool u64_set_add(uint64_t *slots, unsigned int nslots, uint64_t key)
+{
+	uint64_t h = key * 0x9e3779b97f4a7c15ULL;
+
+	for (unsigned int i = 0; i < nslots; i++) {
+		unsigned int slot = (unsigned int)((h >> 40) + i) & (nslots - 1);
+
+		if (slots[slot] == key)
+			return false;
+		if (slots[slot] == 0) {
+			slots[slot] = key;
+			return true;
+		}
+	}
+	return false;
+}

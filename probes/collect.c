@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+/* Reading contention.bpf.c's maps at stop: lock waits (the aggregation map
+ * merged with the finished waits the CPUs had not yet moved into it),
+ * off-CPU time, CPU samples, the stacks they reference and the counters;
+ * and the data event that carries them with the other probes' data. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "bpfutil.h"
+#include "loader.h"
+#include "commands.h"
+#include "layout.h"
+#include "series.h"
+#include "objects.h"
+#include "futex.h"
+#include "kmem.h"
+#include "collect.h"
+#include "contention.skel.h"
+
+static const char *counter_names[CNT__MAX] = { CONTENTION_COUNTERS(COUNTER_NAME) };
+
+/* stack ids referenced by the emitted entries, per stack map */
+static struct id_set wait_stack_ids, sample_stack_ids;
+
+struct lock_entry {
+	struct lock_key key;
+	struct wait_stat s;
+};
+
+struct lock_entries {
+	struct lock_entry *arr;
+	size_t n, cap;
+};
+
+void collect_clear(struct probe *p)
+{
+	struct cpu_state *zero = calloc(p->ncpus, sizeof(*zero));
+	__u32 key = 0;
+
+	clear_map(p->cskel->maps.stacked_locks);
+	clear_map(p->cskel->maps.lock_stats);
+	clear_map(p->cskel->maps.offcpu_stats);
+	clear_map(p->cskel->maps.cpu_samples);
+	clear_map(p->cskel->maps.stacks);
+	clear_map(p->cskel->maps.sample_stacks);
+	if (zero)
+		bpf_map_update_elem(bpf_map__fd(p->cskel->maps.cpus), &key, zero, BPF_ANY);
+	free(zero);
+}
+
+void collect_objects(struct probe *p)
+{
+	int err = objects_snapshot(p->files_iter, p->tasks_iter);
+
+	if (err)
+		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
+	kmem_resolve_map(bpf_map__fd(p->cskel->maps.lock_stats));
+}
+
+/* every CPU's state; the caller frees it */
+static struct cpu_state *read_cpu_states(const struct probe *p)
+{
+	struct cpu_state *st = calloc(p->ncpus, sizeof(*st));
+	__u32 key = 0;
+
+	if (st && bpf_map_lookup_elem(bpf_map__fd(p->cskel->maps.cpus), &key, st)) {
+		free(st);
+		return NULL;
+	}
+	return st;
+}
+
+/* a new slot at the end of the array, or NULL */
+static struct lock_entry *append_entry(struct lock_entries *e)
+{
+	if (e->n == e->cap) {
+		size_t c = e->cap ? e->cap * 2 : 1024;
+		struct lock_entry *p = realloc(e->arr, c * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		e->arr = p;
+		e->cap = c;
+	}
+	return &e->arr[e->n++];
+}
+
+/* add a wait to the entry of its key, making one if needed */
+static int merge_entry(struct lock_entries *e, const struct lock_key *k, const struct wait_stat *s)
+{
+	struct lock_entry *x;
+
+	for (size_t i = 0; i < e->n; i++) {
+		x = &e->arr[i];
+		if (memcmp(&x->key, k, sizeof(*k)) == 0) {
+			wait_stat_add(&x->s, s);
+			return 0;
+		}
+	}
+	x = append_entry(e);
+	if (!x)
+		return -ENOMEM;
+	x->key = *k;
+	x->s = *s;
+	return 0;
+}
+
+/* map entries are distinct: append without searching */
+static void add_map_entry(const void *key, const struct wait_stat *s, void *ctx)
+{
+	struct lock_entry *x = append_entry(ctx);
+
+	if (x) {
+		x->key = *(const struct lock_key *)key;
+		x->s = *s;
+	}
+}
+
+/* the finished waits each CPU had not yet moved into the map
+ * (contention.bpf.c defers that work out of contention_end); how many */
+static __u64 merge_pending(const struct probe *p, const struct cpu_state *cpu_st,
+			   struct lock_entries *e)
+{
+	__u64 merged = 0;
+
+	for (int c = 0; cpu_st && c < p->ncpus; c++) {
+		__u32 np = cpu_st[c].npending < MAX_PENDING ? cpu_st[c].npending : MAX_PENDING;
+
+		for (__u32 i = 0; i < np; i++) {
+			const struct pending_wait *pw = &cpu_st[c].pending[i];
+			struct lock_key k = { .lock = pw->lock, .flags = pw->flags, .stack_id = pw->stack };
+			struct wait_stat one = { .count = 1, .total_ns = pw->delta, .max_ns = pw->delta };
+
+			if (merge_entry(e, &k, &one) == 0)
+				merged++;
+		}
+	}
+	return merged;
+}
+
+/* "contention": the lock waits; how many entries */
+static unsigned int emit_lock_stats(struct jw *w, const struct probe *p,
+				    const struct cpu_state *cpu_st, __u64 *merged)
+{
+	struct lock_entries e = {};
+
+	for_each_wait(bpf_map__fd(p->cskel->maps.lock_stats), p->ncpus, add_map_entry, &e);
+	*merged = merge_pending(p, cpu_st, &e);
+	jw_key(w, "contention");
+	jw_arr(w);
+	for (size_t i = 0; i < e.n; i++) {
+		jw_obj(w);
+		jw_khex(w, "lock", e.arr[i].key.lock);
+		jw_ku64(w, "flags", e.arr[i].key.flags);
+		jw_ki64(w, "stack", e.arr[i].key.stack_id);
+		jw_ku64(w, "count", e.arr[i].s.count);
+		jw_ku64(w, "total_ns", e.arr[i].s.total_ns);
+		jw_ku64(w, "max_ns", e.arr[i].s.max_ns);
+		jw_obj_end(w);
+		id_set_add(&wait_stack_ids, e.arr[i].key.stack_id);
+	}
+	jw_arr_end(w);
+	free(e.arr);
+	return (unsigned int)e.n;
+}
+
+struct emit_ctx {
+	struct jw *w;
+	unsigned int n;
+};
+
+static void emit_offcpu_entry(const void *key, const struct wait_stat *s, void *ctx)
+{
+	const struct offcpu_key *k = key;
+	struct emit_ctx *c = ctx;
+
+	jw_obj(c->w);
+	jw_ki64(c->w, "stack", k->stack_id);
+	jw_ku64(c->w, "state", k->state);
+	jw_kbool(c->w, "in_lock_wait", k->in_lock_wait);
+	jw_ku64(c->w, "count", s->count);
+	jw_ku64(c->w, "total_ns", s->total_ns);
+	jw_ku64(c->w, "max_ns", s->max_ns);
+	jw_obj_end(c->w);
+	id_set_add(&wait_stack_ids, k->stack_id);
+	c->n++;
+}
+
+/* "offcpu": off-CPU time; how many entries */
+static unsigned int emit_offcpu_stats(struct jw *w, const struct probe *p)
+{
+	struct emit_ctx c = { .w = w };
+
+	jw_key(w, "offcpu");
+	jw_arr(w);
+	for_each_wait(bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, emit_offcpu_entry, &c);
+	jw_arr_end(w);
+	return c.n;
+}
+
+/* "sample_period_ns" and "cpu_samples"; how many entries */
+static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
+{
+	int fd = bpf_map__fd(p->cskel->maps.cpu_samples);
+	__u64 *vals = calloc(p->ncpus, sizeof(__u64));
+	struct sample_key key, *prev = NULL;
+	unsigned int n = 0;
+
+	jw_ku64(w, "sample_period_ns", p->sample_period_ns);
+	jw_key(w, "cpu_samples");
+	jw_arr(w);
+	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		jw_obj(w);
+		jw_ki64(w, "stack", key.stack_id);
+		jw_kbool(w, "in_lock_wait", key.in_lock_wait);
+		jw_ku64(w, "count", u64_sum(vals, p->ncpus));
+		jw_obj_end(w);
+		id_set_add(&sample_stack_ids, key.stack_id);
+		n++;
+	}
+	jw_arr_end(w);
+	free(vals);
+	return n;
+}
+
+/* the stacks of the ids collected since the last call */
+static void emit_stack_map(struct jw *w, const char *name, struct bpf_map *map, struct id_set *set)
+{
+	emit_stacks(w, name, bpf_map__fd(map), set, MAX_STACK_DEPTH, true);
+	set->n = 0;
+}
+
+static void emit_counters(struct jw *w, const struct probe *p, const struct cpu_state *cpu_st,
+			  __u64 merged)
+{
+	jw_key(w, "counters");
+	jw_obj(w);
+	for (__u32 i = 0; cpu_st && i < CNT__MAX; i++) {
+		__u64 sum = i == CNT_CONTENTIONS ? merged : 0;
+
+		for (int c = 0; c < p->ncpus; c++)
+			sum += cpu_st[c].counters[i];
+		jw_ku64(w, counter_names[i], sum);
+	}
+	futex_counters_json(w);
+	jw_obj_end(w);
+}
+
+/* recursion_misses: runs the kernel skipped because one of our programs was
+ * already running on that CPU (e.g. a lock contended inside a probe) */
+static void emit_all_programs(struct jw *w, const struct probe *p)
+{
+	jw_key(w, "programs");
+	jw_arr(w);
+	emit_programs(w, p->cskel->obj);
+	futex_programs_json(w);
+	jw_arr_end(w);
+}
+
+void collect_json(struct probe *p, struct jw *w)
+{
+	unsigned int nlock, noff, nsamp;
+	struct cpu_state *cpu_st = read_cpu_states(p);
+	__u64 merged;
+
+	nlock = emit_lock_stats(w, p, cpu_st, &merged);
+	noff = emit_offcpu_stats(w, p);
+	nsamp = emit_cpu_samples(w, p);
+	emit_stack_map(w, "stacks", p->cskel->maps.stacks, &wait_stack_ids);
+	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
+	objects_json(w);
+	futex_json(w);
+	kmem_json(w);
+	layout_json(w);
+	series_json(w, p->series_ms);
+	emit_counters(w, p, cpu_st, merged);
+	free(cpu_st);
+	emit_all_programs(w, p);
+	jw_key(w, "maps");
+	jw_obj(w);
+	emit_map_use(w, "lock_stats", p->cskel->maps.lock_stats, nlock);
+	emit_map_use(w, "offcpu_stats", p->cskel->maps.offcpu_stats, noff);
+	emit_map_use(w, "cpu_samples", p->cskel->maps.cpu_samples, nsamp);
+	futex_map_use_json(w);
+	jw_obj_end(w);
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* Map sizes and map shapes shared by the BPF programs, and the one map they
+ * share: the set of tracked tgids. Include after vmlinux.h, the libbpf BPF
+ * headers and probe.h. Each .bpf.c file is its own BPF object: the loader
+ * makes them use one `tracked` map (bpf_map__reuse_fd of contention.bpf.c's). */
+#ifndef LOCKSCOPE_MAPS_BPF_H
+#define LOCKSCOPE_MAPS_BPF_H
+
+#define TRACKED_ENTRIES      16384   /* tgids in the filter */
+#define AGG_ENTRIES          16384   /* keys of an aggregation (wait, sample) map */
+#define OPEN_ENTRIES         16384   /* open waits, waits seen per lock */
+#define STACK_ENTRIES        16384   /* kernel stacks of lock waits and off-CPU spans */
+#define SAMPLE_STACK_ENTRIES 32768   /* kernel stacks of CPU samples */
+#define USER_STACK_ENTRIES    8192   /* user stacks of futex waits */
+
+/* the tgids to trace: filled by the loader (track, untrack) and by
+ * fork-following (contention.bpf.c) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TRACKED_ENTRIES);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u8);
+} tracked SEC(".maps");
+
+/* waits aggregated per CPU by key: count, total, max */
+#define WAIT_STATS_MAP(name, key_type)                         \
+	struct {                                               \
+		__uint(type, BPF_MAP_TYPE_PERCPU_HASH);        \
+		__uint(max_entries, AGG_ENTRIES);              \
+		__type(key, key_type);                         \
+		__type(value, struct wait_stat);               \
+	} name SEC(".maps")
+
+/* stacks of up to MAX_STACK_DEPTH frames, by stack id */
+#define STACK_MAP(name, entries)                                        \
+	struct {                                                        \
+		__uint(type, BPF_MAP_TYPE_STACK_TRACE);                 \
+		__uint(max_entries, entries);                           \
+		__type(key, __u32);                                     \
+		__uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));    \
+	} name SEC(".maps")
+
+#endif
