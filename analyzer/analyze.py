@@ -86,7 +86,7 @@ def _pct(x: float) -> str:
 
 def _curve(recs: list[RunRecord]) -> list[scaling.CurvePoint]:
     # ideal speedup is capped by the CPUs the workers ran on
-    cpus = [len(r.cpus) or r.host.get("cpus_allowed") or r.workers for r in recs]
+    cpus = [len(r.cpus) or r.host.cpus_allowed or r.workers for r in recs]
     return scaling.curve([(r.workers, r.ops_per_sec or 0.0, c) for r, c in zip(recs, cpus)])
 
 
@@ -159,8 +159,8 @@ def _extra(recs: list[RunRecord], curve: list[scaling.CurvePoint], collapse: sca
                          "curve": attribution.whatif(pts, root.name, [x1 * p.ideal for p in curve])}
     at = next((r for r in recs if collapse is not None and r.workers == collapse.workers), recs[-1] if recs else None)
     out["timeview"] = timeview.timeview(at) if at is not None else {"unavailable": "no points"}
-    out["cpi"] = [({"workers": r.workers, "value": r.cpi["value"]} if r.cpi.get("available") and "value" in r.cpi
-                   else {"workers": r.workers, "unavailable": r.cpi.get("reason") or
+    out["cpi"] = [({"workers": r.workers, "value": r.cpi.value} if r.cpi.available and r.cpi.value is not None
+                   else {"workers": r.workers, "unavailable": r.cpi.reason or
                          "this record has no CPI (recorded before CPI was measured)"}) for r in recs]
     return out
 

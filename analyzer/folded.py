@@ -22,10 +22,10 @@ the heaviest aggregates (see lockscope/runner.py), so a folded file can be a
 little short of the totals of the lock table."""
 from __future__ import annotations
 
-from collections import defaultdict
-
 from lockscope.analyzer.knowledge import Knowledge
-from lockscope.analyzer.naming import _caller_match, default_knowledge, offcpu_class
+from lockscope.analyzer.naming import _caller_match, default_knowledge, offcpu_class, spinning_samples
+from lockscope.jsondata import parse_addr
+from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord
 
 KINDS = {
@@ -58,30 +58,27 @@ def _add(out: dict[str, int], key: str, n: float) -> None:
 
 def cpu(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
     kb = kb or default_knowledge()
-    raw = rec.probe.raw or {}
-    stacks = raw.get("sample_stacks", {})
+    raw = rec.probe.raw or RawProbe()
     out: dict[str, int] = {}
-    for e in raw.get("cpu_samples", []):
-        sid = int(e.get("stack", -1))
-        if sid == STACK_USER:
+    for e in raw.cpu_samples:
+        if e.stack == STACK_USER:
             key = "[user space]"
         else:
-            fr = kb.functions(stacks.get(str(sid), []))
+            fr = kb.functions(raw.sample_frames(e.stack))
             key = _line(fr) if fr else "[stack lost]"
-        _add(out, key, e.get("count", 0))
+        _add(out, key, e.count)
     return out
 
 
 def offcpu(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
     kb = kb or default_knowledge()
-    raw = rec.probe.raw or {}
-    stacks = raw.get("stacks", {})
+    raw = rec.probe.raw or RawProbe()
     out: dict[str, int] = {}
-    for e in raw.get("offcpu", []):
-        cls = offcpu_class(int(e.get("state", 0)), bool(e.get("in_lock_wait")))
+    for e in raw.offcpu:
+        cls = offcpu_class(e.state, e.in_lock_wait)
         leaf = "[in lock wait]" if cls == "lock" else f"[{cls}]"
-        fr = kb.functions(stacks.get(str(e.get("stack")), []))
-        _add(out, _line(fr, leaf) if fr else f"[stack lost];{leaf}", e.get("total_ns", 0) / 1e3)
+        fr = kb.functions(raw.frames(e.stack))
+        _add(out, _line(fr, leaf) if fr else f"[stack lost];{leaf}", e.total_ns / 1e3)
     return out
 
 
@@ -90,31 +87,27 @@ def _lock_names(rec: RunRecord) -> dict[int, str]:
     for lk in rec.locks:
         for a in lk.addresses:
             if ":" not in a:    # user-space locks ("pid:address") have their own stacks
-                names[int(a, 16)] = lk.name
+                names[parse_addr(a)] = lk.name
     return names
 
 
 def lockwait(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
     kb = kb or default_knowledge()
-    raw = rec.probe.raw or {}
-    stacks = raw.get("stacks", {})
+    raw = rec.probe.raw or RawProbe()
     names = _lock_names(rec)
-    per_addr: dict[int, list[dict]] = defaultdict(list)
-    for e in raw.get("contention", []):
-        per_addr[int(str(e["lock"]), 16)].append(e)
     out: dict[str, int] = {}
-    for addr, entries in per_addr.items():
+    for addr, entries in raw.by_lock().items():
         name = names.get(addr, f"lock at 0x{addr:x} (unnamed)")
-        with_stack = [(e, kb.functions(stacks.get(str(e.get("stack")), []))) for e in entries]
+        with_stack = [(e, kb.functions(raw.frames(e.stack))) for e in entries]
         with_stack = [(e, fr) for e, fr in with_stack if fr]
-        total = sum(e["total_ns"] for e in entries)
-        sampled = sum(e["total_ns"] for e, _ in with_stack)
+        total = sum(e.total_ns for e in entries)
+        sampled = sum(e.total_ns for e, _ in with_stack)
         if not with_stack or sampled <= 0:
             _add(out, f"{NO_STACK};{_clean(name)}", total / 1e3)
             continue
         scale = total / sampled
         for e, fr in with_stack:
-            _add(out, _line(fr, name), e["total_ns"] * scale / 1e3)
+            _add(out, _line(fr, name), e.total_ns * scale / 1e3)
     _add_sampled_spin(rec, kb, out)
     return out
 
@@ -122,20 +115,16 @@ def lockwait(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
 def _add_sampled_spin(rec: RunRecord, kb: Knowledge, out: dict[str, int]) -> None:
     """CPU samples inside untraced rwsem spinning, under the rwsem whose
     stacks share the most callers (as naming.add_sampled_spin charges them)."""
-    raw = rec.probe.raw or {}
-    period = raw.get("sample_period_ns") or 0
+    raw = rec.probe.raw or RawProbe()
+    period = raw.sample_period_ns or 0
     spinners = [lk for lk in rec.locks if lk.sampled_spin_ns > 0]
     if not period or not spinners:
         return
-    stacks = raw.get("sample_stacks", {})
-    for smp in raw.get("cpu_samples", []):
-        fr = stacks.get(str(smp.get("stack")), [])
-        if smp.get("in_lock_wait") or not fr or not kb.untraced_spinning(fr):
-            continue
+    for smp, fr in spinning_samples(raw, kb):
         callers = kb.callers_after_lock(fr)
         best = max(spinners, key=lambda lk: (max((_caller_match(callers, st.frames) for st in lk.stacks),
                                                  default=0), lk.sampled_spin_ns))
-        _add(out, _line(kb.functions(fr), best.name), int(smp["count"]) * period / 1e3)
+        _add(out, _line(kb.functions(fr), best.name), smp.count * period / 1e3)
 
 
 FOLDERS = {"cpu": cpu, "offcpu": offcpu, "lockwait": lockwait}

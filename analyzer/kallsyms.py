@@ -6,6 +6,7 @@ import bisect
 from pathlib import Path
 
 from lockscope.errors import EnvironmentProblem
+from lockscope.jsondata import parse_addr
 
 # an address further than this past the nearest symbol is not inside it
 _MAX_SYMBOL_SIZE = 1 << 20
@@ -19,7 +20,7 @@ class Symbolizer:
                 parts = line.split()
                 if len(parts) < 3 or parts[1] not in "tTwW":
                     continue
-                entries.append((int(parts[0], 16), parts[2]))
+                entries.append((parse_addr(parts[0]), parts[2]))
         if not entries or all(a == 0 for a, _ in entries[:100]):
             raise EnvironmentProblem(
                 f"{path} shows no addresses, so kernel stacks cannot be symbolized",
@@ -41,4 +42,4 @@ class Symbolizer:
         return hit
 
     def stack(self, addrs: list[str | int]) -> list[str]:
-        return [self.symbolize(int(a, 16) if isinstance(a, str) else a) for a in addrs]
+        return [self.symbolize(parse_addr(a)) for a in addrs]

@@ -5,27 +5,30 @@
 2. inferred: a rule of the knowledge base matches the lock type and stack;
 3. site: lock type plus the first frame outside the locking code.
 
-Input is the `raw` section of a run record (aggregated probe output with
-symbolized stacks), so naming can be recomputed and tested offline.
+Input is the `raw` section of a run record (probedata.RawProbe: aggregated
+probe output with symbolized stacks), so naming can be recomputed and tested
+offline. The waits add up into named locks in lockacc.py, shared with the
+user-space locks of userlocks.py.
 """
 from __future__ import annotations
 
 import os
 import stat
-from collections import defaultdict
 from dataclasses import dataclass
 
 from lockscope.analyzer import lockfields
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.lockfields import LockField
 from lockscope.analyzer.slab import consistent as slab_consistent
+from lockscope.jsondata import format_addr
+from lockscope.probedata import Contention, FileObject, RawProbe, SlabEntry, TaskObject
 from lockscope.record import Lock, OffCpu, StackSummary
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 LS_F_SLEPT = 1 << 16
 SCRATCH = "<scratch>"
-TOP_STACKS = 5
-MAX_FRAMES = 24
+NO_STACK = "[no stack sampled]"
 
 
 def lock_kind(flags: int) -> tuple[str, str]:
@@ -76,33 +79,29 @@ def _file_type(mode: int) -> str:
     return "inode"
 
 
-def _addr(v) -> int:
-    return int(v, 16) if isinstance(v, str) else int(v or 0)
-
-
-def _file_names(f: dict, mounts: dict, scratch: str | None) -> dict[str, tuple[str, str] | None]:
+def _file_names(f: FileObject, mounts: dict[int, str], scratch: str | None) -> dict[str, tuple[str, str] | None]:
     """What a file's lock fields are named after (lockfields.NAMED): the
     object and the suffix of the name; None where the record cannot say."""
-    path, fstype = f.get("path", ""), f.get("fstype", "?")
-    dev = int(f.get("dev", 0))
-    where = mounts.get(str(dev))
+    path, fstype = f.path, f.fstype
+    dev = f.dev
+    where = mounts.get(dev)
     sb = f"{fstype} at {display_path(where, scratch)}" if where else \
         f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
     shown = display_path(path, scratch)
     parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch) if path.startswith("/") else None
-    return {"file": (shown, f" ({fstype}, {_file_type(int(f.get('mode', 0)))})"), "file_name": (shown, ""),
+    return {"file": (shown, f" ({fstype}, {_file_type(f.mode)})"), "file_name": (shown, ""),
             "parent_dir": (parent, f" ({fstype}, dir)") if parent else None,
             "parent_dir_name": (parent, "") if parent else None, "fs": (sb, "")}
 
 
-def _task_name(t: dict, lf: LockField) -> Verified:
+def _task_name(t: TaskObject, lf: LockField) -> Verified:
     # named by command, not pid, so that the name is the same in every run
     # of a sweep; the pid is in the object, and processes that share a
     # command count as instances of one name
-    comm, proc = t.get("comm", "?"), f"{t.get('comm', '?')} (pid {t.get('tgid')})"
+    comm, proc = t.comm, f"{t.comm} (pid {t.tgid})"
     cls = lf.lock_class
     if lf.named == "cpu":
-        cpu = t.get("cpu", "?")
+        cpu = "?" if t.cpu is None else t.cpu
         name, obj = f"{cls} (runqueue of CPU {cpu})", f"runqueue of CPU {cpu}"
     elif lf.named == "memcg":
         name, obj = f"{cls} of the memory cgroup of {comm} (node 0)", f"memory cgroup of {proc}, node 0"
@@ -111,44 +110,42 @@ def _task_name(t: dict, lf: LockField) -> Verified:
     return Verified(cls, name, obj, lf.component, lf.explain)
 
 
-def verified_table(raw: dict) -> dict[int, Verified]:
+def verified_table(raw: RawProbe) -> dict[int, Verified]:
     """Lock address -> verified name, from the objects the iterators reached
     and the lock fields of analyzer/lockfields.toml."""
-    scratch = raw.get("scratch")
-    mounts = raw.get("mounts", {})
-    objects = raw.get("objects", {})
+    scratch, mounts, objects = raw.scratch, raw.mounts, raw.objects
     fields = lockfields.default()
     table: dict[int, Verified] = {}
-    for f in objects.get("files", []):
+    for f in objects.files:
         names = _file_names(f, mounts, scratch)
         for lf in fields.of_record("file"):
-            a = _addr(f.get(lf.key))
+            a = f.addresses.get(lf.key)
             named = names[lf.named]
-            if not a or a in table or named is None or lf.fstype not in (None, f.get("fstype", "?")):
+            if not a or a in table or named is None or lf.fstype not in (None, f.fstype):
                 continue
             obj, suffix = named
             table[a] = Verified(lf.lock_class, f"{lf.lock_class} of {obj}{suffix}", obj, lf.component, lf.explain)
-    _add_wait_locks(table, raw.get("layout", {}))
-    for t in objects.get("tasks", []):
+    _add_wait_locks(table, raw.layout)
+    for t in objects.tasks:
         for lf in fields.of_record("task"):
-            a = _addr(t.get(lf.key))
+            a = t.addresses.get(lf.key)
             if a and a not in table:
                 table[a] = _task_name(t, lf)
     return table
 
 
-def slab_table(raw: dict) -> dict[int, dict]:
+def slab_table(raw: RawProbe) -> dict[int, SlabEntry]:
     """Lock address -> its slab object and lock field, for the addresses
     the probe resolved to a typed slab cache (see analyzer/slab.py)."""
-    return {_addr(e["addr"]): e for e in raw.get("slab", {}).get("entries", []) if e.get("field")}
+    return {e.addr: e for e in (raw.slab.entries if raw.slab else []) if e.lock_field}
 
 
-def _slab_verified(e: dict | None, family: str) -> Verified | None:
+def _slab_verified(e: SlabEntry | None, family: str) -> Verified | None:
     """A verified name for a lock in a slab object, when the BTF field at its
     offset is a lock of the family the contention event reported."""
-    if not e or not slab_consistent(e.get("lock", ""), family):
+    if not e or not e.lock_field or not slab_consistent(e.lock or "", family):
         return None
-    return Verified(e["field"], f"{e['field']} ({e['cache']} object)", f"{e['cache']} object")
+    return Verified(e.lock_field, f"{e.lock_field} ({e.cache} object)", f"{e.cache} object")
 
 
 def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
@@ -163,112 +160,64 @@ def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
             table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object, v.component, explain)
 
 
-class LockAcc:
-    """One named lock being added up from the probe's entries (kernel locks
-    here, user-space locks in userlocks.py): addresses, counts, wait, modes
-    and stacks."""
-    def __init__(self, name: str, cls: str, tier: str, kind: str):
-        self.name, self.cls, self.tier, self.kind = name, cls, tier, kind
-        self.addresses: set = set()     # int (kernel) or "pid:0x..." (user space)
-        self.count = self.wait = self.max = 0
-        self.modes: dict[str, int] = defaultdict(int)
-        self.stacks: dict[tuple, list] = {}
-        self.object = self.component = self.explain = self.rule = None
-
-
-def _vote(entries: list[dict], frames, kb: Knowledge):
+def _vote(entries: list[Contention], raw: RawProbe, kb: Knowledge):
     """The rule matching the most wait among an address's stacks: one stack
     can mislead when a lock is inlined into many callers."""
     votes: dict[str, list] = {}
     for e in entries:
-        rule = kb.infer(lock_kind(e["flags"])[0], frames(e))
+        rule = kb.infer(lock_kind(e.flags)[0], raw.frames(e.stack))
         if rule:
-            votes.setdefault(rule.name, [rule, 0])[1] += e["total_ns"] + 1
+            votes.setdefault(rule.name, [rule, 0])[1] += e.total_ns + 1
     return max(votes.values(), key=lambda v: v[1])[0] if votes else None
 
 
-def _add_stacks(acc: LockAcc, entries: list[dict], frames, kb: Knowledge) -> None:
-    """Add one address's waits to its lock's stacks. Waits counted without a
-    stack (sampling, or a lost stack) are spread over the sampled stacks of
-    the same address in proportion to their wait."""
-    sampled = [e for e in entries if frames(e)]
-    if not sampled:
-        key = ()
-        st = acc.stacks.setdefault(key, [0, 0, None, 0])
-        st[0] += sum(e["count"] for e in entries)
-        st[1] += sum(e["total_ns"] for e in entries)
-        return
-    s_wait = sum(e["total_ns"] for e in sampled) or 1
-    s_count = sum(e["count"] for e in sampled) or 1
-    wait_scale = sum(e["total_ns"] for e in entries) / s_wait
-    count_scale = sum(e["count"] for e in entries) / s_count
-    for e in sampled:
-        fr = frames(e)
-        key = tuple(kb.caller_frames(fr)[:MAX_FRAMES])
-        st = acc.stacks.setdefault(key, [0, 0, kb.syscall(fr), 0])
-        st[0] += round(e["count"] * count_scale)
-        st[1] += round(e["total_ns"] * wait_scale)
-        st[3] += e["count"]
+def _add_stacks(acc: LockAcc, entries: list[Contention], raw: RawProbe, kb: Knowledge) -> None:
+    """Add one address's waits to its lock's stacks, the unsampled ones
+    spread over the sampled stacks of the same address."""
+    for sh in spread(entries, lambda e: bool(raw.frames(e.stack))):
+        fr = raw.frames(sh.entry.stack)
+        key = tuple(kb.caller_frames(fr)[:MAX_FRAMES]) if fr else ()
+        acc.add_stack(key, kb.syscall(fr) if fr else None, sh.count, sh.wait_ns, sh.sampled)
 
 
-def name_locks(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
+def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[str, LockAcc],
+             verified: dict[int, Verified], slabs: dict[int, SlabEntry], kb: Knowledge) -> LockAcc:
+    """The named lock an address's waits add up to: verified, inferred or site."""
+    with_stack = [e for e in entries if raw.frames(e.stack)]
+    kind = lock_kind(entries[0].flags)[0]
+    v = verified.get(addr) or _slab_verified(slabs.get(addr), kind)
+    if v:
+        acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
+        acc.object = acc.object or v.object
+        acc.component, acc.explain = acc.component or v.component, acc.explain or v.explain
+        return acc
+    rule = _vote(with_stack, raw, kb)
+    if rule:
+        acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
+        acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
+        return acc
+    site = kb.site(raw.frames(with_stack[0].stack)) if with_stack else NO_STACK
+    name = f"{kind} @ {site}"
+    return groups.get(name) or LockAcc(name, name, "site", kind)
+
+
+def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
     """Group the probe's (lock, flags, stack) aggregates into named locks,
     heaviest first."""
     kb = kb or default_knowledge()
-    stacks = raw.get("stacks", {})
     verified = verified_table(raw)
     slabs = slab_table(raw)
-    per_addr: dict[int, list[dict]] = defaultdict(list)
-    for e in raw.get("contention", []):
-        per_addr[_addr(e["lock"])].append(e)
-
-    def frames(e: dict) -> list[str]:
-        return stacks.get(str(e.get("stack")), [])
-
     groups: dict[str, LockAcc] = {}
-    for addr, entries in per_addr.items():
-        entries.sort(key=lambda e: -e["total_ns"])
-        with_stack = [e for e in entries if frames(e)]
-        kind = lock_kind(entries[0]["flags"])[0]
-        v = verified.get(addr) or _slab_verified(slabs.get(addr), kind)
-        if v:
-            acc = groups.get(v.name) or LockAcc(v.name, v.lock_class, "verified", kind)
-            acc.object = acc.object or v.object
-            acc.component, acc.explain = acc.component or v.component, acc.explain or v.explain
-        else:
-            rule = _vote(with_stack, frames, kb)
-            if rule:
-                acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
-                acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
-            else:
-                site = kb.site(frames(with_stack[0])) if with_stack else "[no stack sampled]"
-                name = f"{kind} @ {site}"
-                acc = groups.get(name) or LockAcc(name, name, "site", kind)
+    for addr, entries in raw.by_lock().items():
+        entries.sort(key=lambda e: -e.total_ns)
+        acc = _lock_of(addr, entries, raw, groups, verified, slabs, kb)
         groups[acc.name] = acc
         acc.addresses.add(addr)
         for e in entries:
-            acc.count += e["count"]
-            acc.wait += e["total_ns"]
-            acc.max = max(acc.max, e["max_ns"])
-            mode = lock_kind(e["flags"])[1]
-            if mode:
-                acc.modes[mode] += e["total_ns"]
-        _add_stacks(acc, entries, frames, kb)
-
-    denom = workers * window_ns if workers and window_ns else 0
-    locks = []
-    for acc in groups.values():
-        top = sorted(acc.stacks.items(), key=lambda kv: -kv[1][1])[:TOP_STACKS]
-        locks.append(Lock(
-            name=acc.name, lock_class=acc.cls, tier=acc.tier, kind=acc.kind, modes=dict(acc.modes),
-            instances=len(acc.addresses), addresses=[f"0x{a:x}" for a in sorted(acc.addresses)][:16],
-            count=acc.count, wait_ns=acc.wait, max_wait_ns=acc.max,
-            wait_share=acc.wait / denom if denom else 0.0,
-            object=acc.object, component=acc.component, explain=acc.explain, rule=acc.rule,
-            stacks=[StackSummary(frames=list(k), site=k[0] if k else "[no stack sampled]", syscall=v[2],
-                                 count=v[0], wait_ns=v[1], sampled=v[3]) for k, v in top]))
-    locks.sort(key=lambda lk: -lk.wait_ns)
-    return locks
+            acc.add(e.count, e.total_ns, e.max_ns, lock_kind(e.flags)[1])
+        _add_stacks(acc, entries, raw, kb)
+    return heaviest_first([acc.to_lock(workers, window_ns, lambda k: k[0] if k else NO_STACK, format_addr)
+                           for acc in groups.values()])
 
 
 NAMED_TIERS = ("verified", "inferred")
@@ -295,22 +244,27 @@ def _caller_match(a: list[str], b: list[str]) -> int:
     return n
 
 
-def add_sampled_spin(locks: list[Lock], raw: dict, workers: int, window_ns: int,
+def spinning_samples(raw: RawProbe, kb: Knowledge):
+    """(sample, its frames) of the CPU samples inside untraced rwsem
+    spinning, outside any traced wait."""
+    for smp in raw.cpu_samples:
+        fr = raw.sample_frames(smp.stack)
+        if not smp.in_lock_wait and fr and kb.untraced_spinning(fr):
+            yield smp, fr
+
+
+def add_sampled_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
                      kb: Knowledge | None = None) -> list[Lock]:
     """Add rwsem optimistic spinning, which fires no tracepoint, estimated from
     CPU samples: a sample inside the spin (and outside any traced wait) counts
     one sample period for the rwsem whose traced waits come from the same
     calling context; without one, for the lock the rules name."""
     kb = kb or default_knowledge()
-    period = raw.get("sample_period_ns") or 0
-    stacks = raw.get("sample_stacks", {})
+    period = raw.sample_period_ns or 0
     if not period:
         return locks
     by_name = {lk.name: lk for lk in locks}
-    for smp in raw.get("cpu_samples", []):
-        fr = stacks.get(str(smp.get("stack")), [])
-        if smp.get("in_lock_wait") or not fr or not kb.untraced_spinning(fr):
-            continue
+    for smp, fr in spinning_samples(raw, kb):
         callers = kb.callers_after_lock(fr)
         best, score = None, 0
         for lk in locks:
@@ -333,15 +287,13 @@ def add_sampled_spin(locks: list[Lock], raw: dict, workers: int, window_ns: int,
                                                  syscall=kb.syscall(fr), count=0, wait_ns=0)])
                 locks.append(best)
                 by_name[name] = best
-        ns = int(smp["count"]) * period
+        ns = smp.count * period
         best.sampled_spin_ns += ns
         best.wait_ns += ns
         best.modes[SPIN_MODE] = best.modes.get(SPIN_MODE, 0) + ns
-    denom = workers * window_ns if workers and window_ns else 0
     for lk in locks:
-        lk.wait_share = lk.wait_ns / denom if denom else 0.0
-    locks.sort(key=lambda lk: -lk.wait_ns)
-    return locks
+        lk.wait_share = wait_share(lk.wait_ns, workers, window_ns)
+    return heaviest_first(locks)
 
 
 def offcpu_class(state: int, in_lock_wait: bool) -> str:
@@ -373,30 +325,28 @@ def classify_offcpu(frames: list[str], state: int | None = None, kb: Knowledge |
     return offcpu_class(state, False) if state is not None else "other"
 
 
-def offcpu_summary(raw: dict, workers: int, window_ns: int, kb: Knowledge | None = None,
+def offcpu_summary(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None,
                    limit: int = 20) -> list[OffCpu]:
     kb = kb or default_knowledge()
-    stacks = raw.get("stacks", {})
     groups: dict[tuple, OffCpu] = {}
     heaviest: dict[tuple, int] = {}
-    denom = workers * window_ns if workers and window_ns else 0
-    for e in raw.get("offcpu", []):
-        fr = stacks.get(str(e.get("stack")), [])
-        cls = "lock" if e["in_lock_wait"] else classify_offcpu(fr, int(e["state"]), kb)
+    for e in raw.offcpu:
+        fr = raw.frames(e.stack)
+        cls = "lock" if e.in_lock_wait else classify_offcpu(fr, e.state, kb)
         site = kb.site(fr, off_cpu=True)
         key = (cls, site)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = OffCpu(wait_class=cls, state=int(e["state"]), in_lock_wait=bool(e["in_lock_wait"]),
+            g = groups[key] = OffCpu(wait_class=cls, state=e.state, in_lock_wait=e.in_lock_wait,
                                      site=site)
             heaviest[key] = -1
-        g.count += e["count"]
-        g.wait_ns += e["total_ns"]
-        g.max_ns = max(g.max_ns, e["max_ns"])
-        if e["total_ns"] > heaviest[key]:
-            heaviest[key] = e["total_ns"]
+        g.count += e.count
+        g.wait_ns += e.total_ns
+        g.max_ns = max(g.max_ns, e.max_ns)
+        if e.total_ns > heaviest[key]:
+            heaviest[key] = e.total_ns
             g.frames = kb.caller_frames(fr, off_cpu=True)[:MAX_FRAMES]
     out = sorted(groups.values(), key=lambda g: -g.wait_ns)
     for g in out:
-        g.wait_share = g.wait_ns / denom if denom else 0.0
+        g.wait_share = wait_share(g.wait_ns, workers, window_ns)
     return out[:limit]

@@ -5,8 +5,11 @@ the offset. Run at record time, on the machine the probe ran on; the result
 is kept in the record's raw section, so naming stays offline."""
 from __future__ import annotations
 
+import dataclasses
+
 from lockscope.analyzer import btf
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+from lockscope.probedata import Slab
 
 # contention-tracepoint lock families that a BTF lock type can show up as
 _FAMILIES = {
@@ -22,34 +25,26 @@ def consistent(btf_lock: str, family: str) -> bool:
     return family in _FAMILIES.get(btf_lock, ())
 
 
-def parse_addr(v) -> int:
-    return int(v, 16) if isinstance(v, str) else int(v or 0)
-
-
-def resolve(slab: dict, addresses: set[int] | None = None, kb: Knowledge | None = None,
-            path=btf.VMLINUX) -> dict:
+def resolve(slab: Slab, addresses: set[int] | None = None, kb: Knowledge | None = None,
+            path=btf.VMLINUX) -> Slab:
     """The probe's `slab` output with, per entry, the object type, the
     offset and the lock field there (when the cache has a known type and a
     lock field starts at the offset). Only `addresses` are kept if given."""
     kb = kb or default_knowledge()
-    out = {"status": slab.get("status", "unavailable"), "entries": []}
-    if slab.get("reason"):
-        out["reason"] = slab["reason"]
-    entries = [dict(e) for e in slab.get("entries", [])
-               if addresses is None or parse_addr(e.get("addr")) in addresses]
-    wanted = tuple(sorted({kb.slab_types[e["cache"]] for e in entries if e.get("cache") in kb.slab_types}))
+    out = Slab(status=slab.status, reason=slab.reason)
+    entries = [dataclasses.replace(e) for e in slab.entries if addresses is None or e.addr in addresses]
+    wanted = tuple(sorted({kb.slab_types[e.cache] for e in entries if e.cache in kb.slab_types}))
     for e in entries:
-        typ = kb.slab_types.get(e.get("cache", ""))
-        base = parse_addr(e.get("base"))
-        if typ and base:
-            e["type"] = typ
-            e["offset"] = parse_addr(e["addr"]) - base
+        typ = kb.slab_types.get(e.cache)
+        if typ and e.base:
+            e.type = typ
+            e.offset = e.addr - e.base
             try:
-                hit = btf.lock_at(typ, e["offset"], wanted, path)
+                hit = btf.lock_at(typ, e.offset, wanted, path)
             except btf.BtfUnavailable as err:
-                out["btf"] = f"unavailable: {err}"
+                out.btf = f"unavailable: {err}"
                 hit = None
             if hit:
-                e["field"], e["lock"] = hit
-        out["entries"].append(e)
+                e.lock_field, e.lock = hit
+        out.entries.append(e)
     return out

@@ -3,7 +3,7 @@ outside lock waits) in each interval of the timed window, so that bursts
 (journal commits, checkpoints) are not averaged away.
 
 The probe keeps the cumulative wait per lock address every --series-ms
-(record.probe.raw["series"]); the last interval ends at the window's end,
+(record.probe.raw.series); the last interval ends at the window's end,
 with the totals of the aggregated data. Addresses are mapped to the names of
 the record's locks; an address missing from a snapshot (only the heaviest
 are kept) counts as its last known value."""
@@ -11,21 +11,19 @@ from __future__ import annotations
 
 from lockscope.analyzer import naming
 from lockscope.analyzer.attribution import WAIT_LABELS
+from lockscope.jsondata import parse_addr
+from lockscope.probedata import RawProbe, Series
 from lockscope.record import RunRecord
 
 MAX_SERIES = 8
 
 
-def _addr(a) -> int:
-    return int(a, 16) if isinstance(a, str) else int(a)
-
-
 def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> dict:
     if not rec.probe.attached:
         return {"unavailable": f"lock waits were not measured ({rec.probe.reason or 'probes disabled'})"}
-    raw = rec.probe.raw or {}
-    series = raw.get("series") or {}
-    snaps = series.get("snapshots") or []
+    raw = rec.probe.raw or RawProbe()
+    series = raw.series or Series()
+    snaps: list = series.snapshots
     window_ns = rec.probe.window_s * 1e9
     if not snaps or window_ns <= 0:
         return {"unavailable": "the run record has no per-interval data (recorded by a lockscope without "
@@ -35,23 +33,23 @@ def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> dict:
         for a in lk.addresses:
             if isinstance(a, str) and ":" in a:  # a user-space lock ("pid:address"): not in the kernel series
                 continue
-            names.setdefault(_addr(a), lk.name)
+            names.setdefault(parse_addr(a), lk.name)
     # cumulative ns per name at each snapshot, and at the end of the window
-    times = [s["t_ns"] for s in snaps if s["t_ns"] < window_ns] + [window_ns]
+    times = [s.t_ns for s in snaps if s.t_ns < window_ns] + [window_ns]
     snaps = snaps[:len(times) - 1]
     last: dict[int, int] = {}
     cum_locks: list[dict[str, float]] = []
     cum_off: list[dict[str, float]] = []
     end_locks: dict[int, int] = {}
-    for e in raw.get("contention", []):
-        end_locks[_addr(e["lock"])] = end_locks.get(_addr(e["lock"]), 0) + e["total_ns"]
+    for e in raw.contention:
+        end_locks[e.lock] = end_locks.get(e.lock, 0) + e.total_ns
     end_off: dict[str, int] = {}
-    for e in raw.get("offcpu", []):
-        if not e.get("in_lock_wait"):
-            cls = naming.offcpu_class(int(e["state"]), False)
-            end_off[cls] = end_off.get(cls, 0) + e["total_ns"]
+    for e in raw.offcpu:
+        if not e.in_lock_wait:
+            cls = naming.offcpu_class(e.state, False)
+            end_off[cls] = end_off.get(cls, 0) + e.total_ns
     for s in snaps + [None]:
-        vals = ({_addr(a): ns for a, ns in s["locks"]} if s is not None else end_locks)
+        vals = (dict(s.locks) if s is not None else end_locks)
         for a, ns in vals.items():
             last[a] = max(ns, last.get(a, 0))       # cumulative: never decreases
         by_name: dict[str, float] = {}
@@ -61,8 +59,8 @@ def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> dict:
         cum_locks.append(by_name)
         if s is not None:
             off: dict[str, float] = {}
-            for state, ns in s.get("offcpu", []):
-                cls = naming.offcpu_class(int(state), False)
+            for state, ns in s.offcpu:
+                cls = naming.offcpu_class(state, False)
                 off[cls] = off.get(cls, 0) + ns
         else:
             off = dict(end_off)
@@ -84,6 +82,6 @@ def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> dict:
             shares.append(max(0.0, v - prev) / (rec.workers * dt) if dt > 0 else 0.0)
             prev = max(prev, v)
         out_series.append({"name": label, "type": "lock" if label in top else "nonlock", "wait_share": shares})
-    return {"workers": rec.workers, "interval_s": series.get("interval_ns", 0) / 1e9,
+    return {"workers": rec.workers, "interval_s": series.interval_ns / 1e9,
             "t_s": [t / 1e9 for t in times], "series": out_series,
-            "truncated": bool(series.get("truncated"))}
+            "truncated": bool(series.truncated)}

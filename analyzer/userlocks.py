@@ -32,8 +32,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lockscope.analyzer.naming import LockAcc
-from lockscope.record import Lock, StackSummary
+from typing import Any
+
+from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
+from lockscope.jsondata import from_dict, from_list, parse_addr
+from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
+from lockscope.record import Lock
 
 FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 = 0, 6, 9, 11, 13
 FUTEX_OP_WAITV = 0x100
@@ -41,9 +45,6 @@ OP_NAMES = {FUTEX_WAIT: "wait", FUTEX_LOCK_PI: "lock_pi", FUTEX_WAIT_BITSET: "wa
             FUTEX_WAIT_REQUEUE_PI: "wait_requeue_pi", FUTEX_LOCK_PI2: "lock_pi2", FUTEX_OP_WAITV: "waitv"}
 DEBUG_ROOT = Path("/usr/lib/debug")
 PAGE = 4096
-MAX_RAW_ENTRIES = 2000
-TOP_STACKS = 5
-MAX_FRAMES = 24
 COMPONENT = "user space"
 
 # C library (and dynamic loader) files: their frames are the lock's
@@ -195,7 +196,7 @@ def parse_maps(rows: list) -> list[Mapping]:
                 continue
             lo, hi = parts[0].split("-")
             r = [lo, hi, parts[1], parts[2], parts[5].strip() if len(parts) > 5 else ""]
-        out.append(Mapping(int(r[0], 16), int(r[1], 16), r[2], int(r[3], 16), r[4]))
+        out.append(Mapping(parse_addr(r[0]), parse_addr(r[1]), r[2], parse_addr(r[3]), r[4]))
     out.sort(key=lambda m: m.start)
     return out
 
@@ -243,7 +244,7 @@ class AddressSpace:
             return path, fm.offset + (addr - fm.start), None
         return path, start_vaddr + (addr - fm.start), syms
 
-    def resolve_data(self, addr: int) -> dict:
+    def resolve_data(self, addr: int) -> FutexAddress:
         """Where a futex lives: region (object, file, heap, stack, anon,
         unmapped), file, symbol and offset in it."""
         m, _ = self.mapping(addr)
@@ -252,17 +253,16 @@ class AddressSpace:
             path, vaddr, syms = r
             hit = syms.object_at(vaddr) if syms else None
             if hit:
-                return {"region": "object", "file": path, "symbol": hit[0], "symbol_offset": hit[1],
-                        "vaddr": f"0x{vaddr:x}"}
-            return {"region": "file", "file": path, "vaddr": f"0x{vaddr:x}"}
+                return FutexAddress(region="object", file=path, symbol=hit[0], symbol_offset=hit[1], vaddr=vaddr)
+            return FutexAddress(region="file", file=path, vaddr=vaddr)
         if m is None:
-            return {"region": "unmapped" if self.maps else "unknown"}
+            return FutexAddress(region="unmapped" if self.maps else "unknown")
         if m.path == "[heap]":
-            return {"region": "heap"}
+            return FutexAddress(region="heap")
         if m.path.startswith("[stack"):
-            return {"region": "stack"}
+            return FutexAddress(region="stack")
         # thread stacks and large malloc arenas are anonymous mappings
-        return {"region": "anon"}
+        return FutexAddress(region="anon")
 
     def _after_call(self, addr: int) -> bool:
         """Whether addr, in an executable file mapping, follows a call
@@ -322,35 +322,33 @@ class AddressSpace:
         return f"[{base}+0x{vaddr:x}]"
 
 
-def resolve(data: dict) -> dict:
+def resolve(data: dict) -> dict[str, Any]:
     """The futex part of the probe's data event, as kept in the record's raw
-    section: the heaviest aggregates, their stacks symbolized and their
-    addresses resolved (while the ELF files are at hand)."""
-    probe = data.get("futex_probe")
-    if probe is None:
+    section (RawProbe's futex fields): the heaviest aggregates, their stacks
+    symbolized and their addresses resolved (while the ELF files are at hand)."""
+    if data.get("futex_probe") is None:
         return {}
-    out: dict = {"futex_probe": probe}
+    out: dict[str, Any] = {"futex_probe": from_dict(FutexProbe, data["futex_probe"])}
     if "futex" not in data:
         return out
-    entries = sorted(data.get("futex", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
-    spaces = {tgid: AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
+    entries = heaviest(from_list(FutexWait, data["futex"]), "total_ns")
+    spaces = {int(tgid): AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
     stacks_raw = data.get("user_stacks", {})
     words_raw = data.get("user_stack_words", {})
-    addresses: dict[str, dict] = {}
+    addresses: dict[str, FutexAddress] = {}
     stacks: dict[str, list[str]] = {}
     for e in entries:
-        tgid = str(e["tgid"])
-        space = spaces.get(tgid)
-        key = f"{tgid}:{e['uaddr']}"
+        space = spaces.get(e.tgid)
+        key = futex_key(e)
         if key not in addresses:
-            addresses[key] = space.resolve_data(int(e["uaddr"], 16)) if space else \
-                {"region": "unknown", "reason": "the process exited before its memory maps were read"}
-        sid = str(e["stack"])
-        skey = f"{tgid}:{sid}"
+            addresses[key] = space.resolve_data(e.uaddr) if space else \
+                FutexAddress(region="unknown", reason="the process exited before its memory maps were read")
+        sid = str(e.stack)
+        skey = f"{e.tgid}:{sid}"
         if sid in stacks_raw and skey not in stacks:
-            ips = [int(a, 16) for a in stacks_raw[sid]]
+            ips = [parse_addr(a) for a in stacks_raw[sid]]
             if space and sid in words_raw:
-                ips = space.recover_caller(ips, [int(a, 16) for a in words_raw[sid]])
+                ips = space.recover_caller(ips, [parse_addr(a) for a in words_raw[sid]])
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     return out
@@ -399,80 +397,54 @@ _REGION_NAMES = {"heap": "heap", "stack": "stack", "anon": "anonymous memory", "
                  "unmapped": "unmapped", "unknown": "address not resolved"}
 
 
-def name_futexes(raw: dict, workers: int, window_ns: int) -> list[Lock]:
+def _spread(raw: RawProbe) -> list:
+    """Waits counted without a stack (sampling) take the frames of their
+    futex's sampled waits, in proportion to those waits' time."""
+    per_futex: dict[tuple, list[FutexWait]] = defaultdict(list)
+    for e in raw.futex or []:
+        per_futex[(e.tgid, e.uaddr, e.op)].append(e)
+    return [sh for es in per_futex.values() for sh in spread(es, lambda e: bool(raw.user_frames(e)))]
+
+
+def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, groups: dict[str, LockAcc]) -> LockAcc:
+    """The named lock a futex's waits add up to: verified by ELF symbol, or site."""
+    where = raw.futex_address(e)
+    if where.region == "object":
+        base = os.path.basename(where.file)
+        sym = where.symbol + (f"+0x{where.symbol_offset:x}" if where.symbol_offset else "")
+        name, cls, tier = f"{kind} {sym} in {base}", f"{kind} {where.symbol}", "verified"
+        obj = f"{where.symbol} ({where.file})"
+    else:
+        region = _REGION_NAMES.get(where.region, where.region)
+        s = site(frames) if frames else "[no stack]"
+        name, cls, tier, obj = f"{kind} @ {s} ({region})", f"{kind} @ {s}", "site", None
+    acc = groups.get(name)
+    if acc is None:
+        acc = groups[name] = LockAcc(name, cls, tier, kind, object=obj, component=COMPONENT,
+                                     explain="user-space lock: time threads slept in futex waits on it")
+    return acc
+
+
+def name_futexes(raw: RawProbe, workers: int, window_ns: int) -> list[Lock]:
     """Futex waits of the record's raw section as named locks, heaviest
     first (pthread_join waits left out)."""
-    stacks = raw.get("user_stacks", {})
-    addresses = raw.get("futex_addresses", {})
     groups: dict[str, LockAcc] = {}
-    # waits counted without a stack (sampling) take the frames of their
-    # futex's sampled waits, in proportion to those waits' time
-    per_futex: dict[tuple, list[dict]] = defaultdict(list)
-    for e in raw.get("futex", []):
-        per_futex[(str(e["tgid"]), e["uaddr"], e["op"])].append(e)
-    spread = []
-    for (tgid, _, _), es in per_futex.items():
-        sampled = [e for e in es if stacks.get(f"{tgid}:{e['stack']}")]
-        rest = [e for e in es if not stacks.get(f"{tgid}:{e['stack']}")]
-        if not sampled or not rest:
-            spread += es
-            continue
-        s_wait = sum(e["total_ns"] for e in sampled) or 1
-        s_count = sum(e["count"] for e in sampled) or 1
-        wscale = 1 + sum(e["total_ns"] for e in rest) / s_wait
-        cscale = 1 + sum(e["count"] for e in rest) / s_count
-        rmax = max(e["max_ns"] for e in rest)
-        for e in sampled:
-            spread.append({**e, "count": round(e["count"] * cscale), "total_ns": round(e["total_ns"] * wscale),
-                           "max_ns": max(e["max_ns"], rmax), "sampled": e["count"]})
-    for e in spread:
-        tgid = str(e["tgid"])
-        frames = stacks.get(f"{tgid}:{e['stack']}", [])
-        kind = futex_kind(int(e["op"]), frames)
+    for sh in _spread(raw):
+        e = sh.entry
+        frames = raw.user_frames(e)
+        kind = futex_kind(e.op, frames)
         if kind in NOT_LOCKS:
             continue
-        where = addresses.get(f"{tgid}:{e['uaddr']}", {"region": "unknown"})
-        if where.get("region") == "object":
-            base = os.path.basename(where["file"])
-            sym = where["symbol"] + (f"+0x{where['symbol_offset']:x}" if where.get("symbol_offset") else "")
-            name, cls, tier = f"{kind} {sym} in {base}", f"{kind} {where['symbol']}", "verified"
-            obj = f"{where['symbol']} ({where['file']})"
-        else:
-            region = _REGION_NAMES.get(where.get("region", "unknown"), where.get("region", "?"))
-            s = site(frames) if frames else "[no stack]"
-            name, cls, tier, obj = f"{kind} @ {s} ({region})", f"{kind} @ {s}", "site", None
-        acc = groups.get(name)
-        if acc is None:
-            acc = groups[name] = LockAcc(name, cls, tier, kind)
-            acc.object = obj
-        acc.addresses.add(f"{tgid}:{e['uaddr']}")
-        acc.count += e["count"]
-        acc.wait += e["total_ns"]
-        acc.max = max(acc.max, e["max_ns"])
-        acc.modes[OP_NAMES.get(int(e["op"]), str(e["op"]))] += e["total_ns"]
-        key = tuple(frames[:MAX_FRAMES])
-        st = acc.stacks.setdefault(key, [0, 0, 0])
-        st[0] += e["count"]
-        st[1] += e["total_ns"]
-        st[2] += e.get("sampled", e["count"]) if frames else 0
-    denom = workers * window_ns if workers and window_ns else 0
-    locks = []
-    for acc in groups.values():
-        top = sorted(acc.stacks.items(), key=lambda kv: -kv[1][1])[:TOP_STACKS]
-        locks.append(Lock(
-            name=acc.name, lock_class=acc.cls, tier=acc.tier, kind=acc.kind, modes=dict(acc.modes),
-            instances=len(acc.addresses), addresses=sorted(acc.addresses)[:16], count=acc.count,
-            wait_ns=acc.wait, max_wait_ns=acc.max, wait_share=acc.wait / denom if denom else 0.0,
-            object=acc.object, component=COMPONENT,
-            explain="user-space lock: time threads slept in futex waits on it",
-            stacks=[StackSummary(frames=list(k), site=site(list(k)) if k else "[no stack]", syscall="futex",
-                                 count=v[0], wait_ns=v[1], sampled=v[2]) for k, v in top]))
-    locks.sort(key=lambda lk: -lk.wait_ns)
-    return locks
+        acc = _futex_lock(e, kind, frames, raw, groups)
+        acc.addresses.add(futex_key(e))
+        acc.add(sh.count, sh.wait_ns, sh.max_ns, OP_NAMES.get(e.op, str(e.op)))
+        acc.add_stack(tuple(frames[:MAX_FRAMES]), "futex", sh.count, sh.wait_ns, sh.sampled if frames else 0)
+    return heaviest_first([acc.to_lock(workers, window_ns, lambda k: site(list(k)) if k else "[no stack]")
+                           for acc in groups.values()])
 
 
-def futex_warnings(raw: dict) -> list[str]:
-    probe = raw.get("futex_probe") or {}
-    if probe and not probe.get("attached"):
-        return [f"user-space locks not measured: {probe.get('reason', 'the futex probe did not load')}"]
+def futex_warnings(raw: RawProbe | None) -> list[str]:
+    probe = raw.futex_probe if raw else None
+    if probe and not probe.attached:
+        return [f"user-space locks not measured: {probe.reason or 'the futex probe did not load'}"]
     return []

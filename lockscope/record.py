@@ -1,74 +1,24 @@
 """The run record: one JSON document per measured point, the single schema
 every command reads and writes (documented in README.md, "Run record").
 
-Records are dataclasses; `to_dict`/`from_dict` convert them to and from
-JSON-ready dicts. A field whose JSON key differs from its Python name says so
-in its metadata (`class` is a keyword). Files are written atomically.
+Records are dataclasses; `to_dict`/`from_dict` (jsondata.py) convert them to
+and from JSON-ready dicts. A field whose JSON key differs from its Python name
+says so in its metadata (`class` is a keyword); keys written only sometimes
+are `omit_none`. The probe's raw data is typed in probedata.py. Files are
+written atomically.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from lockscope import atomicio
+from lockscope.jsondata import from_dict, optional, to_dict
+from lockscope.probedata import MapUse, ProgramStats, RawProbe
 
 SCHEMA = "lockscope.run/1"
-
-
-def _json_name(f: dataclasses.Field) -> str:
-    return f.metadata.get("json", f.name)
-
-
-def to_dict(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj):
-        # fields marked omit_empty (later optional additions) are left out
-        # while empty, so that older records round-trip unchanged
-        return {_json_name(f): to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not (f.metadata.get("omit_empty") and not getattr(obj, f.name))}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
-    return obj
-
-
-def _convert(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(inner[0], value) if len(inner) == 1 else value
-    if origin is list:
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_convert(item, v) for v in value]
-    if origin is dict and len(typing.get_args(tp)) == 2:
-        item = typing.get_args(tp)[1]
-        return {k: _convert(item, v) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value)
-    return value
-
-
-def from_dict(cls: type, data: dict) -> Any:
-    """Build dataclass `cls` from a dict, ignoring unknown keys (newer minor
-    additions) and using defaults for missing optional ones."""
-    if not isinstance(data, dict):
-        raise ValueError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        key = _json_name(f)
-        if key in data:
-            kwargs[f.name] = _convert(hints[f.name], data[key])
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{cls.__name__}: missing field '{key}'")
-    return cls(**kwargs)
 
 
 @dataclass
@@ -91,7 +41,7 @@ class Lock:
     lock_class: str = field(metadata={"json": "class"})   # e.g. "inode->i_rwsem"
     tier: str = "site"           # verified | inferred | site
     kind: str = "unknown"        # mutex, rwsem, spinlock, rwlock, percpu-rwsem, rtmutex
-    modes: dict = field(default_factory=dict)   # wait_ns by mode: read/write/spin/sleep
+    modes: dict[str, int] = field(default_factory=dict)   # wait_ns by mode: read/write/spin/sleep
     instances: int = 1           # distinct lock addresses behind this name
     addresses: list[str] = field(default_factory=list)
     count: int = 0
@@ -173,12 +123,84 @@ class ProbeInfo:
     attached: bool = False
     reason: Optional[str] = None      # why not attached, when it is not
     window_s: float = 0.0
-    counters: dict = field(default_factory=dict)
-    programs: list = field(default_factory=list)
-    maps: dict = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)   # events, drops, stale waits, futex_waits, lost_*
+    programs: list[ProgramStats] = field(default_factory=list)
+    maps: dict[str, MapUse] = field(default_factory=dict)
     # aggregated probe output with stacks symbolized, kept so that names can
-    # be recomputed offline: contention, offcpu, stacks, objects, mounts
-    raw: dict = field(default_factory=dict)
+    # be recomputed offline (None, `{}` in JSON, when the probe did not run)
+    raw: Optional[RawProbe] = field(default=None, metadata={"empty_is_none": True})
+
+
+@dataclass
+class Host:
+    """The machine a point ran on."""
+    kernel: Optional[str] = optional()
+    machine: Optional[str] = optional()
+    hostname: Optional[str] = optional()
+    ncpus: Optional[int] = optional()
+    cpus_allowed: Optional[int] = optional()
+    cpu_model: Optional[str] = optional()
+
+
+@dataclass
+class CpuCpi:
+    cpu: int
+    cycles: int
+    instructions: int
+    cpi: Optional[float]
+
+
+@dataclass
+class Cpi:
+    """Cycles per instruction over the timed window, or why not measured."""
+    available: bool = False
+    reason: Optional[str] = optional()
+    value: Optional[float] = optional()
+    cycles: Optional[int] = optional()
+    instructions: Optional[int] = optional()
+    cpus: Optional[list[int]] = optional()
+    per_cpu: Optional[list[CpuCpi]] = optional()
+    multiplexed: Optional[bool] = optional()
+    scope: Optional[str] = optional()
+
+
+# keys of fs_detail written for every mounted file system, and those added
+# with the mkfs timing (absent from older records)
+_FS_BASE = ("fstype", "description", "mountpoint", "mount_options", "device", "image", "dev", "kernel_dev")
+_FS_LATER = ("mkfs", "mkfs_options", "image_size_bytes", "user_device", "journal", "kernel_mount_options",
+             "mkfs_s", "mount_s")
+
+
+@dataclass
+class FsDetail:
+    """Where a point ran (scratch.Mounted.describe): only `setup` ("none")
+    without a file system; a key may be null (tmpfs has no device)."""
+    setup: str = "none"
+    fstype: Optional[str] = None
+    description: Optional[str] = None
+    mountpoint: Optional[str] = None
+    mount_options: Optional[str] = None
+    device: Optional[str] = None
+    image: Optional[str] = None
+    dev: Optional[str] = None             # "major:minor"
+    kernel_dev: Optional[int] = None
+    mkfs: Optional[list[str]] = None      # the command run ([] for tmpfs)
+    mkfs_options: Optional[list[str]] = None
+    image_size_bytes: Optional[int] = None
+    user_device: Optional[bool] = None
+    journal: Optional[str] = None
+    kernel_mount_options: Optional[str] = None
+    mkfs_s: Optional[float] = None
+    mount_s: Optional[float] = None
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FsDetail":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def to_json(self) -> dict:
+        keys = ("setup",) + (_FS_BASE if self.mountpoint is not None else ()) + \
+            (_FS_LATER if self.mkfs is not None else ())
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass
@@ -193,11 +215,11 @@ class RunRecord:
     schema: str = SCHEMA
     created: str = ""
     lockscope_version: str = ""
-    host: dict = field(default_factory=dict)
+    host: Host = field(default_factory=Host)
     kind: str = "builtin"             # builtin | command
     command: Optional[list[str]] = None
     throughput_unit: str = "ops/s"
-    fs_detail: dict = field(default_factory=dict)
+    fs_detail: FsDetail = field(default_factory=FsDetail)
     cpus: list[int] = field(default_factory=list)
     oversubscribed: bool = False
     requested_duration_s: float = 0.0
@@ -205,7 +227,7 @@ class RunRecord:
     setup_s: float = 0.0
     per_worker: list[WorkerResult] = field(default_factory=list)
     cpu: CpuBreakdown = field(default_factory=CpuBreakdown)
-    cpi: dict = field(default_factory=dict)
+    cpi: Cpi = field(default_factory=Cpi)
     locks: list[Lock] = field(default_factory=list)
     offcpu: list[OffCpu] = field(default_factory=list)
     probe: ProbeInfo = field(default_factory=ProbeInfo)
@@ -213,7 +235,7 @@ class RunRecord:
     # built-in workloads: parameters (--param, defaults filled in), ops of
     # each operation type and their latency over the timed window (empty
     # with --no-latency), and the time series (--interval; empty when off)
-    params: dict = field(default_factory=dict, metadata={"omit_empty": True})
+    params: dict[str, int | float | str] = field(default_factory=dict, metadata={"omit_empty": True})
     op_counts: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
     latency: dict[str, Latency] = field(default_factory=dict, metadata={"omit_empty": True})
     interval_s: float = field(default=0.0, metadata={"omit_empty": True})

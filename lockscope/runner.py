@@ -24,10 +24,12 @@ from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import Interval, Latency, ProbeInfo, RunRecord, WorkerResult
+from lockscope.jsondata import from_dict, from_list
+from lockscope.probedata import (Contention, CpuSample, MapUse, Objects, OffCpuWait, ProgramStats, RawProbe,
+                                 Series, Slab, heaviest)
+from lockscope.record import Cpi, FsDetail, Host, Interval, Latency, ProbeInfo, RunRecord, WorkerResult
 
 MAX_WATCH_PATHS = 512
-MAX_RAW_ENTRIES = 2000
 NO_FS = "none"
 
 Progress = Callable[[str], None]
@@ -57,7 +59,7 @@ class PointSpec:
         return f"{self.workload}-{self.fs}-w{self.workers}"
 
 
-def host_info() -> dict:
+def host_info() -> Host:
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -66,36 +68,36 @@ def host_info() -> dict:
                 break
     except OSError:
         pass
-    return {"kernel": platform.release(), "machine": platform.machine(), "hostname": platform.node(),
-            "ncpus": os.cpu_count(), "cpus_allowed": len(os.sched_getaffinity(0)), "cpu_model": model}
+    return Host(kernel=platform.release(), machine=platform.machine(), hostname=platform.node(),
+                ncpus=os.cpu_count(), cpus_allowed=len(os.sched_getaffinity(0)), cpu_model=model)
 
 
-def raw_from_probe(data: dict, mountpoint: Path | None) -> dict:
+def raw_from_probe(data: dict, mountpoint: Path | None) -> RawProbe:
     """The probe's output as kept in the record: heaviest aggregates, their
     stacks symbolized, the objects, and the mounts they live on."""
     sym = Symbolizer()
-    contention = sorted(data.get("contention", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
-    offcpu = sorted(data.get("offcpu", []), key=lambda e: -e["total_ns"])[:MAX_RAW_ENTRIES]
-    samples = sorted(data.get("cpu_samples", []), key=lambda e: -e["count"])[:MAX_RAW_ENTRIES]
-    used = {str(e["stack"]) for e in contention + offcpu}
-    stacks = {k: sym.stack(v) for k, v in data.get("stacks", {}).items() if k in used}
-    sample_stacks = {k: sym.stack(v) for k, v in data.get("sample_stacks", {}).items()}
-    objects = data.get("objects", {})
+    contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
+    offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
+    samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
+    used = {e.stack for e in contention + offcpu}
+    objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
-    devs = {int(f.get("dev", 0)) for f in objects.get("files", [])}
-    mounts = {str(d): table[d] for d in devs if d in table}
-    return {"contention": contention, "offcpu": offcpu, "cpu_samples": samples,
-            "sample_period_ns": data.get("sample_period_ns", 0), "stacks": stacks,
-            "sample_stacks": sample_stacks, "objects": objects, "layout": data.get("layout", {}),
-            "mounts": mounts, "scratch": str(mountpoint) if mountpoint else None,
-            # cumulative wait per lock address every --series-ms (the time view)
-            "series": data.get("series", {}),
-            "slab": slab.resolve(data.get("slab", {}), {slab.parse_addr(e["lock"]) for e in contention}),
-            **userlocks.resolve(data)}
+    return RawProbe(
+        contention=contention, offcpu=offcpu, cpu_samples=samples,
+        sample_period_ns=data.get("sample_period_ns", 0),
+        stacks={int(k): sym.stack(v) for k, v in data.get("stacks", {}).items() if int(k) in used},
+        sample_stacks={int(k): sym.stack(v) for k, v in data.get("sample_stacks", {}).items()},
+        objects=objects, layout=data.get("layout", {}),
+        mounts={d: table[d] for d in {f.dev for f in objects.files} if d in table},
+        scratch=str(mountpoint) if mountpoint else None,
+        # cumulative wait per lock address every --series-ms (the time view)
+        series=from_dict(Series, data["series"]) if "series" in data else None,
+        slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention}),
+        **userlocks.resolve(data))
 
 
-def probe_warnings(data: dict) -> list[str]:
-    c = data.get("counters", {})
+def probe_warnings(probe: ProbeInfo) -> list[str]:
+    c = probe.counters
     out = []
     lost = {k: v for k, v in c.items() if k.startswith("lost_") and v}
     for k, v in lost.items():
@@ -104,7 +106,7 @@ def probe_warnings(data: dict) -> list[str]:
         n = c["stacks_lost"]
         out.append(f"probe: {n} stack{'s' if n != 1 else ''} not stored (stack map full or hash collision); "
                    "the waits or samples are counted under an unknown stack")
-    misses = sum(p.get("recursion_misses", 0) for p in data.get("programs", []))
+    misses = sum(p.recursion_misses for p in probe.programs)
     total = c.get("contentions", 0) + c.get("offcpu_spans", 0)
     if misses:
         out.append(f"probe: the kernel skipped {misses} probe runs (BPF recursion guard: a lock contended "
@@ -115,14 +117,15 @@ def probe_warnings(data: dict) -> list[str]:
     return out
 
 
-def _probe_info(data: dict | None, raw: dict, reason: str | None) -> ProbeInfo:
+def _probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> ProbeInfo:
     if data is None:
         return ProbeInfo(attached=False, reason=reason)
     return ProbeInfo(attached=True, window_s=data["window_ns"] / 1e9, counters=data.get("counters", {}),
-                     programs=data.get("programs", []), maps=data.get("maps", {}), raw=raw)
+                     programs=from_list(ProgramStats, data.get("programs", [])),
+                     maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()}, raw=raw)
 
 
-def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
+def _finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None) -> RunRecord:
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
@@ -130,11 +133,11 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: dict) -> RunRecord:
         rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
         rec.warnings += userlocks.futex_warnings(raw)
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window)
-        rec.warnings += probe_warnings(data)
+        rec.warnings += probe_warnings(rec.probe)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
     rec.host = host_info()
-    rec.cpi = rec.cpi or hwcounters.cpi_status()
+    rec.cpi = from_dict(Cpi, hw_cpi or hwcounters.cpi_status())
     return rec
 
 
@@ -187,20 +190,20 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         # the driver's own warnings (e.g. MWUL may run out of pre-created files)
         driver_warnings = [f"workload: {line.split(': warning: ', 1)[1]}"
                            for line in wl.stderr_tail(20000).splitlines() if ": warning: " in line]
-        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else {}
-        fs_detail = fs.describe() if fs else {"setup": NO_FS}
+        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else None
+        fs_detail = from_dict(FsDetail, fs.describe() if fs else {"setup": NO_FS})
         fs_warnings = fs.warnings if fs else []
 
     cpus = sorted(set(ready.get("cpus", [])))
     rec = RunRecord(
-        id=spec.id, workload=spec.workload, fs=spec.fs if fs_detail.get("setup") != NO_FS else NO_FS,
+        id=spec.id, workload=spec.workload, fs=spec.fs if fs_detail.setup != NO_FS else NO_FS,
         workers=spec.workers, duration_s=result["duration_s"], ops=result["ops"],
         ops_per_sec=result["ops_per_sec"], kind="builtin", fs_detail=fs_detail, cpus=cpus,
         oversubscribed=bool(result.get("oversubscribed")), requested_duration_s=spec.duration,
         warmup_s=result.get("warmup_s", spec.warmup), setup_s=ready.get("setup_s", 0.0),
         per_worker=[WorkerResult(worker=w["worker"], cpu=w.get("cpu"), pid=w.get("pid"), ops=w["ops"],
                                  ran_out=bool(w.get("ran_out"))) for w in result.get("per_worker", [])],
-        cpu=cpustat.breakdown(before, after, cpus), cpi=hw.result(),
+        cpu=cpustat.breakdown(before, after, cpus),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=list(fs_warnings) + driver_warnings + (["system-wide: lock waits of every task on the machine are counted, "
                                        "shares are relative to the workload's workers"]
@@ -211,7 +214,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
-    return _finish_record(rec, data, raw)
+    return _finish_record(rec, data, raw, hw.result())
 
 
 def substitute(argv: list[str], workers: int, directory: Path | None) -> list[str]:
@@ -272,9 +275,9 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         data = probe.stop() if probe else None
         if not completed:
             kill_group(proc)
-        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else {}
+        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else None
         stdout, stderr = _tail(out, 1 << 20), _tail(err)
-        fs_detail = fs.describe() if fs else {"setup": NO_FS}
+        fs_detail = from_dict(FsDetail, fs.describe() if fs else {"setup": NO_FS})
 
     if completed and rc != 0:
         raise LockscopeError(f"{shlex.join(argv)} exited with code {rc}" +
@@ -298,10 +301,10 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
         ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
         cpus=sorted(before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
-        cpu=cpustat.breakdown(before, after), cpi=hw.result(),
+        cpu=cpustat.breakdown(before, after),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=warnings)
-    return _finish_record(rec, data, raw)
+    return _finish_record(rec, data, raw, hw.result())
 
 
 def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:

@@ -70,11 +70,11 @@ def _cpi(data: dict, exp: Experiment) -> dict[int, dict]:
     out = _per_point(data, "cpi")
     for rec in exp.records:
         if rec.workers not in out:
-            c = rec.cpi or {}
-            if c.get("available") and c.get("value") is not None:
-                out[rec.workers] = {"workers": rec.workers, "value": c["value"]}
+            c = rec.cpi
+            if c.available and c.value is not None:
+                out[rec.workers] = {"workers": rec.workers, "value": c.value}
             else:
-                out[rec.workers] = {"workers": rec.workers, "unavailable": c.get("reason") or "not measured"}
+                out[rec.workers] = {"workers": rec.workers, "unavailable": c.reason or "not measured"}
     return out
 
 
@@ -135,7 +135,7 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
         names.append(n if n not in names else f"{n}-{len(names)}")
     views = [_view(e, out_dir, renderer, n) for e, n in zip(exps, names)]
     first = exps[0].records[0] if exps and exps[0].records else None
-    common = {**_common(), "host": first.host if first else {},
+    common = {**_common(), "host": record.to_dict(first.host) if first else {},
               "sweep": Path(results_dir).resolve().name, "views": views,
               "renderer_missing": None if renderer else flamegraph.MISSING}
     env = _env()

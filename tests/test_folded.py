@@ -52,9 +52,9 @@ def test_lock_wait_graph_includes_sampled_rwsem_spin():
 def test_cpu_graph_counts_every_kept_sample():
     rec = load("mwrm_mmap_tmpfs/mmap-none-w1")
     stacks = folded.fold(rec, "cpu")
-    raw = rec.probe.raw["cpu_samples"]
-    assert sum(stacks.values()) == sum(e["count"] for e in raw)
-    user = sum(e["count"] for e in raw if e["stack"] == folded.STACK_USER)
+    raw = rec.probe.raw.cpu_samples
+    assert sum(stacks.values()) == sum(e.count for e in raw)
+    user = sum(e.count for e in raw if e.stack == folded.STACK_USER)
     assert user > 0 and stacks["[user space]"] == user
     assert any(k.endswith("vm_mmap_pgoff;do_mmap;__mmap_region") for k in stacks)
 
@@ -62,9 +62,9 @@ def test_cpu_graph_counts_every_kept_sample():
 def test_offcpu_graph_marks_state_and_lock_waits():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     stacks = folded.fold(rec, "offcpu")
-    raw = rec.probe.raw["offcpu"]
-    assert sum(stacks.values()) == pytest.approx(sum(e["total_ns"] for e in raw) / 1e3, abs=len(stacks))
-    in_lock = sum(e["total_ns"] for e in raw if e["in_lock_wait"]) / 1e3
+    raw = rec.probe.raw.offcpu
+    assert sum(stacks.values()) == pytest.approx(sum(e.total_ns for e in raw) / 1e3, abs=len(stacks))
+    in_lock = sum(e.total_ns for e in raw if e.in_lock_wait) / 1e3
     assert in_lock > 0
     assert by_leaf(stacks)["[in lock wait]"] == pytest.approx(in_lock, abs=len(stacks))
     assert "[preempted]" in by_leaf(stacks)
@@ -95,5 +95,5 @@ def test_system_strings_cannot_break_the_format():
 
 def test_a_record_without_probe_data_folds_to_nothing():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
-    rec.probe.raw = {}
+    rec.probe.raw = None
     assert all(folded.fold(rec, k) == {} for k in folded.KINDS)

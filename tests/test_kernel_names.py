@@ -10,6 +10,8 @@ import pytest
 from conftest import load
 from lockscope.analyzer import btf, naming, slab
 from lockscope.analyzer.knowledge import default
+from lockscope.jsondata import format_addr, parse_addr
+from lockscope.probedata import SlabEntry
 
 
 def names(rec):
@@ -24,7 +26,7 @@ def lock(locks, name):
 
 
 def wait_at(raw, addr):
-    return sum(e["total_ns"] for e in raw["contention"] if e["lock"] == addr)
+    return sum(e.total_ns for e in raw.contention if e.lock == parse_addr(addr))
 
 
 def test_mwul_ext4_journal_checkpoint_mutex_and_orphan_lock_are_verified():
@@ -34,37 +36,37 @@ def test_mwul_ext4_journal_checkpoint_mutex_and_orphan_lock_are_verified():
     top = locks[0]
     assert top.name == "journal_t->j_checkpoint_mutex of ext4 at <scratch>"
     assert (top.tier, top.kind, top.instances) == ("verified", "mutex", 1)
-    ext4_files = [f for f in raw["objects"]["files"] if f["fstype"] == "ext4" and f.get("jbd2_j_checkpoint_mutex")]
-    assert ext4_files and top.addresses == [ext4_files[0]["jbd2_j_checkpoint_mutex"]]
+    ext4_files = [f for f in raw.objects.files if f.fstype == "ext4" and f.addresses.get("jbd2_j_checkpoint_mutex")]
+    assert ext4_files and top.addresses == [format_addr(ext4_files[0].addresses["jbd2_j_checkpoint_mutex"])]
     assert top.wait_ns == wait_at(raw, top.addresses[0]) > 0
     assert "__jbd2_log_wait_for_space" in top.stacks[0].frames
     orphan = lock(locks, "ext4_sb_info->s_orphan_lock of ext4 at <scratch>")
     assert orphan.tier == "verified" and orphan.kind == "mutex"
-    assert orphan.addresses == [ext4_files[0]["ext4_s_orphan_lock"]]
+    assert orphan.addresses == [format_addr(ext4_files[0].addresses["ext4_s_orphan_lock"])]
     assert "ext4_orphan_add" in orphan.stacks[0].frames or "ext4_orphan_del" in orphan.stacks[0].frames
 
 
 def test_ext4_inode_raw_lock_in_slab_objects_is_named_by_btf_field():
     rec = load("ext4_journal/MWUL-ext4-w2")
     raw = rec.probe.raw
-    assert raw["slab"]["status"] == "ok"
+    assert raw.slab.status == "ok"
     raw_lock = lock(names(rec), "ext4_inode_info.i_raw_lock (ext4_inode_cache object)")
     assert raw_lock.tier == "verified" and raw_lock.kind == "spinlock"
     # one name, many inodes: every address lies in an ext4_inode_cache object
     # at the same offset, the offset of the field
     assert raw_lock.instances > 1
-    entries = {e["addr"]: e for e in raw["slab"]["entries"]}
-    offsets = {entries[a]["offset"] for a in raw_lock.addresses}
+    entries = {e.addr: e for e in raw.slab.entries}
+    offsets = {entries[parse_addr(a)].offset for a in raw_lock.addresses}
     assert len(offsets) == 1
     for a in raw_lock.addresses:
-        e = entries[a]
-        assert e["cache"] == "ext4_inode_cache" and e["type"] == "ext4_inode_info"
-        assert int(a, 16) - int(e["base"], 16) == e["offset"] and e["offset"] < e["object_size"]
+        e = entries[parse_addr(a)]
+        assert e.cache == "ext4_inode_cache" and e.type == "ext4_inode_info"
+        assert parse_addr(a) - e.base == e.offset and e.offset < e.object_size
     assert raw_lock.stacks[0].site == "ext4_mark_iloc_dirty"
 
 
 def test_slab_field_must_match_the_lock_family():
-    e = {"addr": "0x10", "cache": "ext4_inode_cache", "field": "ext4_inode_info.i_raw_lock", "lock": "spinlock"}
+    e = SlabEntry(addr=0x10, cache="ext4_inode_cache", lock_field="ext4_inode_info.i_raw_lock", lock="spinlock")
     assert naming._slab_verified(e, "spinlock").name == "ext4_inode_info.i_raw_lock (ext4_inode_cache object)"
     # a rwsem wait cannot be a spinlock field: the object base was wrong
     assert naming._slab_verified(e, "rwsem") is None
@@ -78,10 +80,10 @@ def test_mwcl_ext4_journal_list_lock_runqueues_and_bdev_slab_lock():
     assert jl.tier == "verified" and jl.kind == "spinlock"
     rq = [lk for lk in locks if lk.lock_class == "rq->__lock" and lk.tier == "verified"]
     assert rq and all(lk.name.startswith("rq->__lock (runqueue of CPU ") for lk in rq)
-    tasks = rec.probe.raw["objects"]["tasks"]
-    by_cpu = {t["rq_lock"]: t["cpu"] for t in tasks if t.get("rq_lock")}
+    tasks = rec.probe.raw.objects.tasks
+    by_cpu = {t.addresses["rq_lock"]: t.cpu for t in tasks if t.addresses.get("rq_lock")}
     for lk in rq:
-        assert lk.name == f"rq->__lock (runqueue of CPU {by_cpu[lk.addresses[0]]})"
+        assert lk.name == f"rq->__lock (runqueue of CPU {by_cpu[parse_addr(lk.addresses[0])]})"
     bdev = lock(locks, "bdev_inode.vfs_inode.i_data.i_private_lock (bdev_cache object)")
     assert bdev.tier == "verified"
 
@@ -154,11 +156,11 @@ def test_new_inferred_rules_carry_component_explanation_and_reference():
 @pytest.mark.skipif(not Path("/sys/kernel/btf/vmlinux").exists(), reason="needs kernel BTF at /sys/kernel/btf/vmlinux")
 def test_btf_field_at_offset_on_this_kernel():
     rec = load("ext4_journal/MWUL-ext4-w2")
-    if rec.host.get("kernel") != platform.release():
-        pytest.skip(f"recorded on kernel {rec.host.get('kernel')}, this is {platform.release()}")
-    e = next(e for e in rec.probe.raw["slab"]["entries"] if e.get("field"))
+    if rec.host.kernel != platform.release():
+        pytest.skip(f"recorded on kernel {rec.host.kernel}, this is {platform.release()}")
+    e = next(e for e in rec.probe.raw.slab.entries if e.lock_field)
     try:
-        assert btf.lock_at(e["type"], e["offset"]) == (e["field"], e["lock"])
+        assert btf.lock_at(e.type, e.offset) == (e.lock_field, e.lock)
     except btf.BtfUnavailable as err:
         pytest.skip(str(err))
-    assert btf.lock_at("ext4_inode_info", e["offset"] + 1) is None
+    assert btf.lock_at("ext4_inode_info", e.offset + 1) is None

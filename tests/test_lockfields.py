@@ -17,6 +17,8 @@ import pytest
 
 from conftest import DATA, REPO, load
 from lockscope.analyzer import lockfields, naming
+from lockscope.jsondata import from_dict
+from lockscope.probedata import RawProbe
 
 PROBES = REPO / "probes"
 ARCH = {"x86_64": "x86", "aarch64": "arm64", "ppc64le": "powerpc", "s390x": "s390"}
@@ -160,7 +162,7 @@ def test_adding_a_field_is_one_edit(tmp_path, monkeypatch):
     assert list(emitted(tmp_path, tmp_path / "gen")["files"][0])[-1] == "xfs_i_ioend_lock"
     monkeypatch.setattr(lockfields, "default", lambda: lockfields.load(table_file))
     raw = {"mounts": {"7": "/mnt/x"}, "objects": {"files": [xfs_file("xfs_i_ioend_lock")]}}
-    v = naming.verified_table(raw)[0x1000]
+    v = naming.verified_table(from_dict(RawProbe, raw))[0x1000]
     assert v == naming.Verified("xfs_inode->i_ioend_lock", "xfs_inode->i_ioend_lock of /mnt/x/f (xfs, file)",
                                 "/mnt/x/f", "xfs inode", "xfs per-inode list of completed writeback I/O")
 
@@ -180,7 +182,7 @@ def test_a_new_field_compiles_into_the_bpf_object(tmp_path):
 
 def test_a_field_of_another_file_system_is_not_named_on_this_one():
     raw = {"objects": {"files": [{**xfs_file("ext4_i_data_sem"), "fstype": "btrfs"}]}}
-    assert naming.verified_table(raw) == {}
+    assert naming.verified_table(from_dict(RawProbe, raw)) == {}
 
 
 def test_a_bad_entry_is_refused(tmp_path):

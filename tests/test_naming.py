@@ -5,6 +5,7 @@ import pytest
 from conftest import load
 from lockscope.analyzer import naming
 from lockscope.analyzer.knowledge import default, function
+from lockscope.jsondata import parse_addr
 
 
 def names(rec):
@@ -26,7 +27,7 @@ def test_mwrm_rename_mutex_is_verified_top_lock_with_exact_share():
     # the share is the raw waits on that address over workers x window
     raw = rec.probe.raw
     addr = top.addresses[0]
-    wait = sum(e["total_ns"] for e in raw["contention"] if e["lock"] == addr)
+    wait = sum(e.total_ns for e in raw.contention if e.lock == parse_addr(addr))
     assert top.wait_ns == wait
     assert top.wait_share == pytest.approx(wait / (2 * rec.probe.window_s * 1e9), rel=1e-6)
     assert top.wait_share > 0.10
@@ -39,7 +40,7 @@ def test_mwrm_rename_mutex_is_verified_top_lock_with_exact_share():
 def test_unsampled_waits_are_spread_over_sampled_stacks_without_losing_any():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     raw = rec.probe.raw
-    assert any(e["stack"] == -2 for e in raw["contention"]), "recording should contain unsampled waits"
+    assert any(e.stack == -2 for e in raw.contention), "recording should contain unsampled waits"
     top = names(rec)[0]
     assert top.stacks and all(s.frames for s in top.stacks)
     assert sum(s.count for s in top.stacks) == pytest.approx(top.count, rel=0.01)
@@ -54,7 +55,7 @@ def test_mmap_lock_named_with_optimistic_spin_from_cpu_samples():
     # rwsem writers spin before contention_begin: most of the wait is sampled spin
     assert top.sampled_spin_ns > 0
     assert top.modes[naming.SPIN_MODE] == top.sampled_spin_ns
-    assert top.sampled_spin_ns % rec.probe.raw["sample_period_ns"] == 0
+    assert top.sampled_spin_ns % rec.probe.raw.sample_period_ns == 0
     assert top.wait_share > 0.2
 
 
@@ -110,8 +111,8 @@ def test_frames_conventions_on_a_recorded_stack():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     kb = default()
     raw = rec.probe.raw
-    e = next(e for e in raw["contention"] if str(e["stack"]) in raw["stacks"] and e["flags"] & 32)
-    frames = raw["stacks"][str(e["stack"])]
+    e = next(e for e in raw.contention if e.stack in raw.stacks and e.flags & 32)
+    frames = raw.stacks[e.stack]
     assert frames[0].startswith("bpf_prog_")          # the probe itself, skipped
     assert kb.site(frames) == "do_renameat2"
     assert kb.caller_frames(frames) == ["do_renameat2", "__x64_sys_rename"]
@@ -125,7 +126,7 @@ def test_interrupt_context_is_marked_in_the_syscall():
     seen = False
     for rec_name in ("mwrm_mmap_tmpfs/MWRM-tmpfs-w2", "shared_tmpfs/MWCM-tmpfs-w2"):
         raw = load(rec_name).probe.raw
-        for frames in raw["stacks"].values():
+        for frames in raw.stacks.values():
             fns = [function(f) for f in frames]
             if "handle_softirqs" in fns:
                 seen = True
@@ -144,8 +145,20 @@ def test_offcpu_classes_do_not_count_lock_sleep_twice():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     window = int(rec.probe.window_s * 1e9)
     summary = naming.offcpu_summary(rec.probe.raw, rec.workers, window)
-    total = sum(e["total_ns"] for e in rec.probe.raw["offcpu"])
+    total = sum(e.total_ns for e in rec.probe.raw.offcpu)
     assert sum(o.wait_ns for o in summary) <= total
     in_lock = [o for o in summary if o.wait_class == "lock"]
     assert in_lock and all(o.in_lock_wait for o in in_lock)
     assert {o.wait_class for o in summary} <= {"lock", "preempted", "sleep", "blocked", "exit", "other"}
+
+
+def test_unsampled_waits_spread_in_proportion_to_the_sampled_ones():
+    from lockscope.analyzer.lockacc import spread, wait_share
+    from lockscope.probedata import Contention
+    walked = Contention(lock=1, stack=5, count=3, total_ns=300, max_ns=200)
+    other = Contention(lock=1, stack=6, count=1, total_ns=100, max_ns=100)
+    lost = Contention(lock=1, stack=-2, count=4, total_ns=400, max_ns=900)
+    shares = spread([walked, other, lost], lambda e: e.stack >= 0)
+    assert [(s.count, s.wait_ns, s.sampled, s.max_ns) for s in shares] == [(6, 600, 3, 900), (2, 200, 1, 900)]
+    assert [(s.count, s.sampled) for s in spread([lost], lambda e: e.stack >= 0)] == [(4, 0)]
+    assert wait_share(500, 2, 1000) == 0.25 and wait_share(500, 0, 1000) == 0.0

@@ -136,7 +136,7 @@ def test_time_view_intervals_add_up_to_the_locks_total_wait():
     starts = [0.0] + tv["t_s"][:-1]
     total_ns = sum(sh * 2 * (t1 - t0) * 1e9 for sh, t0, t1 in zip(mutex["wait_share"], starts, tv["t_s"]))
     addrs = {int(a, 16) for a in rec.locks[0].addresses}
-    traced = sum(e["total_ns"] for e in rec.probe.raw["contention"] if int(e["lock"], 16) in addrs)
+    traced = sum(e.total_ns for e in rec.probe.raw.contention if e.lock in addrs)
     assert total_ns == pytest.approx(traced, rel=1e-6)
     assert all(0.2 < s < 0.6 for s in mutex["wait_share"])   # steady ~38%, interval by interval
     assert any(s["name"].startswith("off-CPU: preempted") and s["type"] == "nonlock" for s in tv["series"])
@@ -222,17 +222,17 @@ def test_a_real_run_records_the_time_view_and_cpi(tmp_path, e2e, scratch):
                   "--out", str(tmp_path / "out"), "--scratch", str(scratch))
     assert r.returncode == 0, r.stderr
     rec = record.load(tmp_path / "out" / "runs" / "MWRM-tmpfs-w2.json")
-    snaps = rec.probe.raw["series"]["snapshots"]
+    snaps = rec.probe.raw.series.snapshots
     assert len(snaps) >= 4                                  # 1.5 s at 250 ms
-    assert all(a["t_ns"] < b["t_ns"] for a, b in zip(snaps, snaps[1:]))
+    assert all(a.t_ns < b.t_ns for a, b in zip(snaps, snaps[1:]))
     tv = timeview.timeview(rec)
     mutex = next(s for s in tv["series"] if s["name"] == "sb->s_vfs_rename_mutex of tmpfs at <scratch>")
     assert len(mutex["wait_share"]) == len(tv["t_s"]) >= 5
     # contended interval after interval (under other load a worker may lose its CPU for a while)
     assert sum(s > 0.02 for s in mutex["wait_share"]) >= len(mutex["wait_share"]) / 2, mutex
     ok, why = hwcounters.availability()
-    assert rec.cpi["available"] == ok
+    assert rec.cpi.available == ok
     if not ok:
-        assert rec.cpi["reason"] == why
+        assert rec.cpi.reason == why
     else:
-        assert rec.cpi["value"] > 0 and rec.cpi["cpus"] == sorted(w.cpu for w in rec.per_worker)
+        assert rec.cpi.value > 0 and rec.cpi.cpus == sorted(w.cpu for w in rec.per_worker)

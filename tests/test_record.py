@@ -5,7 +5,7 @@ import os
 import pytest
 
 from conftest import DATA, load
-from lockscope import atomicio, record
+from lockscope import atomicio, jsondata, probedata, record
 
 
 def test_round_trip_keeps_every_field():
@@ -53,3 +53,25 @@ def test_load_rejects_other_schemas_with_a_message(tmp_path):
     p.write_text(json.dumps({"schema": "lockscope.run/1", "workload": "x"}))
     with pytest.raises(ValueError, match="missing field 'id'"):
         record.load(p)
+
+
+def test_raw_probe_data_is_typed_and_every_recorded_raw_section_round_trips():
+    for path in sorted(DATA.glob("*/runs/*.json")):
+        original = json.loads(path.read_text())
+        rec = record.load(path)
+        assert record.to_dict(rec.probe) == original["probe"], path
+        raw = rec.probe.raw
+        assert all(isinstance(e.lock, int) for e in raw.contention)      # addresses parsed once
+        assert all(isinstance(k, int) for k in raw.stacks)
+        assert record.to_dict(rec.host) == original["host"] and record.to_dict(rec.cpi) == original["cpi"]
+        assert record.to_dict(rec.fs_detail) == original["fs_detail"]
+
+
+def test_address_text_and_int():
+    assert jsondata.parse_addr("0xffff888100440f38") == 0xffff888100440f38
+    assert jsondata.parse_addr(16) == 16 and jsondata.parse_addr(None) == 0
+    assert jsondata.format_addr(0xffff888100440f38) == "0xffff888100440f38"
+    obj = jsondata.from_dict(probedata.FileObject, {"path": "/x", "dev": 7, "i_rwsem": "0x10", "parent_ino": 2})
+    assert (obj.path, obj.dev, obj.parent_ino, obj.addresses) == ("/x", 7, 2, {"i_rwsem": 16})
+    assert record.to_dict(obj) == {"path": "/x", "tgid": 0, "fd": 0, "ino": 0, "mode": 0, "dev": 7, "fstype": "?",
+                                   "parent_ino": 2, "i_rwsem": "0x10"}

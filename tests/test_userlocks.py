@@ -9,6 +9,8 @@ import pytest
 
 from conftest import lockscope
 from lockscope.analyzer import userlocks
+from lockscope.jsondata import from_dict
+from lockscope.probedata import RawProbe
 
 PROGRAM = r"""
 #include <pthread.h>
@@ -57,11 +59,11 @@ def test_static_and_global_mutexes_are_named_by_symbol(running_program):
     maps, (app_lock, after_table, heap, _, _), binary = running_program
     space = userlocks.AddressSpace(userlocks.parse_maps(maps))
     r = space.resolve_data(app_lock)
-    assert (r["region"], r["symbol"], r["symbol_offset"], r["file"]) == ("object", "app_lock", 0, binary)
+    assert (r.region, r.symbol, r.symbol_offset, r.file) == ("object", "app_lock", 0, binary)
     # inside the mutex (e.g. its futex word at an offset) names the same object
-    assert space.resolve_data(app_lock + 4)["symbol"] == "app_lock"
-    assert space.resolve_data(after_table)["symbol"] == "after_table"
-    assert space.resolve_data(heap)["region"] == "heap"
+    assert space.resolve_data(app_lock + 4).symbol == "app_lock"
+    assert space.resolve_data(after_table).symbol == "after_table"
+    assert space.resolve_data(heap).region == "heap"
 
 
 def test_user_stack_frames_are_symbolized(running_program):
@@ -75,7 +77,7 @@ def test_user_stack_frames_are_symbolized(running_program):
 
 
 # futex part of a real PMUTEX run (2 workers, 1 s window), as the record keeps it
-RAW = {
+RAW = from_dict(RawProbe, {
     "futex_probe": {"attached": True, "open_at_stop": 0},
     "futex": [
         {"tgid": 12828, "uaddr": "0x559d45639580", "op": 0, "stack": 1232, "count": 479558,
@@ -98,7 +100,7 @@ RAW = {
         "12828:0x7f0000001910": {"region": "anon"},
         "12828:0x559d46000010": {"region": "heap"},
     },
-}
+})
 
 
 def test_futex_waits_become_named_locks():
@@ -122,7 +124,7 @@ def test_kind_from_the_c_library_frame():
 
 
 def test_unloaded_probe_is_a_warning():
-    assert userlocks.futex_warnings({"futex_probe": {"attached": False, "reason": "no BTF"}}) == \
+    assert userlocks.futex_warnings(from_dict(RawProbe, {"futex_probe": {"attached": False, "reason": "no BTF"}})) == \
         ["user-space locks not measured: no BTF"]
     assert userlocks.futex_warnings(RAW) == []
 

@@ -1,0 +1,114 @@
+"""Dataclasses to and from JSON-ready dicts: the one conversion behind the
+run record (record.py) and the probe's raw data (probedata.py), and the one
+place where addresses are parsed from and written as hex text.
+
+Field metadata says how a field is written:
+- `json`: the JSON key, where it differs from the Python name (`class`);
+- `omit_empty`: left out while empty (optional additions of a later
+  version, so that older records round-trip unchanged);
+- `omit_none`: left out while None (keys the probe writes only sometimes);
+- `hex`: an address, an int here and `"0x..."` in JSON;
+- `empty_is_none`: None here, `{}` in JSON (a section that was not measured).
+A class may define `to_json(self)` and `from_json(cls, data)` instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+HEX = {"hex": True}
+
+
+def optional(**metadata: Any) -> Any:
+    """A dataclass field that is None, and left out of the JSON, unless set."""
+    return dataclasses.field(default=None, metadata={"omit_none": True, **metadata})
+
+
+def parse_addr(v: Any) -> int:
+    """An address as the probe writes it ("0xffff...") or as a number."""
+    return int(v, 16) if isinstance(v, str) else int(v or 0)
+
+
+def format_addr(a: int) -> str:
+    return f"0x{a:x}"
+
+
+def json_name(f: dataclasses.Field) -> str:
+    return f.metadata.get("json", f.name)
+
+
+def _omitted(f: dataclasses.Field, value: Any) -> bool:
+    return bool((f.metadata.get("omit_empty") and not value) or (f.metadata.get("omit_none") and value is None))
+
+
+def _field_to_json(f: dataclasses.Field, value: Any) -> Any:
+    if value is None:
+        return {} if f.metadata.get("empty_is_none") else None
+    if f.metadata.get("hex"):
+        return format_addr(value)
+    return to_dict(value)
+
+
+def to_dict(obj: Any) -> Any:
+    if hasattr(obj, "to_json"):
+        return obj.to_json()
+    if dataclasses.is_dataclass(obj):
+        return {json_name(f): _field_to_json(f, getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not _omitted(f, getattr(obj, f.name))}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(inner[0], value) if len(inner) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_convert(item, v) for v in value]
+    if origin is dict and len(typing.get_args(tp)) == 2:
+        key, item = typing.get_args(tp)
+        return {(int(k) if key is int else k): _convert(item, v) for k, v in value.items()}
+    if hasattr(tp, "from_json"):
+        return tp.from_json(value)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value)
+    return value
+
+
+def _field_from_json(f: dataclasses.Field, tp: Any, value: Any) -> Any:
+    if f.metadata.get("empty_is_none") and value == {}:
+        return None
+    if f.metadata.get("hex") and value is not None:
+        return parse_addr(value)
+    return _convert(tp, value)
+
+
+def from_dict(cls: type, data: dict) -> Any:
+    """Build dataclass `cls` from a dict, ignoring unknown keys (newer minor
+    additions) and using defaults for missing optional ones."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    if hasattr(cls, "from_json"):
+        return cls.from_json(data)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = json_name(f)
+        if key in data:
+            kwargs[f.name] = _field_from_json(f, hints[f.name], data[key])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{cls.__name__}: missing field '{key}'")
+    return cls(**kwargs)
+
+
+def from_list(cls: type, rows: list[dict]) -> list:
+    return [from_dict(cls, r) for r in rows]

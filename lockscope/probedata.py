@@ -1,0 +1,259 @@
+"""The probe's raw data as kept in a run record (`probe.raw`): the declared
+schema of what probes/loader.c, objects.c, kmem.c and futex.c emit, after
+the runner has kept the heaviest aggregates and symbolized their stacks.
+
+Built once from JSON (`jsondata.from_dict(RawProbe, ...)`, or of one part);
+every reader (naming, userlocks, folded, timeview) reads these attributes.
+Addresses are ints here and `"0x..."` text in JSON (jsondata.parse_addr).
+Documented in README.md, "Run record".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+from lockscope.jsondata import HEX, optional, parse_addr
+
+MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
+
+
+@dataclass
+class Contention:
+    """Traced lock waits of one (lock address, flags, kernel stack)."""
+    lock: int = field(metadata=HEX)
+    flags: int = 0               # lock:contention_begin flags (naming.lock_kind)
+    stack: int = -1              # a key of RawProbe.stacks; negative: not sampled or lost
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+
+
+@dataclass
+class OffCpuWait:
+    """Time off CPU of the workload's tasks by (kernel stack, task state)."""
+    stack: int = -1
+    state: int = 0
+    in_lock_wait: bool = False   # asleep inside a traced lock wait (counted there)
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+
+
+@dataclass
+class CpuSample:
+    stack: int = -1              # a key of RawProbe.sample_stacks; -3: in user space
+    in_lock_wait: bool = False
+    count: int = 0
+
+
+def _split(cls: type, data: dict) -> dict:
+    """The typed identity fields of an object, and its other keys: hex text
+    is a lock (or object) address, anything else is kept as it came."""
+    typed = {f.name for f in fields(cls)} - {"addresses", "extra"}
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in typed}
+    rest = {k: v for k, v in data.items() if k not in typed}
+    kwargs["addresses"] = {k: parse_addr(v) for k, v in rest.items() if isinstance(v, str) and v.startswith("0x")}
+    kwargs["extra"] = {k: v for k, v in rest.items() if k not in kwargs["addresses"]}
+    return kwargs
+
+
+def _join(obj: Any) -> dict:
+    out = {f.name: getattr(obj, f.name) for f in fields(obj)
+           if f.name not in ("addresses", "extra") and getattr(obj, f.name) is not None}
+    return {**out, **{k: f"0x{a:x}" for k, a in obj.addresses.items()}, **obj.extra}
+
+
+class KernelObject:
+    """An object with typed identity fields, its lock-field addresses by the
+    probe's key (`addresses`) and any other key as it came (`extra`)."""
+    addresses: dict[str, int]
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict) -> Any:
+        return cls(**_split(cls, data))
+
+    def to_json(self) -> dict:
+        return _join(self)
+
+
+@dataclass
+class FileObject(KernelObject):
+    """A file or directory the object iterator reached, with the addresses of
+    its lock fields (and of the inode, superblock...) by the probe's key:
+    `i_rwsem`, `s_vfs_rename_mutex`, `jbd2_j_state_lock`, ..."""
+    path: str = ""
+    tgid: int = 0
+    fd: int = 0
+    ino: int = 0
+    mode: int = 0
+    dev: int = 0                 # kernel dev_t (a key of RawProbe.mounts)
+    fstype: str = "?"
+    parent_ino: Optional[int] = None
+    addresses: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskObject(KernelObject):
+    """A process of the workload, with the addresses of its lock fields
+    (`mmap_lock`, `siglock`, `pi_lock`, `rq_lock` of its CPU, ...)."""
+    tgid: int = 0
+    pid: int = 0
+    comm: str = "?"
+    cpu: Optional[int] = None
+    addresses: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Objects:
+    dropped: int = 0
+    files: list[FileObject] = field(default_factory=list)
+    tasks: list[TaskObject] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    """Cumulative waits at `t_ns` after the window's start: (lock address,
+    ns) of the heaviest locks, (task state, ns) off CPU outside lock waits."""
+    t_ns: int
+    locks: list[tuple[int, int]] = field(default_factory=list)
+    offcpu: list[tuple[int, int]] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Snapshot":
+        return cls(t_ns=data["t_ns"], locks=[(parse_addr(a), ns) for a, ns in data.get("locks", [])],
+                   offcpu=[(int(s), ns) for s, ns in data.get("offcpu", [])])
+
+    def to_json(self) -> dict:
+        return {"t_ns": self.t_ns, "locks": [[f"0x{a:x}", ns] for a, ns in self.locks],
+                "offcpu": [[s, ns] for s, ns in self.offcpu]}
+
+
+@dataclass
+class Series:
+    """The time view's data: a snapshot every `interval_ns` (--series-ms)."""
+    interval_ns: int = 0
+    truncated: bool = False
+    max_locks: int = 0
+    snapshots: list[Snapshot] = field(default_factory=list)
+
+
+@dataclass
+class SlabEntry:
+    """A contended address inside a slab object (kmem.c), and what
+    analyzer/slab.py found at its offset."""
+    addr: int = field(metadata=HEX)
+    cache: str = ""
+    size: int = 0
+    object_size: int = 0
+    base: Optional[int] = optional(hex=True)
+    type: Optional[str] = optional()      # the cache's struct type
+    offset: Optional[int] = optional()    # of addr in the object
+    lock_field: Optional[str] = optional(json="field")
+    lock: Optional[str] = optional()      # the BTF lock type there
+
+
+@dataclass
+class Slab:
+    status: str = "unavailable"
+    reason: Optional[str] = optional()
+    entries: list[SlabEntry] = field(default_factory=list)
+    btf: Optional[str] = optional()
+
+
+@dataclass
+class FutexProbe:
+    attached: bool = False
+    reason: Optional[str] = optional()
+    open_at_stop: Optional[int] = optional()
+
+
+@dataclass
+class FutexWait:
+    """Futex sleeps of one (process, futex address, op, user stack)."""
+    tgid: int
+    uaddr: int = field(metadata=HEX)
+    op: int = 0
+    stack: int = -1              # with tgid, a key of RawProbe.user_stacks
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+
+
+@dataclass
+class FutexAddress:
+    """Where a futex lives: region (object, file, heap, stack, anon,
+    unmapped, unknown), and in a file its ELF symbol."""
+    region: str = "unknown"
+    file: Optional[str] = optional()
+    symbol: Optional[str] = optional()
+    symbol_offset: Optional[int] = optional()
+    vaddr: Optional[int] = optional(hex=True)
+    reason: Optional[str] = optional()
+
+
+@dataclass
+class RawProbe:
+    """The probe's aggregated output as kept in a run record."""
+    contention: list[Contention] = field(default_factory=list)
+    offcpu: list[OffCpuWait] = field(default_factory=list)
+    cpu_samples: list[CpuSample] = field(default_factory=list)
+    sample_period_ns: int = 0
+    stacks: dict[int, list[str]] = field(default_factory=dict)          # kernel stacks, symbolized
+    sample_stacks: dict[int, list[str]] = field(default_factory=dict)
+    objects: Objects = field(default_factory=Objects)
+    layout: dict[str, int] = field(default_factory=dict)                # "mutex.wait_lock": offset
+    mounts: dict[int, str] = field(default_factory=dict)                # dev -> mount point
+    scratch: Optional[str] = None
+    series: Optional[Series] = optional()
+    slab: Optional[Slab] = optional()
+    futex_probe: Optional[FutexProbe] = optional()
+    futex: Optional[list[FutexWait]] = optional()
+    user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack"
+    futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
+
+    def by_lock(self) -> dict[int, list[Contention]]:
+        """The contention aggregates of each lock address."""
+        out: dict[int, list[Contention]] = {}
+        for e in self.contention:
+            out.setdefault(e.lock, []).append(e)
+        return out
+
+    def frames(self, stack: int) -> list[str]:
+        return self.stacks.get(stack, [])
+
+    def sample_frames(self, stack: int) -> list[str]:
+        return self.sample_stacks.get(stack, [])
+
+    def user_frames(self, e: FutexWait) -> list[str]:
+        return (self.user_stacks or {}).get(f"{e.tgid}:{e.stack}", [])
+
+    def futex_address(self, e: FutexWait) -> FutexAddress:
+        return (self.futex_addresses or {}).get(futex_key(e), FutexAddress())
+
+
+def futex_key(e: FutexWait) -> str:
+    """A futex's key in RawProbe.futex_addresses and Lock.addresses."""
+    return f"{e.tgid}:0x{e.uaddr:x}"
+
+
+def heaviest(rows: list, key: str, limit: int = MAX_RAW_ENTRIES) -> list:
+    """The `limit` heaviest aggregates by attribute `key`, heaviest first."""
+    return sorted(rows, key=lambda e: -getattr(e, key))[:limit]
+
+
+
+@dataclass
+class ProgramStats:
+    """One BPF program of the probe: runs the kernel's recursion guard skipped."""
+    name: str
+    recursion_misses: int = 0
+
+
+@dataclass
+class MapUse:
+    """How full one BPF map was at stop."""
+    entries: int = 0
+    max_entries: int = 0
