@@ -10,11 +10,11 @@
 #define LS_JSON_MAX_DEPTH 32
 
 struct json {
-    char *buf;
-    size_t len, cap;
-    int depth;
-    bool has_elem[LS_JSON_MAX_DEPTH + 1]; /* element already written at depth */
-    bool after_key;
+	char *buf;
+	size_t len, cap;
+	int depth;
+	bool has_elem[LS_JSON_MAX_DEPTH + 1]; /* element already written at depth */
+	bool after_key;
 };
 
 void json_init(struct json *j);
