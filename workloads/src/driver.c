@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
-#include "json.h"
+#include "jsonw.h"
 #include "lat.h"
 #include "shm.h"
 #include "util.h"
@@ -62,11 +62,48 @@ struct drv {
 	char in[4096];
 	size_t inlen;
 	bool in_eof;
-
-	struct json j;
 };
 
 static struct drv D = { .sfd = -1, .devnull = -1 };
+
+/* ------------------------------------------------------------ output */
+
+/* The JSON line being built: in memory, so that it goes out in one write. */
+static struct jw W;
+static FILE *line_f;
+static char *line_buf;
+static size_t line_len;
+
+/* Start a line: {"event":event,.. or, event NULL, a bare {.. */
+static struct jw *ev_begin(const char *event)
+{
+	line_f = open_memstream(&line_buf, &line_len);
+	if (!line_f) {
+		fprintf(stderr, LS_PROG ": error: out of memory\n");
+		exit(1);
+	}
+	if (event) {
+		jw_event_begin(&W, line_f, event);
+	} else {
+		W.f = line_f;
+		W.depth = 0;
+		W.need_comma[0] = false;
+		jw_obj(&W);
+	}
+	return &W;
+}
+
+/* Close the line and write it to stdout. 0 or -1/errno. */
+static int ev_end(void)
+{
+	jw_event_end(&W);
+	fclose(line_f);
+	int rc = ls_write_all(STDOUT_FILENO, line_buf, line_len);
+	int e = errno;
+	free(line_buf);
+	errno = e;
+	return rc;
+}
 
 /* ------------------------------------------------------------ messages */
 
@@ -153,18 +190,15 @@ static int report_recorded_errors(void)
 		n++;
 		const char *msg = ws->err_msg[0] ? ws->err_msg
 						 : strerror(ws->err_errno);
-		json_reset(&D.j);
-		json_obj_begin(&D.j);
-		json_kstr(&D.j, "event", "error");
-		json_kint(&D.j, "worker", i);
-		json_kstr(&D.j, "op", ws->err_op);
-		json_kstr(&D.j, "path", ws->err_path[0] ? ws->err_path : NULL);
+		struct jw *w = ev_begin("error");
+		jw_ki64(w, "worker", i);
+		jw_kutf8(w, "op", ws->err_op);
+		jw_kutf8(w, "path", ws->err_path[0] ? ws->err_path : NULL);
 		if (ws->err_path2[0])
-			json_kstr(&D.j, "path2", ws->err_path2);
-		json_kint(&D.j, "errno", ws->err_errno);
-		json_kstr(&D.j, "message", msg);
-		json_obj_end(&D.j);
-		json_emit_line(&D.j, STDOUT_FILENO);
+			jw_kutf8(w, "path2", ws->err_path2);
+		jw_ki64(w, "errno", ws->err_errno);
+		jw_kutf8(w, "message", msg);
+		ev_end();
 		fprintf(stderr, LS_PROG ": error: worker %d (cpu %d): %s%s%s%s%s: %s\n",
 			i, D.wcpu[i], ws->err_op, ws->err_path[0] ? " " : "",
 			ws->err_path, ws->err_path2[0] ? " -> " : "", ws->err_path2,
@@ -178,20 +212,17 @@ static int report_recorded_errors(void)
 static void report_error(int worker, const char *op, const char *path,
 			 int err, const char *msg)
 {
-	json_reset(&D.j);
-	json_obj_begin(&D.j);
-	json_kstr(&D.j, "event", "error");
-	json_key(&D.j, "worker");
+	struct jw *w = ev_begin("error");
+	jw_key(w, "worker");
 	if (worker >= 0)
-		json_int(&D.j, worker);
+		jw_i64(w, worker);
 	else
-		json_null(&D.j);
-	json_kstr(&D.j, "op", op);
-	json_kstr(&D.j, "path", path && path[0] ? path : NULL);
-	json_kint(&D.j, "errno", err);
-	json_kstr(&D.j, "message", msg);
-	json_obj_end(&D.j);
-	json_emit_line(&D.j, STDOUT_FILENO);
+		jw_null(w);
+	jw_kutf8(w, "op", op);
+	jw_kutf8(w, "path", path && path[0] ? path : NULL);
+	jw_ki64(w, "errno", err);
+	jw_kutf8(w, "message", msg);
+	ev_end();
 	if (worker >= 0)
 		fprintf(stderr, LS_PROG ": error: worker %d: %s%s%s: %s\n", worker,
 			op, path && path[0] ? " " : "", path ? path : "", msg);
@@ -234,7 +265,7 @@ static void orchestrator_gone(void)
 
 static void emit(void)
 {
-	if (json_emit_line(&D.j, STDOUT_FILENO) != 0) {
+	if (ev_end() != 0) {
 		int e = errno;
 		fprintf(stderr, LS_PROG ": error: cannot write to stdout: %s\n",
 			strerror(e));
@@ -414,47 +445,46 @@ static void wait_for_line(const char *want)
 
 static void print_list(void)
 {
-	json_reset(&D.j);
-	json_obj_begin(&D.j);
-	json_key(&D.j, "workloads");
-	json_arr_begin(&D.j);
+	struct jw *w = ev_begin(NULL);
+
+	jw_key(w, "workloads");
+	jw_arr(w);
 	for (size_t i = 0; i < ls_catalog_len; i++) {
-		const struct workload *w = &ls_catalog[i];
-		json_obj_begin(&D.j);
-		json_kstr(&D.j, "name", w->name);
-		json_kstr(&D.j, "operation", w->operation);
-		json_kstr(&D.j, "sharing", w->sharing);
-		json_kstr(&D.j, "component", w->component);
-		json_kstr(&D.j, "model",
-			  w->model == LS_MODEL_THREAD ? "thread" : "process");
-		json_kbool(&D.j, "needs_dir", w->needs_dir);
-		json_key(&D.j, "op_names");
-		json_arr_begin(&D.j);
-		if (!w->op_names)
-			json_str(&D.j, "op");
-		for (const char *const *o = w->op_names; o && *o; o++)
-			json_str(&D.j, *o);
-		json_arr_end(&D.j);
-		json_key(&D.j, "params");
-		json_arr_begin(&D.j);
-		for (const struct ls_param *q = w->params; q && q->name; q++) {
-			json_obj_begin(&D.j);
-			json_kstr(&D.j, "name", q->name);
-			json_kint(&D.j, "default", q->def);
-			json_kint(&D.j, "min", q->min);
-			json_kint(&D.j, "max", q->max);
-			json_kstr(&D.j, "help", q->help);
-			json_obj_end(&D.j);
+		const struct workload *wl = &ls_catalog[i];
+		jw_obj(w);
+		jw_kstr(w, "name", wl->name);
+		jw_kstr(w, "operation", wl->operation);
+		jw_kstr(w, "sharing", wl->sharing);
+		jw_kstr(w, "component", wl->component);
+		jw_kstr(w, "model",
+			wl->model == LS_MODEL_THREAD ? "thread" : "process");
+		jw_kbool(w, "needs_dir", wl->needs_dir);
+		jw_key(w, "op_names");
+		jw_arr(w);
+		if (!wl->op_names)
+			jw_string(w, "op");
+		for (const char *const *o = wl->op_names; o && *o; o++)
+			jw_string(w, *o);
+		jw_arr_end(w);
+		jw_key(w, "params");
+		jw_arr(w);
+		for (const struct ls_param *q = wl->params; q && q->name; q++) {
+			jw_obj(w);
+			jw_kstr(w, "name", q->name);
+			jw_ki64(w, "default", q->def);
+			jw_ki64(w, "min", q->min);
+			jw_ki64(w, "max", q->max);
+			jw_kstr(w, "help", q->help);
+			jw_obj_end(w);
 		}
-		json_arr_end(&D.j);
-		json_kint(&D.j, "max_workers",
-			  w->max_workers ? w->max_workers : MAX_WORKERS);
-		json_kbool(&D.j, "many_tasks", w->many_tasks);
-		json_obj_end(&D.j);
+		jw_arr_end(w);
+		jw_ki64(w, "max_workers",
+			wl->max_workers ? wl->max_workers : MAX_WORKERS);
+		jw_kbool(w, "many_tasks", wl->many_tasks);
+		jw_obj_end(w);
 	}
-	json_arr_end(&D.j);
-	json_obj_end(&D.j);
-	if (json_emit_line(&D.j, STDOUT_FILENO) != 0) {
+	jw_arr_end(w);
+	if (ev_end() != 0) {
 		fprintf(stderr, LS_PROG ": error: cannot write to stdout: %s\n",
 			strerror(errno));
 		exit(1);
@@ -819,7 +849,7 @@ static uint64_t ops_between(const struct lat_snap *a, const struct lat_snap *b)
 
 /* "op_counts":{..} and (timing on) "latency":{..} between two snapshots;
  * max_ns is win_max when window is set, else b's (the interval's). */
-static void emit_op_stats(const struct lat_snap *a, const struct lat_snap *b,
+static void emit_op_stats(struct jw *w, const struct lat_snap *a, const struct lat_snap *b,
 			  bool window, bool buckets)
 {
 	struct lat_agg d[LS_MAX_OPTYPES];
@@ -828,33 +858,30 @@ static void emit_op_stats(const struct lat_snap *a, const struct lat_snap *b,
 		if (window)
 			d[k].max_ns = win_max[k];
 	}
-	json_key(&D.j, "op_counts");
-	json_obj_begin(&D.j);
+	jw_key(w, "op_counts");
+	jw_obj(w);
 	for (int k = 0; k < D.nops; k++)
-		json_kuint(&D.j, D.op_names[k],
-			   D.nops == 1 && D.no_latency ? ops_between(a, b)
-						       : d[k].count);
-	json_obj_end(&D.j);
-	json_key(&D.j, "latency");
+		jw_ku64(w, D.op_names[k],
+			D.nops == 1 && D.no_latency ? ops_between(a, b)
+						    : d[k].count);
+	jw_obj_end(w);
+	jw_key(w, "latency");
 	if (D.no_latency) {
-		json_null(&D.j);
+		jw_null(w);
 		return;
 	}
-	json_obj_begin(&D.j);
+	jw_obj(w);
 	for (int k = 0; k < D.nops; k++) {
-		json_key(&D.j, D.op_names[k]);
-		lat_emit(&D.j, &d[k], buckets);
+		jw_key(w, D.op_names[k]);
+		lat_emit(w, &d[k], buckets);
 	}
-	json_obj_end(&D.j);
+	jw_obj_end(w);
 }
 
 static void emit_time_event(const char *ev, uint64_t t)
 {
-	json_reset(&D.j);
-	json_obj_begin(&D.j);
-	json_kstr(&D.j, "event", ev);
-	json_kuint(&D.j, "t_ns", t);
-	json_obj_end(&D.j);
+	struct jw *w = ev_begin(ev);
+	jw_ku64(w, "t_ns", t);
 	emit();
 }
 
@@ -868,30 +895,27 @@ static void emit_progress(const struct lat_snap *prev,
 	double dt = ls_ns_to_s(cur->t_ns - prev->t_ns);
 	uint64_t n = ops_between(prev, cur);
 
-	json_reset(&D.j);
-	json_obj_begin(&D.j);
-	json_kstr(&D.j, "event", "progress");
-	json_kuint(&D.j, "t_ns", cur->t_ns);
-	json_key(&D.j, "ops");
-	json_arr_begin(&D.j);
+	struct jw *w = ev_begin("progress");
+	jw_ku64(w, "t_ns", cur->t_ns);
+	jw_key(w, "ops");
+	jw_arr(w);
 	for (int i = 0; i < D.nworkers; i++)
-		json_uint(&D.j, cur->ops[i]);
-	json_arr_end(&D.j);
-	json_kdouble(&D.j, "interval_s", dt);
-	json_kuint(&D.j, "interval_ops", n);
-	json_kdouble(&D.j, "ops_per_sec", dt > 0 ? (double)n / dt : 0.0);
-	emit_op_stats(prev, cur, false, false);
-	json_obj_end(&D.j);
+		jw_u64(w, cur->ops[i]);
+	jw_arr_end(w);
+	jw_kdouble(w, "interval_s", dt);
+	jw_ku64(w, "interval_ops", n);
+	jw_kdouble(w, "ops_per_sec", dt > 0 ? (double)n / dt : 0.0);
+	emit_op_stats(w, prev, cur, false, false);
 	emit();
 }
 
-static void emit_cpus(void)
+static void emit_cpus(struct jw *w)
 {
-	json_key(&D.j, "cpus");
-	json_arr_begin(&D.j);
+	jw_key(w, "cpus");
+	jw_arr(w);
 	for (int i = 0; i < D.nworkers; i++)
-		json_int(&D.j, D.wcpu[i]);
-	json_arr_end(&D.j);
+		jw_i64(w, D.wcpu[i]);
+	jw_arr_end(w);
 }
 
 static void emit_ready(const struct ls_run *run, double setup_s)
@@ -900,31 +924,28 @@ static void emit_ready(const struct ls_run *run, double setup_s)
 
 	if (D.wl->watch_paths)
 		D.wl->watch_paths(run, &paths);
-	json_reset(&D.j);
-	json_obj_begin(&D.j);
-	json_kstr(&D.j, "event", "ready");
-	json_kstr(&D.j, "workload", D.wl->name);
-	json_kint(&D.j, "workers", D.nworkers);
-	json_kint(&D.j, "pid", getpid());
-	json_key(&D.j, "worker_pids");
-	json_arr_begin(&D.j);
+	struct jw *w = ev_begin("ready");
+	jw_kstr(w, "workload", D.wl->name);
+	jw_ki64(w, "workers", D.nworkers);
+	jw_ki64(w, "pid", getpid());
+	jw_key(w, "worker_pids");
+	jw_arr(w);
 	for (int i = 0; i < D.nworkers; i++)
-		json_int(&D.j, D.shm->ws[i].pid);
-	json_arr_end(&D.j);
-	json_key(&D.j, "worker_tids");
-	json_arr_begin(&D.j);
+		jw_i64(w, D.shm->ws[i].pid);
+	jw_arr_end(w);
+	jw_key(w, "worker_tids");
+	jw_arr(w);
 	for (int i = 0; i < D.nworkers; i++)
-		json_int(&D.j, D.shm->ws[i].tid);
-	json_arr_end(&D.j);
-	emit_cpus();
-	json_kbool(&D.j, "oversubscribed", D.oversub);
-	json_kdouble(&D.j, "setup_s", setup_s);
-	json_key(&D.j, "watch_paths");
-	json_arr_begin(&D.j);
+		jw_i64(w, D.shm->ws[i].tid);
+	jw_arr_end(w);
+	emit_cpus(w);
+	jw_kbool(w, "oversubscribed", D.oversub);
+	jw_kdouble(w, "setup_s", setup_s);
+	jw_key(w, "watch_paths");
+	jw_arr(w);
 	for (size_t i = 0; i < paths.n; i++)
-		json_str(&D.j, paths.v[i]);
-	json_arr_end(&D.j);
-	json_obj_end(&D.j);
+		jw_utf8(w, paths.v[i]);
+	jw_arr_end(w);
 	emit();
 	ls_strlist_free(&paths);
 }
@@ -1043,56 +1064,53 @@ static int run(void)
 	for (int i = 0; i < D.nworkers; i++)
 		total += s1[i] - s0[i];
 
-	json_reset(&D.j);
-	json_obj_begin(&D.j);
-	json_kstr(&D.j, "event", "result");
-	json_kstr(&D.j, "workload", D.wl->name);
-	json_kint(&D.j, "workers", D.nworkers);
-	json_kdouble(&D.j, "duration_s", dur);
-	json_kdouble(&D.j, "warmup_s", ls_ns_to_s(t0 - t_go));
-	json_kdouble(&D.j, "setup_s", setup_s);
-	json_kuint(&D.j, "ops", total);
-	json_kdouble(&D.j, "ops_per_sec", dur > 0 ? (double)total / dur : 0.0);
-	json_kbool(&D.j, "oversubscribed", D.oversub);
-	emit_cpus();
-	json_key(&D.j, "params");
-	json_obj_begin(&D.j);
+	struct jw *w = ev_begin("result");
+	jw_kstr(w, "workload", D.wl->name);
+	jw_ki64(w, "workers", D.nworkers);
+	jw_kdouble(w, "duration_s", dur);
+	jw_kdouble(w, "warmup_s", ls_ns_to_s(t0 - t_go));
+	jw_kdouble(w, "setup_s", setup_s);
+	jw_ku64(w, "ops", total);
+	jw_kdouble(w, "ops_per_sec", dur > 0 ? (double)total / dur : 0.0);
+	jw_kbool(w, "oversubscribed", D.oversub);
+	emit_cpus(w);
+	jw_key(w, "params");
+	jw_obj(w);
 	for (int k = 0; D.wl->params && D.wl->params[k].name; k++)
-		json_kint(&D.j, D.wl->params[k].name, D.param[k]);
-	json_obj_end(&D.j);
-	json_kstr(&D.j, "latency_clock",
-		  D.no_latency ? NULL : ls_tsc_mult ? "TSC" : "CLOCK_MONOTONIC");
-	emit_op_stats(&sn0, &sn1, true, true);
-	json_kuint(&D.j, "measure_start_ns", t0);
-	json_kuint(&D.j, "measure_end_ns", t1);
-	json_key(&D.j, "per_worker");
-	json_arr_begin(&D.j);
+		jw_ki64(w, D.wl->params[k].name, D.param[k]);
+	jw_obj_end(w);
+	jw_kutf8(w, "latency_clock",
+		 D.no_latency ? NULL : ls_tsc_mult ? "TSC" : "CLOCK_MONOTONIC");
+	emit_op_stats(w, &sn0, &sn1, true, true);
+	jw_ku64(w, "measure_start_ns", t0);
+	jw_ku64(w, "measure_end_ns", t1);
+	jw_key(w, "per_worker");
+	jw_arr(w);
 	for (int i = 0; i < D.nworkers; i++) {
 		struct ls_wstate *ws = &D.shm->ws[i];
 		bool ran_out = atomic_load(&ws->ran_out) != 0;
 		uint64_t ops = s1[i] - s0[i];
-		json_obj_begin(&D.j);
-		json_kint(&D.j, "worker", i);
-		json_kint(&D.j, "cpu", D.wcpu[i]);
-		json_kint(&D.j, "pid", ws->pid);
-		json_kint(&D.j, "tid", ws->tid);
-		json_kuint(&D.j, "ops", ops);
-		json_kdouble(&D.j, "ops_per_sec", dur > 0 ? (double)ops / dur : 0.0);
-		json_kbool(&D.j, "ran_out", ran_out);
-		json_kbool(&D.j, "ran_out_in_window",
-			   ran_out && ws->ran_out_ns <= t1);
-		json_kdouble(&D.j, "setup_s", ls_ns_to_s(ws->setup_ns));
+		jw_obj(w);
+		jw_ki64(w, "worker", i);
+		jw_ki64(w, "cpu", D.wcpu[i]);
+		jw_ki64(w, "pid", ws->pid);
+		jw_ki64(w, "tid", ws->tid);
+		jw_ku64(w, "ops", ops);
+		jw_kdouble(w, "ops_per_sec", dur > 0 ? (double)ops / dur : 0.0);
+		jw_kbool(w, "ran_out", ran_out);
+		jw_kbool(w, "ran_out_in_window",
+			 ran_out && ws->ran_out_ns <= t1);
+		jw_kdouble(w, "setup_s", ls_ns_to_s(ws->setup_ns));
 		if (D.wl->reports_precreated)
-			json_kuint(&D.j, "precreated", ws->precreated);
+			jw_ku64(w, "precreated", ws->precreated);
 		if (D.wl->aux_key)
-			json_kuint(&D.j, D.wl->aux_key, ws->aux);
-		json_obj_end(&D.j);
+			jw_ku64(w, D.wl->aux_key, ws->aux);
+		jw_obj_end(w);
 		if (ran_out && ws->ran_out_ns <= t1)
 			fprintf(stderr, LS_PROG ": warning: worker %d ran out of pre-created "
 					"work during the measurement\n", i);
 	}
-	json_arr_end(&D.j);
-	json_obj_end(&D.j);
+	jw_arr_end(w);
 	emit();
 	return 0;
 }
@@ -1108,7 +1126,6 @@ int main(int argc, char **argv)
 	if (getppid() != ppid)
 		return 1; /* parent already gone */
 
-	json_init(&D.j);
 	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 ||
 			  strcmp(argv[1], "--help") == 0)) {
 		usage(stdout);

@@ -138,25 +138,25 @@ uint64_t lat_quantile(const struct lat_agg *a, double q)
 	return max;
 }
 
-void lat_emit(struct json *j, const struct lat_agg *a, bool buckets)
+void lat_emit(struct jw *w, const struct lat_agg *a, bool buckets)
 {
 	uint64_t timed = 0;
 	for (int i = 0; i < LS_LAT_BUCKETS; i++)
 		timed += a->b[i];
-	json_obj_begin(j);
-	json_kuint(j, "count", a->count);     /* ops of this type */
-	json_kuint(j, "timed", timed);        /* of which timed (in the buckets) */
-	json_kuint(j, "mean_ns", timed ? a->sum_ns / timed : 0);
-	json_kuint(j, "p50_ns", lat_quantile(a, 0.50));
-	json_kuint(j, "p99_ns", lat_quantile(a, 0.99));
-	json_kuint(j, "max_ns", timed ? agg_max(a) : 0);
+	jw_obj(w);
+	jw_ku64(w, "count", a->count);     /* ops of this type */
+	jw_ku64(w, "timed", timed);        /* of which timed (in the buckets) */
+	jw_ku64(w, "mean_ns", timed ? a->sum_ns / timed : 0);
+	jw_ku64(w, "p50_ns", lat_quantile(a, 0.50));
+	jw_ku64(w, "p99_ns", lat_quantile(a, 0.99));
+	jw_ku64(w, "max_ns", timed ? agg_max(a) : 0);
 	if (buckets) {
-		json_key(j, "buckets");
-		json_arr_begin(j);
+		jw_key(w, "buckets");
+		jw_arr(w);
 		int t = top_bucket(a);
 		for (int i = 0; i <= t; i++)
-			json_uint(j, a->b[i]);
-		json_arr_end(j);
+			jw_u64(w, a->b[i]);
+		jw_arr_end(w);
 	}
-	json_obj_end(j);
+	jw_obj_end(w);
 }

@@ -3,7 +3,7 @@
 #ifndef LS_LAT_H
 #define LS_LAT_H
 
-#include "json.h"
+#include "jsonw.h"
 #include "shm.h"
 
 /* Sum over workers of one operation type. */
@@ -35,6 +35,6 @@ uint64_t lat_quantile(const struct lat_agg *a, double q);
 
 /* {"count":..,"mean_ns":..,"p50_ns":..,"p99_ns":..,"max_ns":..
  *  [,"buckets":[..]]} (buckets up to the last non-empty one). */
-void lat_emit(struct json *j, const struct lat_agg *a, bool buckets);
+void lat_emit(struct jw *w, const struct lat_agg *a, bool buckets);
 
 #endif
