@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,23 +184,27 @@ struct run_opts {
 	int nparams;
 };
 
+/* The options that take a value, and where it goes. */
+static const struct {
+	const char *name;
+	size_t off;
+} value_options[] = {
+	{ "--workload", offsetof(struct run_opts, workload) },
+	{ "--workers", offsetof(struct run_opts, workers) },
+	{ "--duration", offsetof(struct run_opts, duration) },
+	{ "--warmup", offsetof(struct run_opts, warmup) },
+	{ "--dir", offsetof(struct run_opts, dir) },
+	{ "--cpus", offsetof(struct run_opts, cpus) },
+	{ "--interval", offsetof(struct run_opts, interval) },
+};
+
 /* Where the value of option name (e.g. "--dir") goes. */
 static const char **option_slot(struct run_opts *o, const char *name)
 {
-	if (strcmp(name, "--workload") == 0)
-		return &o->workload;
-	if (strcmp(name, "--workers") == 0)
-		return &o->workers;
-	if (strcmp(name, "--duration") == 0)
-		return &o->duration;
-	if (strcmp(name, "--warmup") == 0)
-		return &o->warmup;
-	if (strcmp(name, "--dir") == 0)
-		return &o->dir;
-	if (strcmp(name, "--cpus") == 0)
-		return &o->cpus;
-	if (strcmp(name, "--interval") == 0)
-		return &o->interval;
+	for (size_t i = 0; i < sizeof(value_options) / sizeof(value_options[0]);
+	     i++)
+		if (strcmp(name, value_options[i].name) == 0)
+			return (const char **)((char *)o + value_options[i].off);
 	if (strcmp(name, "--param") == 0)
 		return &o->params[o->nparams++];
 	bad_input("unknown option '%s' (see --help)", name);

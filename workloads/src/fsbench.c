@@ -28,14 +28,14 @@
 /* ---------------------------------------------------------------- helpers */
 
 /* out = D/w<i><suffix> */
-static void wpath(struct ls_ctx *c, char *out, const char *suffix)
+void fs_wpath(struct ls_ctx *c, char *out, const char *suffix)
 {
 	if (ls_pathf(out, PATH_MAX, "%s/w%d%s", c->dir, c->idx, suffix) != 0)
 		ls_fail(c, "path", c->dir, NULL, errno, "path too long");
 }
 
 /* out = D/share<suffix> */
-static void spath(struct ls_ctx *c, char *out, const char *suffix)
+void fs_spath(struct ls_ctx *c, char *out, const char *suffix)
 {
 	if (ls_pathf(out, PATH_MAX, "%s/share%s", c->dir, suffix) != 0)
 		ls_fail(c, "path", c->dir, NULL, errno, "path too long");
@@ -44,7 +44,7 @@ static void spath(struct ls_ctx *c, char *out, const char *suffix)
 static void make_private_dir(struct ls_ctx *c, const char *suffix)
 {
 	char p[PATH_MAX], failed[PATH_MAX];
-	wpath(c, p, suffix);
+	fs_wpath(c, p, suffix);
 	if (ls_mkdir_p(p, 0755, failed, sizeof(failed)) != 0)
 		ls_fail(c, "mkdir", failed, NULL, errno, NULL);
 }
@@ -173,7 +173,7 @@ static int sh_mkdir_p(const char *path, struct ls_err *e)
 void fs_dwol_setup(struct ls_ctx *c)
 {
 	make_private_dir(c, "");
-	wpath(c, c->pa, "/file");
+	fs_wpath(c, c->pa, "/file");
 	worker_create_filled(c, c->pa, 1);
 	c->fd = open_rw(c, c->pa);
 	c->buf = alloc_block(c);
@@ -223,7 +223,7 @@ int fs_dwom_shared(const struct ls_run *r, struct ls_err *e)
 
 void fs_dwom_setup(struct ls_ctx *c)
 {
-	spath(c, c->pa, "/file");
+	fs_spath(c, c->pa, "/file");
 	c->fd = open_rw(c, c->pa);
 	c->buf = alloc_block(c);
 }
@@ -256,7 +256,7 @@ void fs_shared_file_watch(const struct ls_run *r, struct ls_strlist *out)
 void fs_mwcl_setup(struct ls_ctx *c)
 {
 	make_private_dir(c, "");
-	wpath(c, c->pa, "/f"); /* D/w<i>/f<iter> */
+	fs_wpath(c, c->pa, "/f"); /* D/w<i>/f<iter> */
 	num_start(c);
 }
 
@@ -272,7 +272,7 @@ void fs_mwcm_setup(struct ls_ctx *c)
 {
 	char suffix[32];
 	snprintf(suffix, sizeof(suffix), "/f%d-", c->idx);
-	spath(c, c->pa, suffix); /* D/share/f<i>-<iter> */
+	fs_spath(c, c->pa, suffix); /* D/share/f<i>-<iter> */
 	num_start(c);
 }
 
@@ -425,8 +425,8 @@ void fs_mwul_setup(struct ls_ctx *c)
 	char calib[PATH_MAX], files[PATH_MAX];
 
 	make_private_dir(c, "");
-	wpath(c, calib, "/c");
-	wpath(c, files, "/f");
+	fs_wpath(c, calib, "/c");
+	fs_wpath(c, files, "/f");
 	precreate_for_unlink(c, calib, files);
 }
 
@@ -452,8 +452,8 @@ void fs_mwul_run(struct ls_ctx *c)
 void fs_mwrl_setup(struct ls_ctx *c)
 {
 	make_private_dir(c, "");
-	wpath(c, c->pa, "/a");
-	wpath(c, c->pb, "/b");
+	fs_wpath(c, c->pa, "/a");
+	fs_wpath(c, c->pb, "/b");
 	worker_create_filled(c, c->pa, 0);
 }
 
@@ -461,9 +461,9 @@ void fs_mwrm_setup(struct ls_ctx *c)
 {
 	char suffix[32];
 	make_private_dir(c, "");
-	wpath(c, c->pa, "/f");
+	fs_wpath(c, c->pa, "/f");
 	snprintf(suffix, sizeof(suffix), "/f%d", c->idx);
-	spath(c, c->pb, suffix);
+	fs_spath(c, c->pb, suffix);
 	worker_create_filled(c, c->pa, 0);
 }
 
@@ -498,7 +498,7 @@ void fs_mwrm_watch(const struct ls_run *r, struct ls_strlist *out)
 void fs_mrpl_setup(struct ls_ctx *c)
 {
 	make_private_dir(c, "/" MRP_SUBPATH);
-	wpath(c, c->pa, "/" MRP_SUBPATH "/file");
+	fs_wpath(c, c->pa, "/" MRP_SUBPATH "/file");
 	worker_create_filled(c, c->pa, 0);
 }
 
@@ -520,7 +520,7 @@ int fs_mrph_shared(const struct ls_run *r, struct ls_err *e)
 
 void fs_mrph_setup(struct ls_ctx *c)
 {
-	spath(c, c->pa, "/" MRP_SUBPATH "/file");
+	fs_spath(c, c->pa, "/" MRP_SUBPATH "/file");
 }
 
 const struct ls_param fs_lookup_params[] = {
@@ -589,8 +589,8 @@ void fs_mwum_setup(struct ls_ctx *c)
 	char calib[PATH_MAX], files[PATH_MAX], suffix[32];
 
 	make_private_dir(c, "");
-	wpath(c, calib, "/c");
+	fs_wpath(c, calib, "/c");
 	snprintf(suffix, sizeof(suffix), "/f%d-", c->idx);
-	spath(c, files, suffix);
+	fs_spath(c, files, suffix);
 	precreate_for_unlink(c, calib, files);
 }

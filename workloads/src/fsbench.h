@@ -4,6 +4,10 @@
 
 #include "catalog.h"
 
+/* out = D/w<i><suffix>, out = D/share<suffix> (PATH_MAX; fail if longer) */
+void fs_wpath(struct ls_ctx *c, char *out, const char *suffix);
+void fs_spath(struct ls_ctx *c, char *out, const char *suffix);
+
 /* DWOL: pwrite 4 KiB at offset 0 of a private file. */
 void fs_dwol_setup(struct ls_ctx *c);
 void fs_dwol_run(struct ls_ctx *c);

@@ -35,22 +35,10 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static void fx_wpath(struct ls_ctx *c, char *out, const char *suffix)
-{
-	if (ls_pathf(out, PATH_MAX, "%s/w%d%s", c->dir, c->idx, suffix) != 0)
-		ls_fail(c, "path", c->dir, NULL, errno, "path too long");
-}
-
-static void fx_spath(struct ls_ctx *c, char *out, const char *suffix)
-{
-	if (ls_pathf(out, PATH_MAX, "%s/share%s", c->dir, suffix) != 0)
-		ls_fail(c, "path", c->dir, NULL, errno, "path too long");
-}
-
 static void fx_private_dir(struct ls_ctx *c)
 {
 	char p[PATH_MAX], failed[PATH_MAX];
-	fx_wpath(c, p, "");
+	fs_wpath(c, p, "");
 	if (ls_mkdir_p(p, 0755, failed, sizeof(failed)) != 0)
 		ls_fail(c, "mkdir", failed, NULL, errno, NULL);
 }
@@ -164,6 +152,27 @@ static void fx_block(struct ls_ctx *c)
 		ls_fail(c, "malloc", NULL, NULL, ENOMEM, NULL);
 }
 
+/* D/w<i>/file with n blocks of IO_UNIT (created, or truncated to that),
+ * opened with flags into c->fd; its path in c->pa. */
+static void private_file(struct ls_ctx *c, int n, int flags)
+{
+	const char *op;
+	fx_private_dir(c);
+	fs_wpath(c, c->pa, "/file");
+	if (fx_create_blocks(c->pa, n, 0, &op) != 0)
+		ls_fail(c, op, c->pa, NULL, errno, NULL);
+	c->fd = fx_open(c, c->pa, flags);
+}
+
+/* D/share/file (the driver created it), opened with flags, and the I/O
+ * buffer. */
+static void shared_file(struct ls_ctx *c, int flags)
+{
+	fs_spath(c, c->pa, "/file");
+	c->fd = fx_open(c, c->pa, flags);
+	fx_block(c);
+}
+
 /* Room for `share` of the free space of D split over the workers, in
  * bytes (UINT64_MAX if unknown). */
 static uint64_t fx_space_budget(struct ls_ctx *c, double share)
@@ -182,12 +191,7 @@ static uint64_t fx_space_budget(struct ls_ctx *c, double share)
 
 static void drb_private(struct ls_ctx *c, int direct)
 {
-	const char *op;
-	fx_private_dir(c);
-	fx_wpath(c, c->pa, "/file");
-	if (fx_create_blocks(c->pa, 1, 0, &op) != 0)
-		ls_fail(c, op, c->pa, NULL, errno, NULL);
-	c->fd = fx_open(c, c->pa, O_RDONLY | direct);
+	private_file(c, 1, O_RDONLY | direct);
 	fx_block(c);
 }
 
@@ -206,9 +210,7 @@ int fx_drbh_shared(const struct ls_run *r, struct ls_err *e)
 
 static void drb_shared(struct ls_ctx *c, int direct)
 {
-	fx_spath(c, c->pa, "/file");
-	c->fd = fx_open(c, c->pa, O_RDONLY | direct);
-	fx_block(c);
+	shared_file(c, O_RDONLY | direct);
 }
 
 void fx_drb_shared_setup(struct ls_ctx *c) { drb_shared(c, 0); }
@@ -252,20 +254,13 @@ void fx_drbm_dio_run(struct ls_ctx *c)
 
 void fx_dwol_dio_setup(struct ls_ctx *c)
 {
-	const char *op;
-	fx_private_dir(c);
-	fx_wpath(c, c->pa, "/file");
-	if (fx_create_blocks(c->pa, 1, 0, &op) != 0)
-		ls_fail(c, op, c->pa, NULL, errno, NULL);
-	c->fd = fx_open(c, c->pa, O_RDWR | O_DIRECT);
+	private_file(c, 1, O_RDWR | O_DIRECT);
 	fx_block(c);
 }
 
 void fx_dwom_dio_setup(struct ls_ctx *c)
 {
-	fx_spath(c, c->pa, "/file");
-	c->fd = fx_open(c, c->pa, O_RDWR | O_DIRECT);
-	fx_block(c);
+	shared_file(c, O_RDWR | O_DIRECT);
 }
 
 int fx_dwom_dio_shared(const struct ls_run *r, struct ls_err *e)
@@ -298,12 +293,7 @@ void fx_dwom_dio_run(struct ls_ctx *c)
 /* D/w<i>/file, empty, opened O_APPEND. c->nfiles = the size cap. */
 void fx_dwal_setup(struct ls_ctx *c)
 {
-	const char *op;
-	fx_private_dir(c);
-	fx_wpath(c, c->pa, "/file");
-	if (fx_create_blocks(c->pa, 0, 0, &op) != 0)
-		ls_fail(c, op, c->pa, NULL, errno, NULL);
-	c->fd = fx_open(c, c->pa, O_WRONLY | O_APPEND);
+	private_file(c, 0, O_WRONLY | O_APPEND);
 	fx_block(c);
 	uint64_t cap = DWAL_CAP, room = fx_space_budget(c, SPACE_SHARE);
 	if (room < cap) {
@@ -378,11 +368,7 @@ static double dwtl_calibrate(struct ls_ctx *c)
 void fx_dwtl_setup(struct ls_ctx *c)
 {
 	const char *op;
-	fx_private_dir(c);
-	fx_wpath(c, c->pa, "/file");
-	if (fx_create_blocks(c->pa, 0, 0, &op) != 0)
-		ls_fail(c, op, c->pa, NULL, errno, NULL);
-	c->fd = fx_open(c, c->pa, O_RDWR);
+	private_file(c, 0, O_RDWR);
 
 	/* Margin 3 (MWUL: 1.5): the calibration is short, and under load one
 	 * worker's measured a quarter of what it then sustained. The pre-fill
@@ -438,12 +424,7 @@ void fx_dwtl_run(struct ls_ctx *c)
 
 void fx_dwsl_setup(struct ls_ctx *c)
 {
-	const char *op;
-	fx_private_dir(c);
-	fx_wpath(c, c->pa, "/file");
-	if (fx_create_blocks(c->pa, 1, 0, &op) != 0)
-		ls_fail(c, op, c->pa, NULL, errno, NULL);
-	c->fd = fx_open(c, c->pa, O_RDWR);
+	private_file(c, 1, O_RDWR);
 	fx_block(c);
 }
 
@@ -575,7 +556,7 @@ void fx_mrdl_setup(struct ls_ctx *c)
 {
 	char failed[PATH_MAX];
 	fx_private_dir(c);
-	fx_wpath(c, c->pa, "");
+	fs_wpath(c, c->pa, "");
 	if (mrd_fill(c->pa, failed, sizeof(failed)) != 0)
 		ls_fail(c, "open", failed, NULL, errno, NULL);
 	c->fd = fx_open(c, c->pa, O_RDONLY | O_DIRECTORY);
@@ -598,7 +579,7 @@ int fx_mrdm_shared(const struct ls_run *r, struct ls_err *e)
 
 void fx_mrdm_setup(struct ls_ctx *c)
 {
-	fx_spath(c, c->pa, "");
+	fs_spath(c, c->pa, "");
 	c->fd = fx_open(c, c->pa, O_RDONLY | O_DIRECTORY);
 	c->buf = fx_alloc(MRD_BUF, 0);
 	if (!c->buf)

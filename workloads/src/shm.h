@@ -229,14 +229,20 @@ static inline void ls_op_start(struct ls_ctx *c)
 		c->t_mark = ls_clock_ns();
 }
 
+/* Time since the mark (0 when not timing); the mark moves to now. */
+static inline uint64_t ls_op_lap(struct ls_ctx *c)
+{
+	if (!c->timing)
+		return 0;
+	uint64_t t = ls_clock_ns();
+	uint64_t ns = ls_clock_delta_ns(c->t_mark, t);
+	c->t_mark = t;
+	return ns;
+}
+
 static inline void ls_op(struct ls_ctx *c, int type)
 {
-	uint64_t ns = 0;
-	if (c->timing) {
-		uint64_t t = ls_clock_ns();
-		ns = ls_clock_delta_ns(c->t_mark, t);
-		c->t_mark = t;
-	}
+	uint64_t ns = ls_op_lap(c);
 	ls_lat_put(c, type, c->timing, ns, ++c->nops);
 }
 
@@ -244,12 +250,7 @@ static inline void ls_op(struct ls_ctx *c, int type)
  * not an op of its own (ops counts whole operations, e.g. syncs). */
 static inline void ls_op_part(struct ls_ctx *c, int type)
 {
-	uint64_t ns = 0;
-	if (c->timing) {
-		uint64_t t = ls_clock_ns();
-		ns = ls_clock_delta_ns(c->t_mark, t);
-		c->t_mark = t;
-	}
+	uint64_t ns = ls_op_lap(c);
 	ls_lat_put(c, type, c->timing, ns, c->nops);
 }
 

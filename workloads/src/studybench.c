@@ -198,13 +198,45 @@ void st_fsmark_setup(struct ls_ctx *c)
 	alloc_buf(c, (size_t)(c->param[1] * KIB));
 }
 
+/* stat each of the worker's nf files, one op of type `type` each; false
+ * once the stop flag is seen. */
+static bool stat_each(struct ls_ctx *c, uint64_t nf, int type)
+{
+	struct stat st;
+
+	for (uint64_t k = 0; k < nf; k++) {
+		if (ls_stopped(c))
+			return false;
+		const char *p = name_k(c, k);
+		ls_op_start(c);
+		if (stat(p, &st) != 0)
+			ls_fail(c, "stat", p, NULL, errno, NULL);
+		ls_op(c, type);
+	}
+	return true;
+}
+
+/* unlink each of the worker's nf files, as stat_each. */
+static bool unlink_each(struct ls_ctx *c, uint64_t nf, int type)
+{
+	for (uint64_t k = 0; k < nf; k++) {
+		if (ls_stopped(c))
+			return false;
+		const char *p = name_k(c, k);
+		ls_op_start(c);
+		if (unlink(p) != 0)
+			ls_fail(c, "unlink", p, NULL, errno, NULL);
+		ls_op(c, type);
+	}
+	return true;
+}
+
 /* Rounds over the worker's files: create+write+close each, stat each,
  * open+read+close each, unlink each. */
 void st_fsmark_run(struct ls_ctx *c)
 {
 	const uint64_t nf = (uint64_t)c->param[0];
 	const size_t len = (size_t)(c->param[1] * KIB);
-	struct stat st;
 
 	for (;;) {
 		for (uint64_t k = 0; k < nf; k++) {
@@ -219,15 +251,8 @@ void st_fsmark_run(struct ls_ctx *c)
 			xclose(c, fd, p);
 			ls_op(c, FM_CLOSE);
 		}
-		for (uint64_t k = 0; k < nf; k++) {
-			if (ls_stopped(c))
-				return;
-			const char *p = name_k(c, k);
-			ls_op_start(c);
-			if (stat(p, &st) != 0)
-				ls_fail(c, "stat", p, NULL, errno, NULL);
-			ls_op(c, FM_STAT);
-		}
+		if (!stat_each(c, nf, FM_STAT))
+			return;
 		for (uint64_t k = 0; k < nf; k++) {
 			if (ls_stopped(c))
 				return;
@@ -240,15 +265,8 @@ void st_fsmark_run(struct ls_ctx *c)
 			xclose(c, fd, p);
 			ls_op(c, FM_CLOSE);
 		}
-		for (uint64_t k = 0; k < nf; k++) {
-			if (ls_stopped(c))
-				return;
-			const char *p = name_k(c, k);
-			ls_op_start(c);
-			if (unlink(p) != 0)
-				ls_fail(c, "unlink", p, NULL, errno, NULL);
-			ls_op(c, FM_UNLINK);
-		}
+		if (!unlink_each(c, nf, FM_UNLINK))
+			return;
 	}
 }
 
@@ -279,6 +297,19 @@ void st_varmail_setup(struct ls_ctx *c)
 	}
 }
 
+/* varmail's append, fsync, close of an open file: one op each. */
+static void append_sync_close(struct ls_ctx *c, int fd, const char *p,
+			      size_t len)
+{
+	write_all(c, fd, p, len);
+	ls_op(c, VM_APPEND);
+	if (fsync(fd) != 0)
+		ls_fail(c, "fsync", p, NULL, errno, NULL);
+	ls_op(c, VM_FSYNC);
+	xclose(c, fd, p);
+	ls_op(c, VM_CLOSE);
+}
+
 /* One iteration on file k (and j, half the set away), as filebench's
  * varmail flow: delete k; create k, append, fsync, close; open j, append,
  * fsync, close; open j, read it whole, close. */
@@ -298,13 +329,7 @@ void st_varmail_run(struct ls_ctx *c)
 		ls_op(c, VM_DELETE);
 		int fd = xopen(c, p, O_CREAT | O_EXCL | O_WRONLY | O_APPEND);
 		ls_op(c, VM_CREATE);
-		write_all(c, fd, p, len);
-		ls_op(c, VM_APPEND);
-		if (fsync(fd) != 0)
-			ls_fail(c, "fsync", p, NULL, errno, NULL);
-		ls_op(c, VM_FSYNC);
-		xclose(c, fd, p);
-		ls_op(c, VM_CLOSE);
+		append_sync_close(c, fd, p, len);
 
 		if (ls_stopped(c))
 			return;
@@ -312,13 +337,7 @@ void st_varmail_run(struct ls_ctx *c)
 		ls_op_start(c);
 		fd = xopen(c, p, O_WRONLY | O_APPEND);
 		ls_op(c, VM_OPEN);
-		write_all(c, fd, p, len);
-		ls_op(c, VM_APPEND);
-		if (fsync(fd) != 0)
-			ls_fail(c, "fsync", p, NULL, errno, NULL);
-		ls_op(c, VM_FSYNC);
-		xclose(c, fd, p);
-		ls_op(c, VM_CLOSE);
+		append_sync_close(c, fd, p, len);
 		fd = xopen(c, p, O_RDONLY);
 		ls_op(c, VM_OPEN);
 		read_to_eof(c, fd, p, 2 * len);
@@ -354,7 +373,6 @@ void st_mdtest_private_setup(struct ls_ctx *c)
 void st_mdtest_run(struct ls_ctx *c)
 {
 	const uint64_t nf = (uint64_t)c->param[0];
-	struct stat st;
 
 	for (;;) {
 		for (uint64_t k = 0; k < nf; k++) {
@@ -366,23 +384,9 @@ void st_mdtest_run(struct ls_ctx *c)
 			xclose(c, fd, p);
 			ls_op(c, MD_CREATE);
 		}
-		for (uint64_t k = 0; k < nf; k++) {
-			if (ls_stopped(c))
-				return;
-			const char *p = name_k(c, k);
-			ls_op_start(c);
-			if (stat(p, &st) != 0)
-				ls_fail(c, "stat", p, NULL, errno, NULL);
-			ls_op(c, MD_STAT);
-		}
-		for (uint64_t k = 0; k < nf; k++) {
-			if (ls_stopped(c))
-				return;
-			const char *p = name_k(c, k);
-			ls_op_start(c);
-			if (unlink(p) != 0)
-				ls_fail(c, "unlink", p, NULL, errno, NULL);
-			ls_op(c, MD_REMOVE);
-		}
+		if (!stat_each(c, nf, MD_STAT))
+			return;
+		if (!unlink_each(c, nf, MD_REMOVE))
+			return;
 	}
 }
