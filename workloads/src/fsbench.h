@@ -4,6 +4,10 @@
 
 #include "catalog.h"
 
+/* out = D/w<i><suffix>, out = D/share<suffix> (PATH_MAX; fail if longer) */
+void fs_wpath(struct ls_ctx *c, char *out, const char *suffix);
+void fs_spath(struct ls_ctx *c, char *out, const char *suffix);
+
 /* DWOL: pwrite 4 KiB at offset 0 of a private file. */
 void fs_dwol_setup(struct ls_ctx *c);
 void fs_dwol_run(struct ls_ctx *c);
@@ -29,7 +33,7 @@ void fs_mwul_setup(struct ls_ctx *c);
 void fs_mwul_run(struct ls_ctx *c);
 /* Pre-create count for a run at `rate` ops/s (MWUL, MWUM, DWTL). */
 uint64_t fs_count_for(const struct ls_ctx *c, double rate, double margin,
-                      uint64_t max, uint64_t budget, const char *unit);
+		      uint64_t max, uint64_t budget, const char *unit);
 
 /* MWRL / MWRM: rename ping-pong within a private dir / via the shared dir. */
 void fs_mwrl_setup(struct ls_ctx *c);

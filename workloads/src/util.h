@@ -38,15 +38,15 @@ int ls_write_all(int fd, const void *buf, size_t len);
 
 /* snprintf that reports truncation: 0 or -1 (errno = ENAMETOOLONG). */
 int ls_pathf(char *out, size_t sz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 /* Growable list of owned strings. */
 struct ls_strlist {
-    char **v;
-    size_t n, cap;
+	char **v;
+	size_t n, cap;
 };
 void ls_strlist_addf(struct ls_strlist *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 void ls_strlist_free(struct ls_strlist *l);
 
 /* Allocation that aborts (with a message) on OOM. */

@@ -5,13 +5,13 @@
 #include "catalog.h"
 
 struct ls_worker_args {
-    const struct workload *wl;
-    struct ls_shm *shm;
-    const char *dir;
-    int nworkers;
-    double warmup_s, duration_s;
-    const int *wcpu; /* CPU of each worker */
-    const long long *param; /* --param values */
+	const struct workload *wl;
+	struct ls_shm *shm;
+	const char *dir;
+	int nworkers;
+	double warmup_s, duration_s;
+	const int *wcpu; /* CPU of each worker */
+	const long long *param; /* --param values */
 };
 
 /* Process model: body of forked worker idx. Never returns. */
