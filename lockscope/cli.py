@@ -420,7 +420,8 @@ def _device(args, fss: list[str]) -> str | None:
 
 
 def cmd_analyze(args) -> int:
-    from lockscope.analyzer.analyze import analyze, load_records, to_json
+    from lockscope.analyzer.analysis_json import to_json
+    from lockscope.analyzer.analyze import analyze, load_records
 
     exps = analyze(load_records(args.dir))
     if args.json:

@@ -2,6 +2,9 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
+from lockscope.analyzer.attribution import WhatIf
+from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
+from lockscope.analyzer.usl import UslFit
 from lockscope.record import RunRecord
 
 
@@ -62,7 +65,7 @@ def latency(ns: int) -> str:
     return f"{ns} ns"
 
 
-def experiment_lines(e) -> list[str]:
+def experiment_lines(e: Experiment) -> list[str]:
     """The diagnosis of an experiment, one line per point, and its analysis."""
     out = [e.diagnosis]
     for p in e.points:
@@ -70,52 +73,57 @@ def experiment_lines(e) -> list[str]:
         out.append(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
                    f"efficiency {p.efficiency:4.0%}" +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
-                   (f"  top wait: {top['name']} {top['wait_share']:.1%}" if top else ""))
-    return out + analysis_lines(e.extra, e.unit)
+                   (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
+    return out + analysis_lines(e)
 
 
-def analysis_lines(x: dict, unit: str) -> list[str]:
-    """The USL fit, attribution, what-if, time view and CPI of an experiment
-    (Experiment.extra), as text."""
-    out = []
-    u = x.get("usl") or {}
-    if "unavailable" in u:
-        out.append(f"  USL fit: unavailable: {u['unavailable']}")
-    elif u:
-        peak = (f"peak {u['peak_throughput']:,.0f} {unit} at {u['peak_workers']:.1f} workers"
-                + (" (extrapolated beyond the measured points)" if u["peak_extrapolated"] else "")
-                if u.get("peak_workers") is not None else "no peak (coherency beta = 0)")
-        out.append(f"  USL fit ({u['points_used']} points): alpha {u['alpha']:.4f}, beta {u['beta']:.5f}, "
-                   f"lambda {u['lambda']:,.0f} {unit}, R2 {u['r2']:.3f}; {peak}")
-    for a in x.get("attribution", []):
-        if a["lost_capacity"] <= 0:
-            continue             # nothing lost (the first point, or a perfectly scaling one)
-        items = [i for i in a["items"] if i["worker_equivalents"] >= 0.005][:4]
-        parts = [f"{i['name']} {i['worker_equivalents']:.2f}" +
-                 (f" ({i['share_of_loss']:.0%})" if a["lost_capacity"] > 0 else "") for i in items]
-        parts.append(f"unexplained {a['unexplained']:.2f}")
-        out.append(f"  lost capacity at {a['workers']}: {a['lost_capacity']:.2f} of {a['ideal']:g} workers = "
-                   + ", ".join(parts) + (" (the waits exceed the loss)" if a["waits_exceed_loss"] else ""))
-    w = x.get("whatif") or {}
-    if "unavailable" in w:
-        out.append(f"  what-if: unavailable: {w['unavailable']}")
-    elif w:
-        out.append(f"  what-if ({w['label']}): " + ", ".join(
-            f"{c['workers']}: {c['ops_per_sec']:,.0f}" + (" (ideal)" if c.get("capped") else "") for c in w["curve"])
-            + f" {unit}")
-    t = x.get("timeview") or {}
-    if "unavailable" in t:
-        out.append(f"  time view: unavailable: {t['unavailable']}")
-    elif t:
-        parts = [f"{s['name']} {min(s['wait_share']):.0%}..{max(s['wait_share']):.0%}"
-                 for s in t["series"] if s["wait_share"] and max(s["wait_share"]) >= 0.01][:3]
-        out.append(f"  time view at {t['workers']} workers ({len(t['t_s'])} intervals of {t['interval_s']:g} s), "
-                   "share of worker time per interval: " + ("; ".join(parts) or "no wait above 1%"))
-    cpi = x.get("cpi") or []
-    reasons = {c.get("unavailable") for c in cpi if "unavailable" in c}
-    if cpi and len(reasons) == 1 and all("unavailable" in c for c in cpi):
-        out.append(f"  CPI: unavailable: {reasons.pop()}")
-    elif cpi:
-        out.append("  CPI: " + ", ".join(f"{c['workers']}: {c['value']:.2f}" if "value" in c
-                                         else f"{c['workers']}: unavailable ({c['unavailable']})" for c in cpi))
-    return out
+def _usl_line(u: UslFit | Unavailable, unit: str) -> str:
+    if isinstance(u, Unavailable):
+        return f"  USL fit: unavailable: {u.reason}"
+    peak = (f"peak {u.peak_throughput:,.0f} {unit} at {u.peak_workers:.1f} workers"
+            + (" (extrapolated beyond the measured points)" if u.peak_extrapolated else "")
+            if u.peak_workers is not None else "no peak (coherency beta = 0)")
+    return (f"  USL fit ({u.points_used} points): alpha {u.alpha:.4f}, beta {u.beta:.5f}, "
+            f"lambda {u.lam:,.0f} {unit}, R2 {u.r2:.3f}; {peak}")
+
+
+def _attribution_line(p: PointView) -> str:
+    a = p.attribution
+    items = [i for i in a.items if i.wait.worker_equivalents >= 0.005][:4]
+    parts = [f"{i.wait.name} {i.wait.worker_equivalents:.2f} ({i.share_of_loss:.0%})" for i in items]
+    parts.append(f"unexplained {a.unexplained:.2f}")
+    return (f"  lost capacity at {p.workers}: {p.lost_capacity:.2f} of {p.ideal:g} workers = "
+            + ", ".join(parts) + (" (the waits exceed the loss)" if a.waits_exceed_loss else ""))
+
+
+def _whatif_line(w: WhatIf | Unavailable, unit: str) -> str:
+    if isinstance(w, Unavailable):
+        return f"  what-if: unavailable: {w.reason}"
+    return (f"  what-if ({w.label}): " + ", ".join(
+        f"{c.workers}: {c.ops_per_sec:,.0f}" + (" (ideal)" if c.capped else "") for c in w.curve) + f" {unit}")
+
+
+def _timeview_line(t: TimeView | Unavailable) -> str:
+    if isinstance(t, Unavailable):
+        return f"  time view: unavailable: {t.reason}"
+    parts = [f"{s.name} {min(s.wait_share):.0%}..{max(s.wait_share):.0%}"
+             for s in t.series if s.wait_share and max(s.wait_share) >= 0.01][:3]
+    return (f"  time view at {t.workers} workers ({len(t.t_s)} intervals of {t.interval_s:g} s), "
+            "share of worker time per interval: " + ("; ".join(parts) or "no wait above 1%"))
+
+
+def _cpi_line(points: list[PointView]) -> str:
+    reasons = {p.cpi.reason for p in points if isinstance(p.cpi, Unavailable)}
+    if len(reasons) == 1 and all(isinstance(p.cpi, Unavailable) for p in points):
+        return f"  CPI: unavailable: {reasons.pop()}"
+    return "  CPI: " + ", ".join(f"{p.workers}: unavailable ({p.cpi.reason})" if isinstance(p.cpi, Unavailable)
+                                 else f"{p.workers}: {p.cpi:.2f}" for p in points)
+
+
+def analysis_lines(e: Experiment) -> list[str]:
+    """The USL fit, attribution, what-if, time view and CPI of an experiment,
+    as text."""
+    # nothing lost at the first point, or at a perfectly scaling one
+    lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0]
+    return ([_usl_line(e.usl, e.unit)] + lost + [_whatif_line(e.whatif, e.unit), _timeview_line(e.timeview)]
+            + ([_cpi_line(e.points)] if e.points else []))

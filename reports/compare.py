@@ -14,7 +14,8 @@ import jinja2
 
 from lockscope import __version__
 from lockscope.analyzer import attribution
-from lockscope.analyzer.analyze import Experiment, analyze, load_records
+from lockscope.analyzer.analyze import analyze, load_records
+from lockscope.analyzer.results import Experiment
 from lockscope.errors import UsageError
 
 COMPARE_SCHEMA = "lockscope.compare/1"
@@ -63,8 +64,7 @@ def compare_pair(a: Experiment, b: Experiment) -> dict:
         for side, rec, fs in (("a", ra[w], a.fs), ("b", rb[w], b.fs)):
             for name, wt in attribution.waits(rec).items():
                 k = _norm(name, fs)
-                entry = waits.setdefault(k, {"name": name, "type": "lock" if wt.type == "lock" else "nonlock",
-                                             "points": {}})
+                entry = waits.setdefault(k, {"name": name, "type": wt.type, "points": {}})
                 entry["points"].setdefault(w, {"workers": w, "a": 0.0, "b": 0.0})[side] = wt.wait_share
     rows = []
     for k, entry in waits.items():
@@ -78,13 +78,15 @@ def compare_pair(a: Experiment, b: Experiment) -> dict:
                      "max_abs_delta": max(abs(p["delta"]) for p in pts)})
     rows.sort(key=lambda r: -r["max_abs_delta"])
     def cause(e):
-        return None if not e.root_cause else {k: e.root_cause[k] for k in ("name", "wait_share", "explained_share")}
+        rc = e.root_cause
+        return None if not rc else {"name": rc.wait.name, "wait_share": rc.wait.wait_share,
+                                    "explained_share": rc.explained_share}
     return {"workload": a.workload, "fs_a": a.fs, "fs_b": b.fs, "unit": a.unit, "unit_b": b.unit,
             "workers": common,
             "only_a": sorted(set(pa) - set(pb)), "only_b": sorted(set(pb) - set(pa)),
             "curve": curve,
-            "collapse_a": a.collapse["workers"] if a.collapse else None,
-            "collapse_b": b.collapse["workers"] if b.collapse else None,
+            "collapse_a": a.collapse.workers if a.collapse else None,
+            "collapse_b": b.collapse.workers if b.collapse else None,
             "root_cause_a": cause(a), "root_cause_b": cause(b),
             "waits": rows[:TOP_WAITS]}
 

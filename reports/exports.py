@@ -19,7 +19,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from lockscope import atomicio  # noqa: E402
 
-from lockscope.analyzer.analyze import Experiment, analyze, load_records, to_json  # noqa: E402
+from lockscope.analyzer.analysis_json import to_json  # noqa: E402
+from lockscope.analyzer.analyze import analyze, load_records  # noqa: E402
+from lockscope.analyzer.attribution import WhatIf  # noqa: E402
+from lockscope.analyzer.results import Experiment  # noqa: E402
+from lockscope.analyzer.usl import UslFit  # noqa: E402
 
 PALETTE = ["#e45756", "#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d", "#72b7b2", "#bab0ac"]
 TABLE_COLUMNS = ["workload", "fs", "collapse_workers", "speedup", "efficiency", "root_cause", "kind", "tier",
@@ -36,17 +40,18 @@ def bottleneck_rows(exps: list[Experiment]) -> list[dict]:
     rows = []
     for e in exps:
         c, rc = e.collapse, e.root_cause
-        at = next((p for p in e.points if c and p.workers == c["workers"]), None)
+        at = e.point(c.workers) if c else None
+        w = rc.wait if rc else None
         rows.append({
             "workload": e.workload, "fs": e.fs,
-            "collapse_workers": c["workers"] if c else None,
+            "collapse_workers": c.workers if c else None,
             "speedup": at.speedup if at else None,
             "efficiency": at.efficiency if at else None,
-            "root_cause": rc["name"] if rc else None,
-            "kind": rc.get("kind") if rc else None,
-            "tier": rc.get("tier") if rc else None,
-            "wait_share": rc["wait_share"] if rc else None,
-            "explained_share": rc["explained_share"] if rc else None,
+            "root_cause": w.name if w else None,
+            "kind": w.kind if w else None,
+            "tier": w.tier if w else None,
+            "wait_share": w.wait_share if w else None,
+            "explained_share": rc.explained_share if rc else None,
         })
     return rows
 
@@ -105,26 +110,26 @@ def throughput_figure(exp: Experiment):
         per = pts[0].ops_per_sec / pts[0].ideal
         ax.plot(w, [per * p.ideal for p in pts], "--", color="#999999", lw=1, label="ideal")
     ax.plot(w, [p.ops_per_sec for p in pts], "o-", color="#4c78a8", ms=3, lw=1.2, label="measured")
-    u = exp.extra.get("usl") or {}
-    if u.get("curve"):
-        inside = [c for c in u["curve"] if not c["extrapolated"]]
-        beyond = [c for c in u["curve"] if c["extrapolated"]]
-        ax.plot([c["workers"] for c in inside], [c["ops_per_sec"] for c in inside], "-", color="#54a24b", lw=1,
-                label=f"USL fit (R$^2$ {u['r2']:.2f})")
+    u = exp.usl
+    if isinstance(u, UslFit):
+        inside = [c for c in u.curve() if not c.extrapolated]
+        beyond = [c for c in u.curve() if c.extrapolated]
+        ax.plot([c.workers for c in inside], [c.ops_per_sec for c in inside], "-", color="#54a24b", lw=1,
+                label=f"USL fit (R$^2$ {u.r2:.2f})")
         if beyond:
-            ax.plot([c["workers"] for c in beyond], [c["ops_per_sec"] for c in beyond], ":", color="#54a24b", lw=1,
+            ax.plot([c.workers for c in beyond], [c.ops_per_sec for c in beyond], ":", color="#54a24b", lw=1,
                     label="USL extrapolated")
-    wi = exp.extra.get("whatif") or {}
-    if wi.get("curve"):
-        ax.plot([c["workers"] for c in wi["curve"]], [c["ops_per_sec"] for c in wi["curve"]], "^:", ms=3,
+    wi = exp.whatif
+    if isinstance(wi, WhatIf) and wi.curve:
+        ax.plot([c.workers for c in wi.curve], [c.ops_per_sec for c in wi.curve], "^:", ms=3,
                 color="#f58518", lw=1, label="upper bound without the root cause")
     if exp.collapse:
-        ax.axvline(exp.collapse["workers"], color="#e45756", lw=0.8, ls=":")
+        ax.axvline(exp.collapse.workers, color="#e45756", lw=0.8, ls=":")
     ax.set_xlabel("workers")
     ax.set_ylabel(exp.unit)
     ax.set_ylim(bottom=0)
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-    ax.set_title(f"{exp.workload}" + (f" on {exp.fs}" if exp.fs != "none" else ""), fontsize=8)
+    ax.set_title(exp.title, fontsize=8)
     ax.legend(frameon=False, fontsize=6)
     return fig
 
@@ -136,13 +141,13 @@ def lock_share_figure(exp: Experiment, top: int = 5):
     totals: dict[str, float] = {}
     for p in pts:
         for wt in p.waits:
-            totals[wt["name"]] = totals.get(wt["name"], 0.0) + wt["wait_share"]
+            totals[wt.name] = totals.get(wt.name, 0.0) + wt.wait_share
     names = sorted(totals, key=lambda n: -totals[n])[:top]
     fig, ax = plt.subplots(figsize=(3.3, 2.4))
     labels = [str(p.workers) for p in pts]
     bottom = [0.0] * len(pts)
     for i, name in enumerate(names):
-        vals = [100 * next((wt["wait_share"] for wt in p.waits if wt["name"] == name), 0.0) for p in pts]
+        vals = [100 * next((wt.wait_share for wt in p.waits if wt.name == name), 0.0) for p in pts]
         short = name if len(name) <= 52 else name[:49] + "..."
         ax.bar(labels, vals, bottom=bottom, color=PALETTE[i % len(PALETTE)], label=short, width=0.6)
         bottom = [b + v for b, v in zip(bottom, vals)]

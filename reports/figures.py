@@ -16,7 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from lockscope.analyzer.analyze import Experiment  # noqa: E402
+from lockscope.analyzer.results import Experiment, TimeView, Unavailable  # noqa: E402
+from lockscope.analyzer.usl import UslFit  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
                      "axes.spines.right": False, "svg.hashsalt": "lockscope", "axes.titlesize": 9,
@@ -69,38 +70,38 @@ def _ideal(exp: Experiment) -> list[float]:
     return [per_worker * p.ideal for p in exp.points]
 
 
-def throughput(exp: Experiment, small: bool = False, usl: dict | None = None) -> str:
+def throughput(exp: Experiment, small: bool = False) -> str:
     pts = exp.points
+    usl = exp.usl if isinstance(exp.usl, UslFit) else None
     w = [p.workers for p in pts]
     fig, ax = plt.subplots(figsize=(2.6, 1.5) if small else (4.8, 3.0))
     if pts and pts[0].ops_per_sec > 0:
         ax.plot(w, _ideal(exp), "--", color="#8a8a8a", lw=1, label="ideal (linear to the CPU count)")
-    curve = (usl or {}).get("curve") if usl and "unavailable" not in usl else None
+    curve = usl.curve() if usl else None
     if curve:
-        inside = [c for c in curve if not c.get("extrapolated")]
-        outside = [c for c in curve if c.get("extrapolated")]
-        r2 = usl.get("r2")
-        fit = "USL fit" + (f" (R² {r2:.3f})" if isinstance(r2, (int, float)) else "")
+        inside = [c for c in curve if not c.extrapolated]
+        outside = [c for c in curve if c.extrapolated]
+        fit = f"USL fit (R² {usl.r2:.3f})"
         if inside:
-            ax.plot([c["workers"] for c in inside], [c["ops_per_sec"] for c in inside], "-", color="#54a24b",
+            ax.plot([c.workers for c in inside], [c.ops_per_sec for c in inside], "-", color="#54a24b",
                     lw=1.2, label=fit)
         if outside:
             # start the dotted part where the measured range ends, so the two parts join
             joined = inside[-1:] + outside
-            ax.plot([c["workers"] for c in joined], [c["ops_per_sec"] for c in joined], ":", color="#54a24b",
+            ax.plot([c.workers for c in joined], [c.ops_per_sec for c in joined], ":", color="#54a24b",
                     lw=1.2, label=None if small else "USL extrapolated")
-        if not small and usl.get("peak_workers") is not None:
-            ax.plot([usl["peak_workers"]], [usl["peak_throughput"]], "^", color="#54a24b", ms=5,
-                    label="USL peak" + (" (extrapolated)" if usl.get("peak_extrapolated") else ""))
+        if not small and usl.peak_workers is not None:
+            ax.plot([usl.peak_workers], [usl.peak_throughput], "^", color="#54a24b", ms=5,
+                    label="USL peak" + (" (extrapolated)" if usl.peak_extrapolated else ""))
     ax.plot(w, [p.ops_per_sec for p in pts], "o-", color="#4c78a8", ms=4 if small else 5, lw=1.5,
             label="measured", zorder=3)
     if exp.collapse:
-        ax.axvline(exp.collapse["workers"], color="#e45756", lw=1, ls=":")
+        ax.axvline(exp.collapse.workers, color="#e45756", lw=1, ls=":")
         if not small:
-            ax.annotate(f"collapse at {exp.collapse['workers']}", (exp.collapse["workers"], 0),
+            ax.annotate(f"collapse at {exp.collapse.workers}", (exp.collapse.workers, 0),
                         xytext=(3, 3), textcoords="offset points", color="#e45756", fontsize=7.5, ha="left",
                         va="bottom")
-    xs = w + ([c["workers"] for c in curve] if curve else [])
+    xs = w + ([c.workers for c in curve] if curve else [])
     if small:
         ax.set_xticks(sorted(set(w)))
         ax.grid(False)
@@ -116,18 +117,19 @@ def throughput(exp: Experiment, small: bool = False, usl: dict | None = None) ->
     return _svg(fig)
 
 
-def whatif(exp: Experiment, data: dict | None) -> str | None:
-    if not data or "unavailable" in data or not data.get("curve"):
+def whatif(exp: Experiment) -> str | None:
+    data = exp.whatif
+    if isinstance(data, Unavailable) or not data.curve:
         return None
     pts = exp.points
     w = [p.workers for p in pts]
     fig, ax = plt.subplots(figsize=(4.8, 3.0))
     ax.plot(w, _ideal(exp), "--", color="#8a8a8a", lw=1, label="ideal")
-    c = data["curve"]
-    ax.plot([x["workers"] for x in c], [x["ops_per_sec"] for x in c], "s--", color="#f58518", ms=4, lw=1.2,
-            label=label(data.get("label") or f"upper bound: {data.get('name', '?')} removed", 70))
+    c = data.curve
+    ax.plot([x.workers for x in c], [x.ops_per_sec for x in c], "s--", color="#f58518", ms=4, lw=1.2,
+            label=label(data.label, 70))
     ax.plot(w, [p.ops_per_sec for p in pts], "o-", color="#4c78a8", ms=5, lw=1.5, label="measured", zorder=3)
-    _workers_axis(ax, w + [x["workers"] for x in c])
+    _workers_axis(ax, w + [x.workers for x in c])
     ax.set_ylabel(f"throughput ({label(exp.unit, 20)})")
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
@@ -141,7 +143,7 @@ def cpu_breakdown(exp: Experiment) -> str:
     labels = [str(p.workers) for p in pts]
     bottom = [0.0] * len(pts)
     for part, color in CPU_PARTS:
-        vals = [(p.cpu.get(part) or 0.0) * 100 for p in pts]
+        vals = [(getattr(p.cpu, part) or 0.0) * 100 for p in pts]
         if part in ("irq", "steal") and not any(v >= 0.05 for v in vals):
             continue                      # keep the legend to what is there
         ax.bar(labels, vals, bottom=bottom, color=color, label=part, width=0.6, edgecolor="white", lw=0.4)
@@ -193,59 +195,60 @@ def lock_share(exp: Experiment, top: int = TOP) -> str:
     return _svg(fig)
 
 
-def attribution(exp: Experiment, data: list | None, top: int = TOP) -> str | None:
+def attribution(exp: Experiment, top: int = TOP) -> str | None:
     """Lost capacity per point (worker-equivalents), stacked by the waits
     that explain it, and the unexplained remainder."""
-    if not data or not isinstance(data, list):
+    data = exp.points
+    if not data:
         return None
     totals: dict[str, float] = {}
     for pt in data:
-        for it in pt.get("items", []):
-            totals[it["name"]] = totals.get(it["name"], 0.0) + it.get("worker_equivalents", 0.0)
+        for it in pt.attribution.items:
+            totals[it.wait.name] = totals.get(it.wait.name, 0.0) + it.wait.worker_equivalents
     big = max(totals.values(), default=0.0)
     # named when it matters (>= 1% of the heaviest); the rest is "other waits"
     names = [n for n in sorted(totals, key=lambda n: -totals[n]) if totals[n] >= 0.01 * big][:top]
     fig, ax = plt.subplots(figsize=(4.8, 2.9))
-    labels = [str(pt["workers"]) for pt in data]
+    labels = [str(pt.workers) for pt in data]
     bottom = [0.0] * len(data)
 
     def we(pt, pred):
-        return sum(it.get("worker_equivalents", 0.0) for it in pt.get("items", []) if pred(it["name"]))
+        return sum(it.wait.worker_equivalents for it in pt.attribution.items if pred(it.wait.name))
 
     series = [(n, PALETTE[i % len(PALETTE)], [we(pt, lambda x, n=n: x == n) for pt in data])
               for i, n in enumerate(names)]
     rest = [we(pt, lambda x: x not in names) for pt in data]
     if any(v > 0 for v in rest):
         series.append(("other waits", OTHER, rest))
-    series.append(("unexplained", "#ffffff", [max(0.0, pt.get("unexplained") or 0.0) for pt in data]))
+    series.append(("unexplained", "#ffffff", [max(0.0, pt.attribution.unexplained or 0.0) for pt in data]))
     for name, color, vals in series:
         ax.bar(labels, vals, bottom=bottom, color=color, label=label(name), width=0.6,
                edgecolor="#999999" if name == "unexplained" else "white", lw=0.6,
                hatch="///" if name == "unexplained" else None)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.plot(labels, [pt.get("lost_capacity", 0.0) for pt in data], "_", color="black", ms=22, mew=1.5,
+    ax.plot(labels, [pt.lost_capacity for pt in data], "_", color="black", ms=22, mew=1.5,
             label="lost capacity (ideal − speedup)")
     ax.set_xlabel("workers")
     ax.set_ylabel("worker-equivalents")
-    top_y = max(bottom + [pt.get("lost_capacity", 0.0) for pt in data] + [0.1])
+    top_y = max(bottom + [pt.lost_capacity for pt in data] + [0.1])
     ax.set_ylim(0, top_y * 1.15)
     ax.grid(axis="x", visible=False)
     _stacked_legend(ax, len(series))
     return _svg(fig)
 
 
-def timeview(data: dict | None, top: int = TOP) -> str | None:
-    if not data or "unavailable" in data or not data.get("t_s") or not data.get("series"):
+def timeview(data: TimeView | Unavailable, top: int = TOP) -> str | None:
+    if isinstance(data, Unavailable) or not data.t_s or not data.series:
         return None
-    t = data["t_s"]
-    series = sorted(data["series"], key=lambda s: -sum(s.get("wait_share", [])))
+    t = data.t_s
+    series = sorted(data.series, key=lambda s: -sum(s.wait_share))
     shown, rest = series[:top], series[top:]
     fig, ax = plt.subplots(figsize=(7.2, 2.6))
-    ys = [[100 * v for v in s["wait_share"]] for s in shown]
-    labels = [label(s["name"]) for s in shown]
+    ys = [[100 * v for v in s.wait_share] for s in shown]
+    labels = [label(s.name) for s in shown]
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(shown))]
     if rest:
-        ys.append([100 * sum(s["wait_share"][i] for s in rest) for i in range(len(t))])
+        ys.append([100 * sum(s.wait_share[i] for s in rest) for i in range(len(t))])
         labels.append(f"other ({len(rest)})")
         colors.append(OTHER)
     # t_s are the ends of the intervals (analyzer/timeview.py): each value holds from the
