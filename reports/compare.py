@@ -6,7 +6,6 @@ and file system, or (--fs-a X --fs-b Y) file system X of A against Y of B.
 Output as text, JSON (`lockscope.compare/1`) or one offline HTML page."""
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -140,29 +139,6 @@ def render_text(doc: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _curve_svg(e: dict) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 8, "svg.hashsalt": "lockscope"})
-    fig, ax = plt.subplots(figsize=(3.6, 2.2))
-    w = [c["workers"] for c in e["curve"]]
-    ax.plot(w, [c["a"] for c in e["curve"]], "o-", color="#4c78a8", ms=3, label="A")
-    ax.plot(w, [c["b"] for c in e["curve"]], "s-", color="#e45756", ms=3, label="B")
-    ax.set_xticks(w)
-    ax.set_xlabel("workers")
-    ax.set_ylim(bottom=0)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-    ax.legend(frameon=False)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
-
-
 def render_html(doc: dict) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
@@ -170,5 +146,7 @@ def render_html(doc: dict) -> str:
     env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"
     env.filters["spct"] = _pct
     env.filters["num"] = lambda x: "-" if x is None else f"{x:,.0f}"
-    figs = [jinja2.utils.markupsafe.Markup(_curve_svg(e)) for e in doc["experiments"]]
+    from lockscope.reports import figures      # matplotlib: only for the page
+
+    figs = [jinja2.utils.markupsafe.Markup(figures.compare_curves(e)) for e in doc["experiments"]]
     return env.get_template("compare.html.j2").render(doc=doc, figs=figs, version=__version__)

@@ -118,3 +118,14 @@ def test_compare_html_is_offline_and_escaped(tmp_path):
     assert (tmp_path / "c.html").read_text().startswith("<!DOCTYPE html>")
     assert r.stdout == render_text(compare(DATA / "mwrm_mmap_tmpfs", DATA / "series_mwrm")) + \
         f"page: {tmp_path / 'c.html'}\n"
+
+
+def test_figures_leave_the_global_matplotlib_settings_alone():
+    import matplotlib
+    from lockscope.analyzer.analyze import analyze, load_records
+    from lockscope.reports import figures
+    before = dict(matplotlib.rcParams)
+    e = analyze(load_records(DATA / "mwrm_mmap_tmpfs"))[0]
+    assert "<svg" in figures.throughput(e) and "<svg" in figures.cpu_breakdown(e)
+    assert set(figures.paper_throughput(e)) == {"pdf", "svg"}
+    assert dict(matplotlib.rcParams) == before
