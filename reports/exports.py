@@ -9,14 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 
 from lockscope import atomicio
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
-from lockscope.reports import figures
+from lockscope.reports import figures, filenames
 
 TABLE_COLUMNS = ["workload", "fs", "collapse_workers", "speedup", "efficiency", "root_cause", "kind", "tier",
                  "wait_share", "explained_share"]
@@ -88,7 +87,7 @@ def to_latex(rows: list[dict], caption: str = "Scalability bottlenecks found by 
 
 def _write_figures(e: Experiment, out_dir: Path) -> list[Path]:
     """The experiment's throughput and lock-share figures, PDF and SVG each."""
-    base = f"{_slug(e.workload)}-{_slug(e.fs)}"
+    base = filenames.experiment(e.workload, e.fs, filenames.EXPORT)
     out = []
     for what, files in (("throughput", figures.paper_throughput(e)), ("lockshare", figures.paper_lock_share(e))):
         for fmt, data in files.items():
@@ -96,10 +95,6 @@ def _write_figures(e: Experiment, out_dir: Path) -> list[Path]:
             atomicio.write_bytes(path, data)
             out.append(path)
     return out
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60] or "x"
 
 
 def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:

@@ -99,10 +99,6 @@ def render_svg(folded_text: str, title: str, unit: str, colors: str, exe: Path) 
     return p.stdout, None
 
 
-def slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._") or "x"
-
-
 def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
           find: bool = True) -> list[PointGraphs]:
     """Write the folded stacks and flame graphs of an experiment into

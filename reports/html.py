@@ -25,7 +25,7 @@ from lockscope import __version__, atomicio, record
 from lockscope.analyzer import results, scaling
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
-from lockscope.reports import figures, flamegraph
+from lockscope.reports import figures, filenames, flamegraph
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",
@@ -51,7 +51,7 @@ def _env() -> jinja2.Environment:
 
 
 def page_name(exp: Experiment) -> str:
-    return f"{flamegraph.slug(exp.workload)}-{flamegraph.slug(exp.fs)}"
+    return filenames.experiment(exp.workload, exp.fs, filenames.PAGE)
 
 
 def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:

@@ -191,3 +191,33 @@ def test_flame_graph_points_are_the_collapse_and_one_worker_or_the_last(tmp_path
     assert [g.reason for g in graphs[0].graphs] == [flamegraph.MISSING] * 3
     assert sorted(p.name for p in (tmp_path / "flame").iterdir()) == [
         "DWOM-tmpfs-w2-cpu.folded", "DWOM-tmpfs-w2-lockwait.folded", "DWOM-tmpfs-w2-offcpu.folded"]
+
+
+ODD_NAMES = ["DWOM<i>", "._hidden_", "my bench!", "wéird", "a" * 70 + "$x$", "--", "", "_", "x.y-z_1",
+             "<>"]
+
+
+def test_one_slug_keeps_the_file_names_of_pages_and_exports():
+    """The two rules the page (and flame graph) and export file names were
+    made with before they shared one function."""
+    import re
+    from lockscope import scratch, workloads
+    from lockscope.reports import filenames
+
+    def page_before(s):
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._") or "x"
+
+    def export_before(s):
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:60] or "x"
+
+    try:
+        catalog = list(workloads.catalog())
+    except Exception:                      # the workload driver is not built
+        catalog = ["MWRM", "DRBL_DIO", "mdtest_shared", "mmap", "PMUTEX"]
+    for name in catalog + list(scratch.FS_SETUPS) + ["none"]:
+        assert filenames.slug(name, filenames.PAGE) == filenames.slug(name, filenames.EXPORT) == name
+    for name in ODD_NAMES:
+        assert filenames.slug(name, filenames.PAGE) == page_before(name), name
+        assert filenames.slug(name, filenames.EXPORT) == export_before(name), name
+    assert filenames.experiment("DWOM<i>", "tmpfs", filenames.PAGE) == "DWOM_i-tmpfs"
+    assert filenames.experiment("DWOM<i>", "tmpfs", filenames.EXPORT) == "DWOM_i_-tmpfs"
