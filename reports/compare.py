@@ -16,6 +16,7 @@ from lockscope.analyzer import attribution
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
 from lockscope.errors import UsageError
+from lockscope.reports import templating
 
 COMPARE_SCHEMA = "lockscope.compare/1"
 TOP_WAITS = 10
@@ -140,12 +141,8 @@ def render_text(doc: dict) -> str:
 
 
 def render_html(doc: dict) -> str:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"
+    env = templating.environment()
     env.filters["spct"] = _pct
-    env.filters["num"] = lambda x: "-" if x is None else f"{x:,.0f}"
     from lockscope.reports import figures      # matplotlib: only for the page
 
     figs = [jinja2.utils.markupsafe.Markup(figures.compare_curves(e)) for e in doc["experiments"]]

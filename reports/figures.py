@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import matplotlib
@@ -287,6 +288,15 @@ def cpu_breakdown(exp: Experiment) -> str:
     return _svg(fig)
 
 
+def _heaviest(values: Iterable[tuple[str, float]], top: int | None = None) -> tuple[list[str], dict[str, float]]:
+    """The `top` names of the largest sums of (name, value) pairs, and every
+    name's sum."""
+    totals: dict[str, float] = {}
+    for name, v in values:
+        totals[name] = totals.get(name, 0.0) + v
+    return sorted(totals, key=lambda n: -totals[n])[:top], totals
+
+
 def _stacked_legend(ax, n: int) -> None:
     h, lab = ax.get_legend_handles_labels()
     if h:
@@ -299,11 +309,7 @@ def lock_share(exp: Experiment, top: int = TOP) -> str:
     """Share of worker time waiting on each lock, per point: the heaviest
     locks of the experiment by name, the rest as 'other locks'."""
     recs = exp.records
-    totals: dict[str, float] = {}
-    for r in recs:
-        for lk in r.locks:
-            totals[lk.name] = totals.get(lk.name, 0.0) + lk.wait_share
-    names = sorted(totals, key=lambda n: -totals[n])[:top]
+    names, totals = _heaviest(((lk.name, lk.wait_share) for r in recs for lk in r.locks), top)
     fig, ax = plt.subplots(figsize=(3.6, 2.6))
     labels = [str(r.workers) for r in recs]
     bottom = [0.0] * len(recs)
@@ -333,13 +339,11 @@ def attribution(exp: Experiment, top: int = TOP) -> str | None:
     data = exp.points
     if not data:
         return None
-    totals: dict[str, float] = {}
-    for pt in data:
-        for it in pt.attribution.items:
-            totals[it.wait.name] = totals.get(it.wait.name, 0.0) + it.wait.worker_equivalents
+    ranked, totals = _heaviest(((it.wait.name, it.wait.worker_equivalents)
+                                for pt in data for it in pt.attribution.items))
     big = max(totals.values(), default=0.0)
     # named when it matters (>= 1% of the heaviest); the rest is "other waits"
-    names = [n for n in sorted(totals, key=lambda n: -totals[n]) if totals[n] >= 0.01 * big][:top]
+    names = [n for n in ranked if totals[n] >= 0.01 * big][:top]
     fig, ax = plt.subplots(figsize=(4.8, 2.9))
     labels = [str(pt.workers) for pt in data]
     bottom = [0.0] * len(data)
@@ -403,11 +407,7 @@ def paper_lock_share(exp: Experiment, top: int = TOP) -> dict[str, bytes]:
     """Share of worker time in each of the heaviest waits, per point,
     stacked: PDF and SVG."""
     pts = exp.points
-    totals: dict[str, float] = {}
-    for p in pts:
-        for wt in p.waits:
-            totals[wt.name] = totals.get(wt.name, 0.0) + wt.wait_share
-    names = sorted(totals, key=lambda n: -totals[n])[:top]
+    names, _ = _heaviest(((wt.name, wt.wait_share) for p in pts for wt in p.waits), top)
     fig, ax = plt.subplots(figsize=(3.3, 2.4))
     labels = [str(p.workers) for p in pts]
     bottom = [0.0] * len(pts)

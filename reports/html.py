@@ -19,13 +19,11 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-import jinja2
-
 from lockscope import __version__, atomicio, record
-from lockscope.analyzer import results, scaling
+from lockscope.analyzer import scaling
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
-from lockscope.reports import figures, filenames, flamegraph
+from lockscope.reports import figures, filenames, flamegraph, templating
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",
@@ -33,21 +31,6 @@ TIER_HELP = {
     "site": "lock type and the first function outside the locking code",
 }
 TOP_LOCKS = 10
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"
-    env.filters["num"] = lambda x: "-" if x is None else f"{x:,.0f}"
-    env.filters["f2"] = lambda x: "-" if x is None else f"{x:.2f}"
-    env.filters["ms"] = lambda ns: f"{(ns or 0) / 1e6:,.2f} ms"
-    env.filters["us"] = lambda ns: f"{(ns or 0) / 1e3:,.1f} µs"
-    env.filters["plural"] = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
-    env.filters["missing"] = results.missing
-    env.tests["unavailable"] = lambda x: isinstance(x, results.Unavailable)
-    return env
 
 
 def page_name(exp: Experiment) -> str:
@@ -93,7 +76,7 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
     common = {**_common(), "host": first.host if first else {},
               "sweep": Path(results_dir).resolve().name, "views": views,
               "renderer_missing": None if renderer else flamegraph.MISSING}
-    env = _env()
+    env = templating.environment()
     for v in views:
         atomicio.write_text(out_dir / v["page"], env.get_template("experiment.html.j2").render(
             **common, v=v, title=f"{v['title']}: lockscope report {common['sweep']}"))
