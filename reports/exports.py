@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lockscope import atomicio
@@ -17,8 +18,6 @@ from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
 from lockscope.reports import figures, filenames
 
-TABLE_COLUMNS = ["workload", "fs", "collapse_workers", "speedup", "efficiency", "root_cause", "kind", "tier",
-                 "wait_share", "explained_share"]
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
@@ -26,34 +25,43 @@ _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$"
 
 # ---- the bottleneck table ----------------------------------------------------
 
-def bottleneck_rows(exps: list[Experiment]) -> list[dict]:
-    """One row per experiment; the collapse columns are empty when it scales."""
-    rows = []
-    for e in exps:
-        c, rc = e.collapse, e.root_cause
-        at = e.point(c.workers) if c else None
-        w = rc.wait if rc else None
-        rows.append({
-            "workload": e.workload, "fs": e.fs,
-            "collapse_workers": c.workers if c else None,
-            "speedup": at.speedup if at else None,
-            "efficiency": at.efficiency if at else None,
-            "root_cause": w.name if w else None,
-            "kind": w.kind if w else None,
-            "tier": w.tier if w else None,
-            "wait_share": w.wait_share if w else None,
-            "explained_share": rc.explained_share if rc else None,
-        })
-    return rows
+@dataclass
+class BottleneckRow:
+    """One experiment; the collapse columns are empty (None) when it scales."""
+    workload: str
+    fs: str
+    collapse_workers: int | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    root_cause: str | None = None
+    kind: str | None = None
+    tier: str | None = None
+    wait_share: float | None = None
+    explained_share: float | None = None
 
 
-def to_csv(rows: list[dict]) -> str:
+TABLE_COLUMNS = [f.name for f in fields(BottleneckRow)]
+
+
+def bottleneck_row(e: Experiment) -> BottleneckRow:
+    row = BottleneckRow(e.workload, e.fs)
+    if e.collapse:
+        at = e.point(e.collapse.workers)
+        row.collapse_workers, row.speedup, row.efficiency = e.collapse.workers, at.speedup, at.efficiency
+    if e.root_cause:
+        w = e.root_cause.wait
+        row.root_cause, row.kind, row.tier, row.wait_share = w.name, w.kind, w.tier, w.wait_share
+        row.explained_share = e.root_cause.explained_share
+    return row
+
+
+def to_csv(rows: list[BottleneckRow]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if r[k] is None else (f"{r[k]:.4f}" if isinstance(r[k], float) else r[k]))
-                    for k in TABLE_COLUMNS})
+        w.writerow({k: ("" if v is None else (f"{v:.4f}" if isinstance(v, float) else v))
+                    for k, v in asdict(r).items()})
     return buf.getvalue()
 
 
@@ -61,7 +69,7 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
 
 
-def to_latex(rows: list[dict], caption: str = "Scalability bottlenecks found by lockscope.",
+def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks found by lockscope.",
              label: str = "tab:lockscope-bottlenecks") -> str:
     """A booktabs table (\\usepackage{booktabs}); every string escaped."""
     def pct(x):
@@ -71,13 +79,13 @@ def to_latex(rows: list[dict], caption: str = "Scalability bottlenecks found by 
              r"\begin{tabular}{llrrlr}", r"\toprule",
              r"Workload & FS & Collapse & Speedup & Root-cause lock & Explained \\", r"\midrule"]
     for r in rows:
-        collapse = "--" if r["collapse_workers"] is None else f"{r['collapse_workers']}"
-        speed = "--" if r["speedup"] is None else f"{r['speedup']:.2f}"
-        cause = "--" if r["root_cause"] is None else (
-            latex_escape(r["root_cause"]) + (f" ({latex_escape(r['kind'])}, {latex_escape(r['tier'])})"
-                                             if r["kind"] and r["tier"] else ""))
-        lines.append(f"{latex_escape(r['workload'])} & {latex_escape(r['fs'])} & {collapse} & {speed} & "
-                     f"{cause} & {pct(r['explained_share'])} \\\\")
+        collapse = "--" if r.collapse_workers is None else f"{r.collapse_workers}"
+        speed = "--" if r.speedup is None else f"{r.speedup:.2f}"
+        cause = "--" if r.root_cause is None else (
+            latex_escape(r.root_cause) + (f" ({latex_escape(r.kind)}, {latex_escape(r.tier)})"
+                                          if r.kind and r.tier else ""))
+        lines.append(f"{latex_escape(r.workload)} & {latex_escape(r.fs)} & {collapse} & {speed} & "
+                     f"{cause} & {pct(r.explained_share)} \\\\")
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{latex_escape(caption)}}}",
               f"\\label{{{latex_escape(label)}}}", r"\end{table}", ""]
     return "\n".join(lines)
@@ -105,7 +113,7 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     written: list[Path] = []
     for e in exps:
         written += _write_figures(e, out_dir)
-    rows = bottleneck_rows(exps)
+    rows = [bottleneck_row(e) for e in exps]
     for name, text in (("bottlenecks.csv", to_csv(rows)), ("bottlenecks.tex", to_latex(rows)),
                        ("analysis.json", json.dumps(to_json(exps), indent=1) + "\n")):
         atomicio.write_bytes(out_dir / name, text.encode())

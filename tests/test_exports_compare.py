@@ -55,9 +55,7 @@ def test_latex_escapes_every_special_character():
     assert exports.latex_escape(r"a_b&c%d$e#f{g}h~i^j\k<l>m|") == (
         r"a\_b\&c\%d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k\textless{}l"
         r"\textgreater{}m\textbar{}")
-    rows = [{"workload": "my_bench", "fs": "ext4", "collapse_workers": None, "speedup": None, "efficiency": None,
-             "root_cause": None, "kind": None, "tier": None, "wait_share": None, "explained_share": None}]
-    tex = exports.to_latex(rows)
+    tex = exports.to_latex([exports.BottleneckRow("my_bench", "ext4")])
     assert r"my\_bench & ext4 & -- & -- & -- & -- \\" in tex
 
 
