@@ -4,12 +4,18 @@ window), and the root cause of a collapse: the wait that grew most across it.
 
 Off-CPU time spent inside a sleeping-lock wait is already part of that lock's
 wait time and is not counted again; so is the off-CPU time of the futex waits
-that user-space locks are made of."""
+that user-space locks are made of.
+
+One vocabulary: a wait is a lock (`LOCK`) or not (`NONLOCK`: off-CPU time
+outside lock waits, by class), in every result here."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lockscope.record import OffCpu, RunRecord
+
+LOCK = "lock"                    # Wait.type of a lock wait
+NONLOCK = "nonlock"              # Wait.type of off-CPU time outside lock waits
 
 USER_SPACE = "user space"        # Lock.component of the user-space (futex) locks
 FUTEX_WAIT = "futex wait"        # the off-CPU class of sleeps in the futex syscall
@@ -26,14 +32,24 @@ WAIT_LABELS = {
 @dataclass
 class Wait:
     name: str
-    type: str                     # lock | wait
+    type: str                     # LOCK | NONLOCK
     worker_equivalents: float     # wait time / window: how many workers' worth of time it takes
     wait_share: float             # worker_equivalents / workers
     wait_ns: int = 0
-    tier: str | None = None
-    kind: str | None = None
-    lock_class: str | None = None
-    instances: int | None = None
+    tier: str | None = None       # locks: verified | inferred | site
+    kind: str | None = None       # locks: mutex, rwsem, spinlock, pthread_mutex, ...
+    lock_class: str | None = None  # locks: the lock's class; other waits: the off-CPU class
+    instances: int | None = None  # locks: distinct addresses
+
+    @property
+    def is_lock(self) -> bool:
+        return self.type == LOCK
+
+    @property
+    def category(self) -> str:
+        """What the attribution calls its class: a lock's type, or the
+        off-CPU class of another wait."""
+        return (self.kind or "unknown") if self.is_lock else (self.lock_class or "other")
 
 
 def waits(rec: RunRecord) -> dict[str, Wait]:
@@ -44,7 +60,7 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
     out: dict[str, Wait] = {}
     for lk in rec.locks:
         we = lk.wait_ns / window_ns
-        out[lk.name] = Wait(lk.name, "lock", we, we / rec.workers, lk.wait_ns, lk.tier, lk.kind,
+        out[lk.name] = Wait(lk.name, LOCK, we, we / rec.workers, lk.wait_ns, lk.tier, lk.kind,
                             lk.lock_class, lk.instances)
     by_class: dict[str, int] = {}
     for o in rec.offcpu:
@@ -63,7 +79,7 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
     for cls, ns in by_class.items():
         name = WAIT_LABELS.get(cls, f"off-CPU: {cls}")
         we = ns / window_ns
-        out[name] = Wait(name, "wait", we, we / rec.workers, ns, lock_class=cls)
+        out[name] = Wait(name, NONLOCK, we, we / rec.workers, ns, lock_class=cls)
     return out
 
 
@@ -77,14 +93,7 @@ def nonlock_class(o: OffCpu) -> str:
 
 @dataclass
 class RootCause:
-    name: str
-    type: str
-    tier: str | None
-    kind: str | None
-    lock_class: str | None
-    instances: int | None
-    wait_share: float             # of worker time at the collapse point
-    worker_equivalents: float     # at the collapse point
+    wait: Wait                    # the wait at the collapse point
     growth: float                 # worker-equivalents gained from the point before
     explained_share: float        # growth / lost capacity gained, capped at 1
     explained_share_raw: float    # uncapped (waits can overlap or exceed the loss)
@@ -104,9 +113,7 @@ def root_cause(before: RunRecord, at: RunRecord, lost_before: float, lost_at: fl
         return None
     gained = lost_at - lost_before
     raw = growth / gained if gained > 0 else 0.0
-    return RootCause(best.name, best.type, best.tier, best.kind, best.lock_class, best.instances,
-                     best.wait_share, best.worker_equivalents, growth, min(1.0, raw), raw,
-                     before.workers, at.workers)
+    return RootCause(best, growth, min(1.0, raw), raw, before.workers, at.workers)
 
 
 # ---- attribution of lost capacity -----------------------------------------
@@ -114,7 +121,30 @@ def root_cause(before: RunRecord, at: RunRecord, lost_before: float, lost_at: fl
 MAX_ITEMS = 12          # heavier items are listed, the rest of the locks summed as one
 
 
-def attribute(rec: RunRecord, ideal: float, speedup: float, lost_capacity: float) -> dict:
+@dataclass
+class AttributionItem:
+    wait: Wait
+    share_of_loss: float          # worker-equivalents / lost capacity (0 when nothing was lost)
+
+
+@dataclass
+class Attribution:
+    """Lost capacity of one point split into waits (PointView has the
+    point's ideal, speedup and lost capacity)."""
+    items: list[AttributionItem] = field(default_factory=list)
+    explained: float = 0.0        # worker-equivalents of the items, at most the loss
+    unexplained: float = 0.0      # the loss the waits do not cover
+    waits_exceed_loss: bool = False
+    measured: bool = False        # whether lock waits were measured at all
+
+
+def _other_locks(rest: list[Wait]) -> Wait:
+    """The locks past MAX_ITEMS, summed as one lock wait."""
+    return Wait(f"{len(rest)} other locks", LOCK, sum(w.worker_equivalents for w in rest),
+                sum(w.wait_share for w in rest), sum(w.wait_ns for w in rest), kind="various")
+
+
+def attribute(rec: RunRecord, lost_capacity: float) -> Attribution:
     """Lost capacity of one point (ideal - speedup, in workers) split into
     each named lock, each class of off-CPU time outside lock waits, and the
     unexplained remainder, all in worker-equivalents (wait time / window).
@@ -126,30 +156,38 @@ def attribute(rec: RunRecord, ideal: float, speedup: float, lost_capacity: float
     worker that waits but has lost nothing), the unexplained part is 0 and
     `waits_exceed_loss` says so."""
     ws = sorted(waits(rec).values(), key=lambda w: -w.worker_equivalents)
-    items = []
-    for w in ws:
-        items.append({"name": w.name, "type": "lock" if w.type == "lock" else "nonlock",
-                      "class": (w.kind or "unknown") if w.type == "lock" else (w.lock_class or "other"),
-                      "tier": w.tier if w.type == "lock" else None,
-                      "worker_equivalents": w.worker_equivalents})
-    locks = [i for i in items if i["type"] == "lock"]
+    locks = [w for w in ws if w.is_lock]
     if len(locks) > MAX_ITEMS:
         rest = locks[MAX_ITEMS:]
-        items = [i for i in items if i not in rest]
-        items.append({"name": f"{len(rest)} other locks", "type": "lock", "class": "various", "tier": None,
-                      "worker_equivalents": sum(i["worker_equivalents"] for i in rest)})
-    total = sum(i["worker_equivalents"] for i in items)
-    for i in items:
-        i["share_of_loss"] = i["worker_equivalents"] / lost_capacity if lost_capacity > 0 else 0.0
-    return {"workers": rec.workers, "ideal": ideal, "speedup": speedup, "lost_capacity": lost_capacity,
-            "items": items, "explained": min(total, lost_capacity),
-            "unexplained": max(0.0, lost_capacity - total),
-            "waits_exceed_loss": total > lost_capacity,
-            "measured": bool(rec.probe.attached)}
+        ws = [w for w in ws if w not in rest] + [_other_locks(rest)]
+    total = sum(w.worker_equivalents for w in ws)
+    items = [AttributionItem(w, w.worker_equivalents / lost_capacity if lost_capacity > 0 else 0.0) for w in ws]
+    return Attribution(items, min(total, lost_capacity), max(0.0, lost_capacity - total),
+                       total > lost_capacity, bool(rec.probe.attached))
+
+
+@dataclass
+class WhatIfPoint:
+    workers: int
+    ops_per_sec: float
+    capped: bool                  # the bound met the ideal throughput
+
+
+@dataclass
+class WhatIf:
+    name: str                     # the wait removed (the root cause)
+    curve: list[WhatIfPoint]
+
+    FORMULA = ("X'(N) = X(N) * N / (N - we(N)), capped at the ideal X(1) * ideal(N); "
+               "we(N): worker-equivalents of the wait at N workers")
+
+    @property
+    def label(self) -> str:
+        return f"upper bound: {self.name} removed"
 
 
 def whatif(points: list[tuple[int, float, float, float]], name: str,
-           ideal_tput: list[float]) -> list[dict]:
+           ideal_tput: list[float]) -> WhatIf:
     """Upper bound of the curve with the wait `name` removed.
 
     points: (workers, ops_per_sec, workers' worth of time W, worker-equivalents
@@ -163,6 +201,5 @@ def whatif(points: list[tuple[int, float, float, float]], name: str,
     out = []
     for (w, x, cap_w, we), ideal in zip(points, ideal_tput):
         x2 = x * cap_w / (cap_w - we) if cap_w - we > 1e-9 else float("inf")
-        out.append({"workers": w, "ops_per_sec": min(x2, ideal) if ideal > 0 else x2,
-                    "capped": ideal > 0 and x2 > ideal})
-    return out
+        out.append(WhatIfPoint(w, min(x2, ideal) if ideal > 0 else x2, ideal > 0 and x2 > ideal))
+    return WhatIf(name, out)

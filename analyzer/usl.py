@@ -23,6 +23,13 @@ def usl(n, lam: float, alpha: float, beta: float):
 
 
 @dataclass
+class UslPoint:
+    workers: float
+    ops_per_sec: float
+    extrapolated: bool            # beyond the largest measured worker count
+
+
+@dataclass
 class UslFit:
     alpha: float
     beta: float
@@ -40,14 +47,12 @@ class UslFit:
     def predict(self, n: float) -> float:
         return float(usl(n, self.lam, self.alpha, self.beta))
 
-    def to_json(self) -> dict:
+    def curve(self) -> list[UslPoint]:
+        """The fitted curve, sampled from 1 to twice the largest measured
+        worker count (or past the peak), for figures and the JSON."""
         hi = max(2 * self.max_measured, 1.25 * self.peak_workers if self.peak_workers else 0.0)
         xs = [1 + (hi - 1) * i / (CURVE_SAMPLES - 1) for i in range(CURVE_SAMPLES)]
-        return {"alpha": self.alpha, "beta": self.beta, "lambda": self.lam, "r2": self.r2,
-                "points_used": self.points_used, "peak_workers": self.peak_workers,
-                "peak_throughput": self.peak_throughput, "peak_extrapolated": self.peak_extrapolated,
-                "curve": [{"workers": x, "ops_per_sec": self.predict(x), "extrapolated": x > self.max_measured}
-                          for x in xs]}
+        return [UslPoint(x, self.predict(x), x > self.max_measured) for x in xs]
 
 
 def fit(points: list[tuple[float, float]]) -> UslFit:
@@ -82,10 +87,7 @@ def fit(points: list[tuple[float, float]]) -> UslFit:
     return UslFit(float(alpha), float(beta), float(lam), r2, len(pts), float(n.max()), peak_n, peak_x)
 
 
-def fit_json(points: list[tuple[float, float, bool]]) -> dict:
-    """points: (workers, throughput, oversubscribed) -> the analysis JSON."""
-    usable = [(n, x) for n, x, over in points if not over]
-    try:
-        return fit(usable).to_json()
-    except ValueError as e:
-        return {"unavailable": str(e)}
+def fit_unsaturated(points: list[tuple[float, float, bool]]) -> UslFit:
+    """fit() over the points where every worker had a CPU; points: (workers,
+    throughput, oversubscribed)."""
+    return fit([(n, x) for n, x, over in points if not over])

@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from lockscope import atomicio, record, scratch, validate
+from lockscope import atomicio, record, scratch, textout, validate
 from lockscope.cliargs import build_parser, split_command
 from lockscope.errors import EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
 
@@ -31,65 +31,9 @@ def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
         json.dump(record.to_dict(rec), sys.stdout, indent=1)
         print()
     else:
-        print(summarize(rec))
+        print(textout.summarize(rec))
         print(f"record: {path}\nnext:   lockscope report {out}")
     return 0
-
-
-def summarize(rec) -> str:
-    on = f" on {rec.fs}" if rec.fs != "none" else ""
-    tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
-    lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
-             f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
-    if len(rec.per_worker) > 16:
-        ops = sorted(w.ops for w in rec.per_worker)
-        lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
-                     (f"; {sum(w.ran_out for w in rec.per_worker)} ran out" if any(w.ran_out for w in rec.per_worker)
-                      else ""))
-    elif rec.per_worker:
-        lines.append("per worker: " + ", ".join(f"{w.ops:,}" + (" (ran out)" if w.ran_out else "")
-                                                for w in rec.per_worker))
-    if rec.params:
-        lines.append("parameters: " + ", ".join(f"{k}={v}" for k, v in rec.params.items()))
-    if rec.latency:
-        lines.append("latency per operation (ops, p50 / p99 / max):")
-        for op, lat in rec.latency.items():
-            sampled = (f"  (timed: 1 op in {lat.count / lat.timed:.0f})"
-                       if lat.timed and lat.count > 1.5 * lat.timed else "")
-            lines.append(f"  {op:<8} {lat.count:>12,}  {_ns(lat.p50_ns)} / {_ns(lat.p99_ns)} / {_ns(lat.max_ns)}"
-                         + sampled)
-    elif len(rec.op_counts) > 1:
-        lines.append("ops per operation: " + ", ".join(f"{k} {v:,}" for k, v in rec.op_counts.items()))
-    if rec.timeseries:
-        lines.append(f"time series: {len(rec.timeseries)} intervals of {rec.interval_s:g} s, ops/s " +
-                     " ".join(f"{i.ops_per_sec:,.0f}" for i in rec.timeseries[:12]) +
-                     (" ..." if len(rec.timeseries) > 12 else ""))
-    c = rec.cpu
-    lines.append(f"CPU {','.join(map(str, c.cpus))}: user {c.user:.0%}  sys {c.sys:.0%}  idle {c.idle:.0%}  "
-                 f"iowait {c.iowait:.0%}  irq {c.irq:.0%}")
-    if not rec.probe.attached:
-        lines.append(f"locks: not measured ({rec.probe.reason})")
-    elif not rec.locks:
-        lines.append("locks: no contention recorded")
-    else:
-        lines.append("top locks (share of worker time waiting):")
-        for lk in rec.locks[:5]:
-            st = lk.stacks[0] if lk.stacks else None
-            where = f"  {' <- '.join(st.frames[:3])}" + (f" [{st.syscall}]" if st and st.syscall else "") if st else ""
-            inst = f"{lk.instances} instance{'s' if lk.instances != 1 else ''}"
-            lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
-    for w in rec.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)
-
-
-def _ns(ns: int) -> str:
-    """A latency for people: 850 ns, 12.3 us, 4.1 ms, 1.20 s."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
-    return f"{ns} ns"
 
 
 def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
@@ -110,7 +54,8 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from lockscope.analyzer.analyze import analyze, load_records, to_json
+    from lockscope.analyzer.analysis_json import to_json
+    from lockscope.analyzer.analyze import analyze, load_records
 
     exps = analyze(load_records(args.dir))
     if args.json:
@@ -118,64 +63,9 @@ def cmd_analyze(args) -> int:
         print()
         return 0
     for e in exps:
-        print(e.diagnosis)
-        for p in e.points:
-            top = p.waits[0] if p.waits else None
-            print(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
-                  f"efficiency {p.efficiency:4.0%}" +
-                  (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
-                  (f"  top wait: {top['name']} {top['wait_share']:.1%}" if top else ""))
-        for line in analysis_lines(e.extra, e.unit):
-            print(line)
+        print("\n".join(textout.experiment_lines(e)))
         print()
     return 0
-
-
-def analysis_lines(x: dict, unit: str) -> list[str]:
-    """The USL fit, attribution, what-if, time view and CPI of an experiment
-    (Experiment.extra), as text."""
-    out = []
-    u = x.get("usl") or {}
-    if "unavailable" in u:
-        out.append(f"  USL fit: unavailable: {u['unavailable']}")
-    elif u:
-        peak = (f"peak {u['peak_throughput']:,.0f} {unit} at {u['peak_workers']:.1f} workers"
-                + (" (extrapolated beyond the measured points)" if u["peak_extrapolated"] else "")
-                if u.get("peak_workers") is not None else "no peak (coherency beta = 0)")
-        out.append(f"  USL fit ({u['points_used']} points): alpha {u['alpha']:.4f}, beta {u['beta']:.5f}, "
-                   f"lambda {u['lambda']:,.0f} {unit}, R2 {u['r2']:.3f}; {peak}")
-    for a in x.get("attribution", []):
-        if a["lost_capacity"] <= 0:
-            continue             # nothing lost (the first point, or a perfectly scaling one)
-        items = [i for i in a["items"] if i["worker_equivalents"] >= 0.005][:4]
-        parts = [f"{i['name']} {i['worker_equivalents']:.2f}" +
-                 (f" ({i['share_of_loss']:.0%})" if a["lost_capacity"] > 0 else "") for i in items]
-        parts.append(f"unexplained {a['unexplained']:.2f}")
-        out.append(f"  lost capacity at {a['workers']}: {a['lost_capacity']:.2f} of {a['ideal']:g} workers = "
-                   + ", ".join(parts) + (" (the waits exceed the loss)" if a["waits_exceed_loss"] else ""))
-    w = x.get("whatif") or {}
-    if "unavailable" in w:
-        out.append(f"  what-if: unavailable: {w['unavailable']}")
-    elif w:
-        out.append(f"  what-if ({w['label']}): " + ", ".join(
-            f"{c['workers']}: {c['ops_per_sec']:,.0f}" + (" (ideal)" if c.get("capped") else "") for c in w["curve"])
-            + f" {unit}")
-    t = x.get("timeview") or {}
-    if "unavailable" in t:
-        out.append(f"  time view: unavailable: {t['unavailable']}")
-    elif t:
-        parts = [f"{s['name']} {min(s['wait_share']):.0%}..{max(s['wait_share']):.0%}"
-                 for s in t["series"] if s["wait_share"] and max(s["wait_share"]) >= 0.01][:3]
-        out.append(f"  time view at {t['workers']} workers ({len(t['t_s'])} intervals of {t['interval_s']:g} s), "
-                   "share of worker time per interval: " + ("; ".join(parts) or "no wait above 1%"))
-    cpi = x.get("cpi") or []
-    reasons = {c.get("unavailable") for c in cpi if "unavailable" in c}
-    if cpi and len(reasons) == 1 and all("unavailable" in c for c in cpi):
-        out.append(f"  CPI: unavailable: {reasons.pop()}")
-    elif cpi:
-        out.append("  CPI: " + ", ".join(f"{c['workers']}: {c['value']:.2f}" if "value" in c
-                                         else f"{c['workers']}: unavailable ({c['unavailable']})" for c in cpi))
-    return out
 
 
 def cmd_report(args) -> int:

@@ -6,7 +6,6 @@ and file system, or (--fs-a X --fs-b Y) file system X of A against Y of B.
 Output as text, JSON (`lockscope.compare/1`) or one offline HTML page."""
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -14,8 +13,10 @@ import jinja2
 
 from lockscope import __version__
 from lockscope.analyzer import attribution
-from lockscope.analyzer.analyze import Experiment, analyze, load_records
+from lockscope.analyzer.analyze import analyze, load_records
+from lockscope.analyzer.results import Experiment
 from lockscope.errors import UsageError
+from lockscope.reports import templating
 
 COMPARE_SCHEMA = "lockscope.compare/1"
 TOP_WAITS = 10
@@ -63,8 +64,7 @@ def compare_pair(a: Experiment, b: Experiment) -> dict:
         for side, rec, fs in (("a", ra[w], a.fs), ("b", rb[w], b.fs)):
             for name, wt in attribution.waits(rec).items():
                 k = _norm(name, fs)
-                entry = waits.setdefault(k, {"name": name, "type": "lock" if wt.type == "lock" else "nonlock",
-                                             "points": {}})
+                entry = waits.setdefault(k, {"name": name, "type": wt.type, "points": {}})
                 entry["points"].setdefault(w, {"workers": w, "a": 0.0, "b": 0.0})[side] = wt.wait_share
     rows = []
     for k, entry in waits.items():
@@ -78,13 +78,15 @@ def compare_pair(a: Experiment, b: Experiment) -> dict:
                      "max_abs_delta": max(abs(p["delta"]) for p in pts)})
     rows.sort(key=lambda r: -r["max_abs_delta"])
     def cause(e):
-        return None if not e.root_cause else {k: e.root_cause[k] for k in ("name", "wait_share", "explained_share")}
+        rc = e.root_cause
+        return None if not rc else {"name": rc.wait.name, "wait_share": rc.wait.wait_share,
+                                    "explained_share": rc.explained_share}
     return {"workload": a.workload, "fs_a": a.fs, "fs_b": b.fs, "unit": a.unit, "unit_b": b.unit,
             "workers": common,
             "only_a": sorted(set(pa) - set(pb)), "only_b": sorted(set(pb) - set(pa)),
             "curve": curve,
-            "collapse_a": a.collapse["workers"] if a.collapse else None,
-            "collapse_b": b.collapse["workers"] if b.collapse else None,
+            "collapse_a": a.collapse.workers if a.collapse else None,
+            "collapse_b": b.collapse.workers if b.collapse else None,
             "root_cause_a": cause(a), "root_cause_b": cause(b),
             "waits": rows[:TOP_WAITS]}
 
@@ -138,35 +140,10 @@ def render_text(doc: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _curve_svg(e: dict) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 8, "svg.hashsalt": "lockscope"})
-    fig, ax = plt.subplots(figsize=(3.6, 2.2))
-    w = [c["workers"] for c in e["curve"]]
-    ax.plot(w, [c["a"] for c in e["curve"]], "o-", color="#4c78a8", ms=3, label="A")
-    ax.plot(w, [c["b"] for c in e["curve"]], "s-", color="#e45756", ms=3, label="B")
-    ax.set_xticks(w)
-    ax.set_xlabel("workers")
-    ax.set_ylim(bottom=0)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-    ax.legend(frameon=False)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
-
-
 def render_html(doc: dict) -> str:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"
+    env = templating.environment()
     env.filters["spct"] = _pct
-    env.filters["num"] = lambda x: "-" if x is None else f"{x:,.0f}"
-    figs = [jinja2.utils.markupsafe.Markup(_curve_svg(e)) for e in doc["experiments"]]
+    from lockscope.reports import figures      # matplotlib: only for the page
+
+    figs = [jinja2.utils.markupsafe.Markup(figures.compare_curves(e)) for e in doc["experiments"]]
     return env.get_template("compare.html.j2").render(doc=doc, figs=figs, version=__version__)

@@ -9,21 +9,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import matplotlib
+from lockscope import atomicio
+from lockscope.analyzer.analysis_json import to_json
+from lockscope.analyzer.analyze import analyze, load_records
+from lockscope.analyzer.results import Experiment
+from lockscope.reports import figures, filenames
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from lockscope import atomicio  # noqa: E402
-
-from lockscope.analyzer.analyze import Experiment, analyze, load_records, to_json  # noqa: E402
-
-PALETTE = ["#e45756", "#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d", "#72b7b2", "#bab0ac"]
-TABLE_COLUMNS = ["workload", "fs", "collapse_workers", "speedup", "efficiency", "root_cause", "kind", "tier",
-                 "wait_share", "explained_share"]
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
@@ -31,33 +25,43 @@ _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$"
 
 # ---- the bottleneck table ----------------------------------------------------
 
-def bottleneck_rows(exps: list[Experiment]) -> list[dict]:
-    """One row per experiment; the collapse columns are empty when it scales."""
-    rows = []
-    for e in exps:
-        c, rc = e.collapse, e.root_cause
-        at = next((p for p in e.points if c and p.workers == c["workers"]), None)
-        rows.append({
-            "workload": e.workload, "fs": e.fs,
-            "collapse_workers": c["workers"] if c else None,
-            "speedup": at.speedup if at else None,
-            "efficiency": at.efficiency if at else None,
-            "root_cause": rc["name"] if rc else None,
-            "kind": rc.get("kind") if rc else None,
-            "tier": rc.get("tier") if rc else None,
-            "wait_share": rc["wait_share"] if rc else None,
-            "explained_share": rc["explained_share"] if rc else None,
-        })
-    return rows
+@dataclass
+class BottleneckRow:
+    """One experiment; the collapse columns are empty (None) when it scales."""
+    workload: str
+    fs: str
+    collapse_workers: int | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    root_cause: str | None = None
+    kind: str | None = None
+    tier: str | None = None
+    wait_share: float | None = None
+    explained_share: float | None = None
 
 
-def to_csv(rows: list[dict]) -> str:
+TABLE_COLUMNS = [f.name for f in fields(BottleneckRow)]
+
+
+def bottleneck_row(e: Experiment) -> BottleneckRow:
+    row = BottleneckRow(e.workload, e.fs)
+    if e.collapse:
+        at = e.point(e.collapse.workers)
+        row.collapse_workers, row.speedup, row.efficiency = e.collapse.workers, at.speedup, at.efficiency
+    if e.root_cause:
+        w = e.root_cause.wait
+        row.root_cause, row.kind, row.tier, row.wait_share = w.name, w.kind, w.tier, w.wait_share
+        row.explained_share = e.root_cause.explained_share
+    return row
+
+
+def to_csv(rows: list[BottleneckRow]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if r[k] is None else (f"{r[k]:.4f}" if isinstance(r[k], float) else r[k]))
-                    for k in TABLE_COLUMNS})
+        w.writerow({k: ("" if v is None else (f"{v:.4f}" if isinstance(v, float) else v))
+                    for k, v in asdict(r).items()})
     return buf.getvalue()
 
 
@@ -65,7 +69,7 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
 
 
-def to_latex(rows: list[dict], caption: str = "Scalability bottlenecks found by lockscope.",
+def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks found by lockscope.",
              label: str = "tab:lockscope-bottlenecks") -> str:
     """A booktabs table (\\usepackage{booktabs}); every string escaped."""
     def pct(x):
@@ -75,102 +79,30 @@ def to_latex(rows: list[dict], caption: str = "Scalability bottlenecks found by 
              r"\begin{tabular}{llrrlr}", r"\toprule",
              r"Workload & FS & Collapse & Speedup & Root-cause lock & Explained \\", r"\midrule"]
     for r in rows:
-        collapse = "--" if r["collapse_workers"] is None else f"{r['collapse_workers']}"
-        speed = "--" if r["speedup"] is None else f"{r['speedup']:.2f}"
-        cause = "--" if r["root_cause"] is None else (
-            latex_escape(r["root_cause"]) + (f" ({latex_escape(r['kind'])}, {latex_escape(r['tier'])})"
-                                             if r["kind"] and r["tier"] else ""))
-        lines.append(f"{latex_escape(r['workload'])} & {latex_escape(r['fs'])} & {collapse} & {speed} & "
-                     f"{cause} & {pct(r['explained_share'])} \\\\")
+        collapse = "--" if r.collapse_workers is None else f"{r.collapse_workers}"
+        speed = "--" if r.speedup is None else f"{r.speedup:.2f}"
+        cause = "--" if r.root_cause is None else (
+            latex_escape(r.root_cause) + (f" ({latex_escape(r.kind)}, {latex_escape(r.tier)})"
+                                          if r.kind and r.tier else ""))
+        lines.append(f"{latex_escape(r.workload)} & {latex_escape(r.fs)} & {collapse} & {speed} & "
+                     f"{cause} & {pct(r.explained_share)} \\\\")
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{latex_escape(caption)}}}",
               f"\\label{{{latex_escape(label)}}}", r"\end{table}", ""]
     return "\n".join(lines)
 
 
-# ---- figures -----------------------------------------------------------------
-
-def _style() -> None:
-    plt.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "font.size": 8,
-                         "axes.spines.top": False, "axes.spines.right": False, "svg.hashsalt": "lockscope"})
-
-
-def throughput_figure(exp: Experiment):
-    """Measured throughput, ideal scaling, the USL fit (dotted where it
-    extrapolates), the collapse point."""
-    _style()
-    pts = exp.points
-    w = [p.workers for p in pts]
-    fig, ax = plt.subplots(figsize=(3.3, 2.2))
-    if pts and pts[0].ops_per_sec > 0 and pts[0].ideal:
-        per = pts[0].ops_per_sec / pts[0].ideal
-        ax.plot(w, [per * p.ideal for p in pts], "--", color="#999999", lw=1, label="ideal")
-    ax.plot(w, [p.ops_per_sec for p in pts], "o-", color="#4c78a8", ms=3, lw=1.2, label="measured")
-    u = exp.extra.get("usl") or {}
-    if u.get("curve"):
-        inside = [c for c in u["curve"] if not c["extrapolated"]]
-        beyond = [c for c in u["curve"] if c["extrapolated"]]
-        ax.plot([c["workers"] for c in inside], [c["ops_per_sec"] for c in inside], "-", color="#54a24b", lw=1,
-                label=f"USL fit (R$^2$ {u['r2']:.2f})")
-        if beyond:
-            ax.plot([c["workers"] for c in beyond], [c["ops_per_sec"] for c in beyond], ":", color="#54a24b", lw=1,
-                    label="USL extrapolated")
-    wi = exp.extra.get("whatif") or {}
-    if wi.get("curve"):
-        ax.plot([c["workers"] for c in wi["curve"]], [c["ops_per_sec"] for c in wi["curve"]], "^:", ms=3,
-                color="#f58518", lw=1, label="upper bound without the root cause")
-    if exp.collapse:
-        ax.axvline(exp.collapse["workers"], color="#e45756", lw=0.8, ls=":")
-    ax.set_xlabel("workers")
-    ax.set_ylabel(exp.unit)
-    ax.set_ylim(bottom=0)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-    ax.set_title(f"{exp.workload}" + (f" on {exp.fs}" if exp.fs != "none" else ""), fontsize=8)
-    ax.legend(frameon=False, fontsize=6)
-    return fig
-
-
-def lock_share_figure(exp: Experiment, top: int = 5):
-    """Share of worker time in each of the heaviest waits, per point, stacked."""
-    _style()
-    pts = exp.points
-    totals: dict[str, float] = {}
-    for p in pts:
-        for wt in p.waits:
-            totals[wt["name"]] = totals.get(wt["name"], 0.0) + wt["wait_share"]
-    names = sorted(totals, key=lambda n: -totals[n])[:top]
-    fig, ax = plt.subplots(figsize=(3.3, 2.4))
-    labels = [str(p.workers) for p in pts]
-    bottom = [0.0] * len(pts)
-    for i, name in enumerate(names):
-        vals = [100 * next((wt["wait_share"] for wt in p.waits if wt["name"] == name), 0.0) for p in pts]
-        short = name if len(name) <= 52 else name[:49] + "..."
-        ax.bar(labels, vals, bottom=bottom, color=PALETTE[i % len(PALETTE)], label=short, width=0.6)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xlabel("workers")
-    ax.set_ylabel("% of worker time waiting")
-    ax.set_ylim(0, max(5.0, max(bottom, default=0) * 1.15))
-    if names:
-        ax.legend(frameon=False, fontsize=5.5, bbox_to_anchor=(0.0, -0.28), loc="upper left")
-    return fig
-
-
 # ---- writing -----------------------------------------------------------------
 
-def _save_figure(fig, base: Path) -> list[Path]:
+def _write_figures(e: Experiment, out_dir: Path) -> list[Path]:
+    """The experiment's throughput and lock-share figures, PDF and SVG each."""
+    base = filenames.experiment(e.workload, e.fs, filenames.EXPORT)
     out = []
-    for fmt in ("pdf", "svg"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, bbox_inches="tight",
-                    metadata={"CreationDate": None} if fmt == "pdf" else {"Date": None})
-        path = base.with_suffix("." + fmt)
-        atomicio.write_bytes(path, buf.getvalue())
-        out.append(path)
-    plt.close(fig)
+    for what, files in (("throughput", figures.paper_throughput(e)), ("lockshare", figures.paper_lock_share(e))):
+        for fmt, data in files.items():
+            path = out_dir / "figures" / f"{base}-{what}.{fmt}"
+            atomicio.write_bytes(path, data)
+            out.append(path)
     return out
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60] or "x"
 
 
 def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
@@ -180,10 +112,8 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     exps = analyze(records)
     written: list[Path] = []
     for e in exps:
-        base = out_dir / "figures" / f"{_slug(e.workload)}-{_slug(e.fs)}"
-        written += _save_figure(throughput_figure(e), base.with_name(base.name + "-throughput"))
-        written += _save_figure(lock_share_figure(e), base.with_name(base.name + "-lockshare"))
-    rows = bottleneck_rows(exps)
+        written += _write_figures(e, out_dir)
+    rows = [bottleneck_row(e) for e in exps]
     for name, text in (("bottlenecks.csv", to_csv(rows)), ("bottlenecks.tex", to_latex(rows)),
                        ("analysis.json", json.dumps(to_json(exps), indent=1) + "\n")):
         atomicio.write_bytes(out_dir / name, text.encode())

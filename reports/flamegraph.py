@@ -17,7 +17,7 @@ from pathlib import Path
 from lockscope import atomicio
 
 from lockscope.analyzer import folded
-from lockscope.analyzer.analyze import Experiment
+from lockscope.analyzer.results import Experiment
 from lockscope.record import RunRecord
 
 RENDERER = "inferno-flamegraph"
@@ -70,7 +70,7 @@ def points_for(exp: Experiment) -> list[tuple[str, RunRecord]]:
         return []
     out = []
     if exp.collapse:
-        main = next((r for r in recs if r.workers == exp.collapse["workers"]), recs[-1])
+        main = next((r for r in recs if r.workers == exp.collapse.workers), recs[-1])
         out.append(("collapse point", main))
     else:
         main = recs[-1]
@@ -99,10 +99,6 @@ def render_svg(folded_text: str, title: str, unit: str, colors: str, exe: Path) 
     return p.stdout, None
 
 
-def slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._") or "x"
-
-
 def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
           find: bool = True) -> list[PointGraphs]:
     """Write the folded stacks and flame graphs of an experiment into
@@ -110,7 +106,7 @@ def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
     exe = exe or (renderer() if find else None)
     fdir = Path(out_dir) / "flame"
     fdir.mkdir(parents=True, exist_ok=True)
-    on = exp.workload + (f" on {exp.fs}" if exp.fs != "none" else "")
+    on = exp.title
     result = []
     for role, rec in points_for(exp):
         pg = PointGraphs(rec.workers, role, rec.id)

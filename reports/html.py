@@ -12,19 +12,18 @@
 Offline: figures are inline SVG, no scripts or styles from elsewhere (flame
 graphs carry their own script in their own SVG document). Every string from
 the system is escaped (Jinja2 autoescape; matplotlib and inferno escape the
-text of their SVGs). Analysis keys a given lockscope analyze does not
-compute are shown as "not available: <reason>"."""
+text of their SVGs). A part of the analysis that could not be computed is
+shown as "not available: <reason>"."""
 from __future__ import annotations
 
 import datetime
 from pathlib import Path
 
-import jinja2
-
 from lockscope import __version__, atomicio, record
 from lockscope.analyzer import scaling
-from lockscope.analyzer.analyze import Experiment, analyze, load_records
-from lockscope.reports import figures, flamegraph
+from lockscope.analyzer.analyze import analyze, load_records
+from lockscope.analyzer.results import Experiment
+from lockscope.reports import figures, filenames, flamegraph, templating
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",
@@ -32,85 +31,24 @@ TIER_HELP = {
     "site": "lock type and the first function outside the locking code",
 }
 TOP_LOCKS = 10
-NOT_COMPUTED = "this version of lockscope analyze does not compute it"
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"
-    env.filters["num"] = lambda x: "-" if x is None else f"{x:,.0f}"
-    env.filters["f2"] = lambda x: "-" if x is None else f"{x:.2f}"
-    env.filters["ms"] = lambda ns: f"{(ns or 0) / 1e6:,.2f} ms"
-    env.filters["us"] = lambda ns: f"{(ns or 0) / 1e3:,.1f} µs"
-    env.filters["plural"] = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
-    return env
-
-
-def unavailable(data: dict, key: str) -> str | None:
-    """Why the analysis key is not there to show, or None when it is."""
-    v = data.get(key)
-    if v is None:
-        return NOT_COMPUTED
-    if isinstance(v, dict) and "unavailable" in v:
-        return str(v["unavailable"])
-    if isinstance(v, list) and not v:
-        return "no points"
-    return None
-
-
-def _per_point(data: dict, key: str) -> dict[int, dict]:
-    v = data.get(key)
-    return {int(x["workers"]): x for x in v} if isinstance(v, list) else {}
-
-
-def _cpi(data: dict, exp: Experiment) -> dict[int, dict]:
-    """CPI per point: the analysis's, else what the record says."""
-    out = _per_point(data, "cpi")
-    for rec in exp.records:
-        if rec.workers not in out:
-            c = rec.cpi
-            if c.available and c.value is not None:
-                out[rec.workers] = {"workers": rec.workers, "value": c.value}
-            else:
-                out[rec.workers] = {"workers": rec.workers, "unavailable": c.reason or "not measured"}
-    return out
 
 
 def page_name(exp: Experiment) -> str:
-    return f"{flamegraph.slug(exp.workload)}-{flamegraph.slug(exp.fs)}"
+    return filenames.experiment(exp.workload, exp.fs, filenames.PAGE)
 
 
 def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
-    data = exp.to_json()
-    usl = data.get("usl")
-    att = data.get("attribution") if isinstance(data.get("attribution"), list) else None
-    att_at = None
-    if att:
-        want = exp.collapse["workers"] if exp.collapse else att[-1]["workers"]
-        att_at = next((a for a in att if a["workers"] == want), att[-1])
     return {
-        "exp": exp, "data": data, "page": f"{name}.html", "name": name,
-        "title": exp.workload + (f" on {exp.fs}" if exp.fs != "none" else ""),
-        "small": figures.throughput(exp, small=True, usl=usl),
-        "throughput": figures.throughput(exp, usl=usl),
+        "exp": exp, "page": f"{name}.html", "name": name, "title": exp.title,
+        "small": figures.throughput(exp, small=True),
+        "throughput": figures.throughput(exp),
         "cpu": figures.cpu_breakdown(exp),
         "locks": figures.lock_share(exp),
-        "usl": usl if not unavailable(data, "usl") else None,
-        "usl_missing": unavailable(data, "usl"),
-        "whatif": figures.whatif(exp, data.get("whatif")),
-        "whatif_data": data.get("whatif") if not unavailable(data, "whatif") else None,
-        "whatif_missing": unavailable(data, "whatif"),
-        "attribution": figures.attribution(exp, att),
-        "attribution_at": att_at,
-        "attribution_missing": unavailable(data, "attribution"),
-        "timeview": figures.timeview(data.get("timeview")),
-        "timeview_data": data.get("timeview") if not unavailable(data, "timeview") else None,
-        "timeview_missing": unavailable(data, "timeview"),
-        "cpi": _cpi(data, exp),
-        "named": _per_point(data, "named_share"),
-        "named_missing": unavailable(data, "named_share"),
+        "whatif": figures.whatif(exp),
+        "attribution": figures.attribution(exp),
+        "attribution_at": exp.focus() if exp.points else None,
+        "attribution_missing": None if exp.points else "no points",
+        "timeview": figures.timeview(exp.timeview),
         "flames": flamegraph.write(exp, out_dir, name, exe=renderer, find=False),
     }
 
@@ -135,10 +73,10 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
         names.append(n if n not in names else f"{n}-{len(names)}")
     views = [_view(e, out_dir, renderer, n) for e, n in zip(exps, names)]
     first = exps[0].records[0] if exps and exps[0].records else None
-    common = {**_common(), "host": record.to_dict(first.host) if first else {},
+    common = {**_common(), "host": first.host if first else record.Host(),
               "sweep": Path(results_dir).resolve().name, "views": views,
               "renderer_missing": None if renderer else flamegraph.MISSING}
-    env = _env()
+    env = templating.environment()
     for v in views:
         atomicio.write_text(out_dir / v["page"], env.get_template("experiment.html.j2").render(
             **common, v=v, title=f"{v['title']}: lockscope report {common['sweep']}"))

@@ -6,7 +6,8 @@ import pytest
 
 from conftest import DATA, load
 from lockscope.analyzer import attribution, scaling
-from lockscope.analyzer.analyze import analyze, load_records, to_json
+from lockscope.analyzer.analysis_json import to_json
+from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.errors import UsageError
 
 
@@ -54,11 +55,11 @@ def test_root_cause_of_mwrm_is_the_rename_mutex_and_explains_its_share():
     one, two = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w1"), load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     pts = scaling.curve([(1, one.ops_per_sec, 2), (2, two.ops_per_sec, 2)])
     rc = attribution.root_cause(one, two, pts[0].lost_capacity, pts[1].lost_capacity)
-    assert rc.name == "sb->s_vfs_rename_mutex of tmpfs at <scratch>" and rc.type == "lock"
+    assert rc.wait.name == "sb->s_vfs_rename_mutex of tmpfs at <scratch>" and rc.wait.type == attribution.LOCK
     waits = attribution.waits(two)
-    we = waits[rc.name].worker_equivalents
+    we = waits[rc.wait.name].worker_equivalents
     assert we == pytest.approx(two.locks[0].wait_ns / (two.probe.window_s * 1e9))
-    before = attribution.waits(one).get(rc.name)
+    before = attribution.waits(one).get(rc.wait.name)
     assert rc.growth == pytest.approx(we - (before.worker_equivalents if before else 0))
     gained = pts[1].lost_capacity - pts[0].lost_capacity
     assert rc.explained_share_raw == pytest.approx(rc.growth / gained)
@@ -69,7 +70,7 @@ def test_root_cause_of_mwrm_is_the_rename_mutex_and_explains_its_share():
 def test_waits_exclude_off_cpu_time_inside_lock_waits():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     waits = attribution.waits(rec)
-    non_lock = sum(w.wait_ns for w in waits.values() if w.type == "wait")
+    non_lock = sum(w.wait_ns for w in waits.values() if w.type == attribution.NONLOCK)
     expected = sum(o.wait_ns for o in rec.offcpu if o.wait_class != "lock")
     assert non_lock == expected
 

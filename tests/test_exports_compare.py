@@ -55,9 +55,7 @@ def test_latex_escapes_every_special_character():
     assert exports.latex_escape(r"a_b&c%d$e#f{g}h~i^j\k<l>m|") == (
         r"a\_b\&c\%d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k\textless{}l"
         r"\textgreater{}m\textbar{}")
-    rows = [{"workload": "my_bench", "fs": "ext4", "collapse_workers": None, "speedup": None, "efficiency": None,
-             "root_cause": None, "kind": None, "tier": None, "wait_share": None, "explained_share": None}]
-    tex = exports.to_latex(rows)
+    tex = exports.to_latex([exports.BottleneckRow("my_bench", "ext4")])
     assert r"my\_bench & ext4 & -- & -- & -- & -- \\" in tex
 
 
@@ -118,3 +116,14 @@ def test_compare_html_is_offline_and_escaped(tmp_path):
     assert (tmp_path / "c.html").read_text().startswith("<!DOCTYPE html>")
     assert r.stdout == render_text(compare(DATA / "mwrm_mmap_tmpfs", DATA / "series_mwrm")) + \
         f"page: {tmp_path / 'c.html'}\n"
+
+
+def test_figures_leave_the_global_matplotlib_settings_alone():
+    import matplotlib
+    from lockscope.analyzer.analyze import analyze, load_records
+    from lockscope.reports import figures
+    before = dict(matplotlib.rcParams)
+    e = analyze(load_records(DATA / "mwrm_mmap_tmpfs"))[0]
+    assert "<svg" in figures.throughput(e) and "<svg" in figures.cpu_breakdown(e)
+    assert set(figures.paper_throughput(e)) == {"pdf", "svg"}
+    assert dict(matplotlib.rcParams) == before

@@ -9,7 +9,8 @@ import pytest
 from conftest import DATA, load
 from lockscope import hwcounters
 from lockscope.analyzer import attribution, timeview, usl
-from lockscope.analyzer.analyze import analyze, load_records, to_json
+from lockscope.analyzer.analysis_json import to_json
+from lockscope.analyzer.analyze import analyze, load_records
 
 ALL_DATA = ["mwrm_mmap_tmpfs", "shared_tmpfs", "series_mwrm"]
 
@@ -31,11 +32,11 @@ def test_usl_fit_recovers_known_alpha_beta_and_peak():
 
 def test_usl_peak_beyond_the_measured_points_is_marked_extrapolated():
     pts = [(n, usl.usl(n, 500.0, 0.1, 0.004)) for n in (1, 2, 3, 4, 6)]
-    doc = usl.fit(pts).to_json()
-    assert doc["peak_workers"] == pytest.approx(math.sqrt(0.9 / 0.004), rel=1e-3)   # 15 > 6
-    assert doc["peak_extrapolated"] is True
-    assert all(c["extrapolated"] == (c["workers"] > 6) for c in doc["curve"])
-    assert doc["curve"][-1]["workers"] > doc["peak_workers"]
+    f = usl.fit(pts)
+    assert f.peak_workers == pytest.approx(math.sqrt(0.9 / 0.004), rel=1e-3)   # 15 > 6
+    assert f.peak_extrapolated is True
+    assert all(c.extrapolated == (c.workers > 6) for c in f.curve())
+    assert f.curve()[-1].workers > f.peak_workers
 
 
 def test_usl_fit_with_noise_stays_close():
@@ -55,7 +56,8 @@ def test_usl_is_unavailable_with_the_reason_on_recorded_two_point_curves():
 
 def test_usl_leaves_out_oversubscribed_points():
     # 4 workers on 2 CPUs: the plateau is the CPU limit, not contention
-    assert "2 measured" in usl.fit_json([(1, 100, False), (2, 190, False), (4, 190, True)])["unavailable"]
+    with pytest.raises(ValueError, match="2 measured"):
+        usl.fit_unsaturated([(1, 100, False), (2, 190, False), (4, 190, True)])
 
 
 # ---- attribution -------------------------------------------------------------
@@ -77,17 +79,18 @@ def test_attribution_counts_off_cpu_time_inside_lock_waits_once():
     rec = load("mwrm_mmap_tmpfs/mmap-none-w2")
     in_lock = sum(o.wait_ns for o in rec.offcpu if o.in_lock_wait)
     assert in_lock > 0.02 * 1e9 * rec.probe.window_s        # the record has such time: the test means something
-    a = attribution.attribute(rec, 2.0, 0.5, 1.5)
+    a = attribution.attribute(rec, 1.5)
     window = rec.probe.window_s * 1e9
     locks = sum(lk.wait_ns for lk in rec.locks) / window
     nonlock = sum(o.wait_ns for o in rec.offcpu if not o.in_lock_wait) / window
-    assert sum(i["worker_equivalents"] for i in a["items"] if i["type"] == "lock") == pytest.approx(locks)
-    assert sum(i["worker_equivalents"] for i in a["items"] if i["type"] == "nonlock") == pytest.approx(nonlock)
-    assert {i["class"] for i in a["items"] if i["type"] == "nonlock"} <= {"preempted", "blocked", "sleep", "exit",
-                                                                        "other"} | _stack_classes()
-    mmap_lock = next(i for i in a["items"] if i["name"].startswith("mm->mmap_lock"))
-    assert mmap_lock["class"] == "rwsem" and mmap_lock["tier"] == "verified"
-    assert mmap_lock["share_of_loss"] == pytest.approx(mmap_lock["worker_equivalents"] / 1.5)
+    waits = [i.wait for i in a.items]
+    assert sum(w.worker_equivalents for w in waits if w.type == attribution.LOCK) == pytest.approx(locks)
+    assert sum(w.worker_equivalents for w in waits if w.type == attribution.NONLOCK) == pytest.approx(nonlock)
+    assert {w.category for w in waits if not w.is_lock} <= {"preempted", "blocked", "sleep", "exit",
+                                                            "other"} | _stack_classes()
+    mmap_lock = next(i for i in a.items if i.wait.name.startswith("mm->mmap_lock"))
+    assert mmap_lock.wait.category == "rwsem" and mmap_lock.wait.tier == "verified"
+    assert mmap_lock.share_of_loss == pytest.approx(mmap_lock.wait.worker_equivalents / 1.5)
 
 
 def _stack_classes() -> set:

@@ -138,53 +138,40 @@ def test_report_of_a_missing_directory_fails_cleanly(tmp_path):
     assert "does not exist" in p.stderr and "Traceback" not in p.stderr
 
 
-def contract_keys(exp):
-    """The keys lockscope.analysis/1 adds (CONTRACT: usl, attribution,
-    whatif, timeview, cpi, named_share), built from the recorded points:
-    a USL curve of known parameters, and the waits of each point."""
-    from lockscope.analyzer import attribution
+def with_every_part(exp):
+    """The experiment with each optional part of the analysis (usl,
+    attribution, whatif, timeview, cpi, named share) made from the recorded
+    points: a USL curve of known parameters, the waits of each point."""
+    from lockscope.analyzer import attribution, usl
+    from lockscope.analyzer.results import TimeSeries, TimeView, Unavailable
     a, b, lam = 0.3, 0.05, exp.points[0].ops_per_sec
-
-    def x(n):
-        return lam * n / (1 + a * (n - 1) + b * n * (n - 1))
     last = exp.points[-1].workers
-    att = []
+    exp.usl = usl.UslFit(a, b, lam, 0.987, len(exp.points), float(last), 4.0, usl.usl(4.0, lam, a, b))
     for p, rec in zip(exp.points, exp.records):
-        ws = sorted(attribution.waits(rec).values(), key=lambda w: -w.worker_equivalents)[:4]
-        items = [{"name": w.name, "type": "lock" if w.type == "lock" else "nonlock", "class": w.kind or "wait",
-                  "tier": w.tier, "worker_equivalents": w.worker_equivalents,
-                  "share_of_loss": w.worker_equivalents / p.lost_capacity if p.lost_capacity else 0.0} for w in ws]
-        att.append({"workers": p.workers, "ideal": p.ideal, "speedup": p.speedup, "lost_capacity": p.lost_capacity,
-                    "items": items,
-                    "unexplained": max(0.0, p.lost_capacity - sum(i["worker_equivalents"] for i in items))})
+        p.attribution = attribution.attribute(rec, p.lost_capacity)
+        p.cpi = Unavailable("no hardware counters (test)")
+        p.named_share = 0.97
     name = exp.records[-1].locks[0].name
-    return {
-        "usl": {"alpha": a, "beta": b, "lambda": lam, "r2": 0.987, "points_used": len(exp.points),
-                "peak_workers": 4.0, "peak_throughput": x(4), "peak_extrapolated": True,
-                "curve": [{"workers": n / 4, "ops_per_sec": x(n / 4), "extrapolated": n / 4 > last}
-                          for n in range(4, 25)]},
-        "attribution": att,
-        "whatif": {"label": f"upper bound: {name} removed", "name": name,
-                   "curve": [{"workers": p.workers, "ops_per_sec": p.ops_per_sec * (1 + p.lost_capacity / p.ideal)}
-                             for p in exp.points]},
-        "timeview": {"workers": last, "interval_s": 0.1, "t_s": [(i + 1) / 10 for i in range(20)],
-                     "series": [{"name": name, "wait_share": [0.2 + 0.1 * (i % 5 == 0) for i in range(20)]},
-                                {"name": "<b>other</b>", "wait_share": [0.01] * 20}]},
-        "cpi": [{"workers": p.workers, "unavailable": "no hardware counters (test)"} for p in exp.points],
-        "named_share": [{"workers": p.workers, "share": 0.97} for p in exp.points],
-    }
+    exp.whatif = attribution.WhatIf(name, [
+        attribution.WhatIfPoint(p.workers, p.ops_per_sec * (1 + p.lost_capacity / p.ideal), False)
+        for p in exp.points])
+    exp.timeview = TimeView(last, 0.1, [(i + 1) / 10 for i in range(20)],
+                            [TimeSeries(name, attribution.LOCK, [0.2 + 0.1 * (i % 5 == 0) for i in range(20)]),
+                             TimeSeries("<b>other</b>", attribution.NONLOCK, [0.01] * 20)], False)
+    return exp
 
 
-def test_analysis_contract_keys_are_drawn(tmp_path, monkeypatch):
-    from lockscope.analyzer.analyze import Experiment
+def test_every_part_of_the_analysis_is_drawn(tmp_path, monkeypatch):
     from lockscope.reports import html
-    plain = Experiment.to_json
-    monkeypatch.setattr(Experiment, "to_json", lambda self: {**plain(self), **contract_keys(self)})
+    plain = html.analyze
+    monkeypatch.setattr(html, "analyze", lambda recs: [with_every_part(e) for e in plain(recs)])
     index = html.write_report(DATA / "mwrm_mmap_tmpfs", tmp_path / "report")
     page = (index.parent / "MWRM-tmpfs.html").read_text()
     for fig in ("fig-throughput", "fig-whatif", "fig-attribution", "fig-timeview"):
         assert re.search(rf'<figure id="{fig}"><svg', page), fig
-    assert "not available: this version" not in page
+    for part in ("USL fit", "What-if", "Attribution", "Time view"):
+        assert f"{part}: not available" not in page, part
+    assert "Named share: the share of lock wait" in page
     assert "USL extrapolated" in page and "R² 0.987" in page          # legend of the fit
     assert "(extrapolated: beyond the largest measured worker count)" in page
     assert "upper bound: sb-&gt;s_vfs_rename_mutex of tmpfs at &lt;scratch&gt; removed" in page
@@ -204,3 +191,33 @@ def test_flame_graph_points_are_the_collapse_and_one_worker_or_the_last(tmp_path
     assert [g.reason for g in graphs[0].graphs] == [flamegraph.MISSING] * 3
     assert sorted(p.name for p in (tmp_path / "flame").iterdir()) == [
         "DWOM-tmpfs-w2-cpu.folded", "DWOM-tmpfs-w2-lockwait.folded", "DWOM-tmpfs-w2-offcpu.folded"]
+
+
+ODD_NAMES = ["DWOM<i>", "._hidden_", "my bench!", "wéird", "a" * 70 + "$x$", "--", "", "_", "x.y-z_1",
+             "<>"]
+
+
+def test_one_slug_keeps_the_file_names_of_pages_and_exports():
+    """The two rules the page (and flame graph) and export file names were
+    made with before they shared one function."""
+    import re
+    from lockscope import scratch, workloads
+    from lockscope.reports import filenames
+
+    def page_before(s):
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("._") or "x"
+
+    def export_before(s):
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:60] or "x"
+
+    try:
+        catalog = list(workloads.catalog())
+    except Exception:                      # the workload driver is not built
+        catalog = ["MWRM", "DRBL_DIO", "mdtest_shared", "mmap", "PMUTEX"]
+    for name in catalog + list(scratch.FS_SETUPS) + ["none"]:
+        assert filenames.slug(name, filenames.PAGE) == filenames.slug(name, filenames.EXPORT) == name
+    for name in ODD_NAMES:
+        assert filenames.slug(name, filenames.PAGE) == page_before(name), name
+        assert filenames.slug(name, filenames.EXPORT) == export_before(name), name
+    assert filenames.experiment("DWOM<i>", "tmpfs", filenames.PAGE) == "DWOM_i-tmpfs"
+    assert filenames.experiment("DWOM<i>", "tmpfs", filenames.EXPORT) == "DWOM_i_-tmpfs"

@@ -1,0 +1,90 @@
+"""The analysis as JSON: the `lockscope.analysis/1` document that `lockscope
+analyze --json` prints and `lockscope export` writes (README.md, "Analysis
+JSON"). The one place that knows its keys.
+
+/1 keeps two words for a wait that is not a lock: "wait" in `points[].waits`
+and `root_cause`, "nonlock" in `attribution` and `timeview` (attribution.NONLOCK
+everywhere in Python)."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from lockscope.analyzer.attribution import Attribution, RootCause, Wait, WhatIf
+from lockscope.analyzer.results import Experiment, PointView, Unavailable
+from lockscope.analyzer.usl import UslFit
+
+SCHEMA = "lockscope.analysis/1"
+WAIT_TYPE_V1 = {"lock": "lock", "nonlock": "wait"}    # Wait.type as points[].waits and root_cause say it
+
+
+def _unavailable(part, convert) -> dict:
+    return {"unavailable": part.reason} if isinstance(part, Unavailable) else convert(part)
+
+
+def _wait(w: Wait) -> dict:
+    return asdict(w) | {"type": WAIT_TYPE_V1[w.type]}
+
+
+def _root_cause(rc: RootCause) -> dict:
+    w = rc.wait
+    return {"name": w.name, "type": WAIT_TYPE_V1[w.type], "tier": w.tier, "kind": w.kind,
+            "lock_class": w.lock_class, "instances": w.instances, "wait_share": w.wait_share,
+            "worker_equivalents": w.worker_equivalents} | {k: v for k, v in asdict(rc).items() if k != "wait"}
+
+
+def _point(p: PointView) -> dict:
+    return {"workers": p.workers, "record_id": p.record_id, "ops_per_sec": p.ops_per_sec, "speedup": p.speedup,
+            "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity,
+            "oversubscribed": p.oversubscribed, "cpu": asdict(p.cpu), "waits": [_wait(w) for w in p.waits],
+            "explained": p.lock_waits, "warnings": p.warnings, "named_share": p.named_share}
+
+
+def _curve_point(p: PointView) -> dict:
+    return {"workers": p.workers, "ops_per_sec": p.ops_per_sec, "speedup": p.speedup,
+            "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity}
+
+
+def _attribution(p: PointView) -> dict:
+    a: Attribution = p.attribution
+    items = [{"name": it.wait.name, "type": it.wait.type, "class": it.wait.category, "tier": it.wait.tier,
+              "worker_equivalents": it.wait.worker_equivalents, "share_of_loss": it.share_of_loss}
+             for it in a.items]
+    return {"workers": p.workers, "ideal": p.ideal, "speedup": p.speedup, "lost_capacity": p.lost_capacity,
+            "items": items, "explained": a.explained, "unexplained": a.unexplained,
+            "waits_exceed_loss": a.waits_exceed_loss, "measured": a.measured}
+
+
+def _usl(u: UslFit) -> dict:
+    return {"alpha": u.alpha, "beta": u.beta, "lambda": u.lam, "r2": u.r2, "points_used": u.points_used,
+            "peak_workers": u.peak_workers, "peak_throughput": u.peak_throughput,
+            "peak_extrapolated": u.peak_extrapolated, "curve": [asdict(c) for c in u.curve()]}
+
+
+def _whatif(w: WhatIf) -> dict:
+    return {"label": w.label, "name": w.name, "formula": w.FORMULA, "curve": [asdict(c) for c in w.curve]}
+
+
+def _cpi(p: PointView) -> dict:
+    return {"workers": p.workers} | _unavailable(p.cpi, lambda v: {"value": v})
+
+
+def experiment(e: Experiment) -> dict:
+    named = [{"workers": p.workers, "share": p.named_share} for p in e.points if p.named_share is not None]
+    return {
+        "workload": e.workload, "fs": e.fs, "kind": e.kind, "unit": e.unit,
+        "curve": [_curve_point(p) for p in e.points],
+        "points": [_point(p) for p in e.points],
+        "collapse": asdict(e.collapse) if e.collapse else None,
+        "root_cause": _root_cause(e.root_cause) if e.root_cause else None,
+        "diagnosis": e.diagnosis,
+        "usl": _unavailable(e.usl, _usl),
+        "attribution": [_attribution(p) for p in e.points],
+        "whatif": _unavailable(e.whatif, _whatif),
+        "timeview": _unavailable(e.timeview, asdict),
+        "cpi": [_cpi(p) for p in e.points],
+        "named_share": named or {"unavailable": e.named_share_missing},
+    }
+
+
+def to_json(experiments: list[Experiment]) -> dict:
+    return {"schema": SCHEMA, "experiments": [experiment(e) for e in experiments]}

@@ -1,0 +1,53 @@
+"""The diagnosis sentence of an experiment: where it stops scaling, and the
+wait that explains it (or why lockscope cannot say)."""
+from __future__ import annotations
+
+from lockscope.analyzer.attribution import RootCause
+from lockscope.analyzer.results import PointView
+from lockscope.analyzer.scaling import Collapse
+from lockscope.record import RunRecord
+
+
+def pct(x: float) -> str:
+    return f"{x:.0%}" if x >= 0.1 else f"{x:.1%}"
+
+
+def _top_lock(rec: RunRecord) -> str:
+    """The most contended lock of the last point, as a clause."""
+    if not rec.probe.attached:
+        return "lock waits were not measured (probes disabled)"
+    top = rec.locks[0] if rec.locks else None
+    return (f"the most contended lock is {top.name} ({top.kind}, {top.tier}): "
+            f"{pct(top.wait_share)} of worker time" if top else "no lock contention was recorded")
+
+
+def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause | None,
+              attached: bool) -> str:
+    at = next(p for p in pts if p.workers == collapse.workers)
+    head = (f"{on} stops scaling at {collapse.workers} workers (speedup {at.speedup:.2f}, "
+            f"efficiency {at.efficiency:.0%}: {collapse.reason})")
+    if root is None:
+        return head + ("; no wait grew across the collapse, so lockscope cannot name a cause "
+                       "(look at the CPU breakdown: the loss may be on CPU, e.g. cache-line contention)."
+                       if attached else "; lock waits were not measured (probes disabled).")
+    w = root.wait
+    what = (f"waits on {w.name} ({w.kind}, {w.tier})" if w.is_lock
+            else f"is {w.name.removeprefix('off-CPU: ')}")
+    return (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
+            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
+            f"{at.ideal:g} workers).")
+
+
+def sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: RootCause | None,
+             recs: list[RunRecord]) -> str:
+    """on: the experiment's title ("MWRM on tmpfs")."""
+    if not pts or any(p.ops_per_sec <= 0 for p in pts):
+        return f"{on}: throughput was not measured at every point, so there is no scaling curve."
+    last = pts[-1]
+    if len(pts) == 1:
+        return (f"{on} was measured at {last.workers} worker{'s' if last.workers != 1 else ''} only, so "
+                f"there is no scaling curve; {_top_lock(recs[-1])}.")
+    if collapse is None:
+        return (f"{on} scales to {last.workers} workers (speedup {last.speedup:.2f}, "
+                f"{last.efficiency:.0%} efficiency); {_top_lock(recs[-1])}.")
+    return _collapse(on, pts, collapse, root, recs[-1].probe.attached)

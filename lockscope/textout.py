@@ -1,0 +1,129 @@
+"""The CLI's text output: a run record (`lockscope run`) and the analysis of
+an experiment (`lockscope analyze` without --json)."""
+from __future__ import annotations
+
+from lockscope.analyzer.attribution import WhatIf
+from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
+from lockscope.analyzer.usl import UslFit
+from lockscope.record import RunRecord
+
+
+def summarize(rec: RunRecord) -> str:
+    """One run record as the text `lockscope run` prints."""
+    on = f" on {rec.fs}" if rec.fs != "none" else ""
+    tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
+    lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
+             f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
+    if len(rec.per_worker) > 16:
+        ops = sorted(w.ops for w in rec.per_worker)
+        lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
+                     (f"; {sum(w.ran_out for w in rec.per_worker)} ran out" if any(w.ran_out for w in rec.per_worker)
+                      else ""))
+    elif rec.per_worker:
+        lines.append("per worker: " + ", ".join(f"{w.ops:,}" + (" (ran out)" if w.ran_out else "")
+                                                for w in rec.per_worker))
+    if rec.params:
+        lines.append("parameters: " + ", ".join(f"{k}={v}" for k, v in rec.params.items()))
+    if rec.latency:
+        lines.append("latency per operation (ops, p50 / p99 / max):")
+        for op, lat in rec.latency.items():
+            sampled = (f"  (timed: 1 op in {lat.count / lat.timed:.0f})"
+                       if lat.timed and lat.count > 1.5 * lat.timed else "")
+            lines.append(f"  {op:<8} {lat.count:>12,}  "
+                         f"{latency(lat.p50_ns)} / {latency(lat.p99_ns)} / {latency(lat.max_ns)}" + sampled)
+    elif len(rec.op_counts) > 1:
+        lines.append("ops per operation: " + ", ".join(f"{k} {v:,}" for k, v in rec.op_counts.items()))
+    if rec.timeseries:
+        lines.append(f"time series: {len(rec.timeseries)} intervals of {rec.interval_s:g} s, ops/s " +
+                     " ".join(f"{i.ops_per_sec:,.0f}" for i in rec.timeseries[:12]) +
+                     (" ..." if len(rec.timeseries) > 12 else ""))
+    c = rec.cpu
+    lines.append(f"CPU {','.join(map(str, c.cpus))}: user {c.user:.0%}  sys {c.sys:.0%}  idle {c.idle:.0%}  "
+                 f"iowait {c.iowait:.0%}  irq {c.irq:.0%}")
+    if not rec.probe.attached:
+        lines.append(f"locks: not measured ({rec.probe.reason})")
+    elif not rec.locks:
+        lines.append("locks: no contention recorded")
+    else:
+        lines.append("top locks (share of worker time waiting):")
+        for lk in rec.locks[:5]:
+            st = lk.stacks[0] if lk.stacks else None
+            where = f"  {' <- '.join(st.frames[:3])}" + (f" [{st.syscall}]" if st and st.syscall else "") if st else ""
+            inst = f"{lk.instances} instance{'s' if lk.instances != 1 else ''}"
+            lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
+    for w in rec.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def latency(ns: int) -> str:
+    """A latency for people: 850 ns, 12.3 us, 4.1 ms, 1.20 s."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{ns} ns"
+
+
+def experiment_lines(e: Experiment) -> list[str]:
+    """The diagnosis of an experiment, one line per point, and its analysis."""
+    out = [e.diagnosis]
+    for p in e.points:
+        top = p.waits[0] if p.waits else None
+        out.append(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
+                   f"efficiency {p.efficiency:4.0%}" +
+                   (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
+                   (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
+    return out + analysis_lines(e)
+
+
+def _usl_line(u: UslFit | Unavailable, unit: str) -> str:
+    if isinstance(u, Unavailable):
+        return f"  USL fit: unavailable: {u.reason}"
+    peak = (f"peak {u.peak_throughput:,.0f} {unit} at {u.peak_workers:.1f} workers"
+            + (" (extrapolated beyond the measured points)" if u.peak_extrapolated else "")
+            if u.peak_workers is not None else "no peak (coherency beta = 0)")
+    return (f"  USL fit ({u.points_used} points): alpha {u.alpha:.4f}, beta {u.beta:.5f}, "
+            f"lambda {u.lam:,.0f} {unit}, R2 {u.r2:.3f}; {peak}")
+
+
+def _attribution_line(p: PointView) -> str:
+    a = p.attribution
+    items = [i for i in a.items if i.wait.worker_equivalents >= 0.005][:4]
+    parts = [f"{i.wait.name} {i.wait.worker_equivalents:.2f} ({i.share_of_loss:.0%})" for i in items]
+    parts.append(f"unexplained {a.unexplained:.2f}")
+    return (f"  lost capacity at {p.workers}: {p.lost_capacity:.2f} of {p.ideal:g} workers = "
+            + ", ".join(parts) + (" (the waits exceed the loss)" if a.waits_exceed_loss else ""))
+
+
+def _whatif_line(w: WhatIf | Unavailable, unit: str) -> str:
+    if isinstance(w, Unavailable):
+        return f"  what-if: unavailable: {w.reason}"
+    return (f"  what-if ({w.label}): " + ", ".join(
+        f"{c.workers}: {c.ops_per_sec:,.0f}" + (" (ideal)" if c.capped else "") for c in w.curve) + f" {unit}")
+
+
+def _timeview_line(t: TimeView | Unavailable) -> str:
+    if isinstance(t, Unavailable):
+        return f"  time view: unavailable: {t.reason}"
+    parts = [f"{s.name} {min(s.wait_share):.0%}..{max(s.wait_share):.0%}"
+             for s in t.series if s.wait_share and max(s.wait_share) >= 0.01][:3]
+    return (f"  time view at {t.workers} workers ({len(t.t_s)} intervals of {t.interval_s:g} s), "
+            "share of worker time per interval: " + ("; ".join(parts) or "no wait above 1%"))
+
+
+def _cpi_line(points: list[PointView]) -> str:
+    reasons = {p.cpi.reason for p in points if isinstance(p.cpi, Unavailable)}
+    if len(reasons) == 1 and all(isinstance(p.cpi, Unavailable) for p in points):
+        return f"  CPI: unavailable: {reasons.pop()}"
+    return "  CPI: " + ", ".join(f"{p.workers}: unavailable ({p.cpi.reason})" if isinstance(p.cpi, Unavailable)
+                                 else f"{p.workers}: {p.cpi:.2f}" for p in points)
+
+
+def analysis_lines(e: Experiment) -> list[str]:
+    """The USL fit, attribution, what-if, time view and CPI of an experiment,
+    as text."""
+    # nothing lost at the first point, or at a perfectly scaling one
+    lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0]
+    return ([_usl_line(e.usl, e.unit)] + lost + [_whatif_line(e.whatif, e.unit), _timeview_line(e.timeview)]
+            + ([_cpi_line(e.points)] if e.points else []))
