@@ -1,10 +1,11 @@
-"""The analysis as JSON: the `lockscope.analysis/1` document that `lockscope
-analyze --json` prints and `lockscope export` writes (README.md, "Analysis
-JSON"). The one place that knows its keys.
+"""The analysis as JSON: the `lockscope.analysis/2` document that `lockscope
+analyze --json` prints and `lockscope export` writes (README.md, "Run record"
+section, last paragraph). The one place that knows its keys.
 
-/1 keeps two words for a wait that is not a lock: "wait" in `points[].waits`
-and `root_cause`, "nonlock" in `attribution` and `timeview` (attribution.NONLOCK
-everywhere in Python)."""
+/2 differs from /1 in one word: a wait that is not a lock has `type`
+"nonlock" everywhere (attribution.NONLOCK), where /1 said "wait" in
+`points[].waits` and `root_cause` and "nonlock" in `attribution` and
+`timeview`."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -13,8 +14,7 @@ from lockscope.analyzer.attribution import Attribution, RootCause, Wait, WhatIf
 from lockscope.analyzer.results import Experiment, PointView, Unavailable
 from lockscope.analyzer.usl import UslFit
 
-SCHEMA = "lockscope.analysis/1"
-WAIT_TYPE_V1 = {"lock": "lock", "nonlock": "wait"}    # Wait.type as points[].waits and root_cause say it
+SCHEMA = "lockscope.analysis/2"
 
 
 def _unavailable(part, convert) -> dict:
@@ -22,12 +22,12 @@ def _unavailable(part, convert) -> dict:
 
 
 def _wait(w: Wait) -> dict:
-    return asdict(w) | {"type": WAIT_TYPE_V1[w.type]}
+    return asdict(w)
 
 
 def _root_cause(rc: RootCause) -> dict:
     w = rc.wait
-    return {"name": w.name, "type": WAIT_TYPE_V1[w.type], "tier": w.tier, "kind": w.kind,
+    return {"name": w.name, "type": w.type, "tier": w.tier, "kind": w.kind,
             "lock_class": w.lock_class, "instances": w.instances, "wait_share": w.wait_share,
             "worker_equivalents": w.worker_equivalents} | {k: v for k, v in asdict(rc).items() if k != "wait"}
 

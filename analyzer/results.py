@@ -2,7 +2,7 @@
 dataclasses: what `lockscope analyze` computes (analyzer/analyze.py) and
 every output reads by attribute: the CLI's text (lockscope/textout.py), the
 HTML report, exports, compare and flame graphs (reports/). One place turns it
-into JSON: analyzer/analysis_json.py (`lockscope.analysis/1`).
+into JSON: analyzer/analysis_json.py (`lockscope.analysis/2`).
 
 A part that cannot be computed is `Unavailable`, with the reason. The parts
 made elsewhere: curve points and the collapse (scaling.py), the USL fit

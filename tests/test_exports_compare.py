@@ -48,7 +48,7 @@ def test_export_writes_table_figures_and_records(tmp_path):
     assert "sb-&gt;s_vfs_rename_mutex of tmpfs at &lt;scratch&gt;" in svg     # the legend names the lock
     for f in (DATA / "mwrm_mmap_tmpfs" / "runs").iterdir():
         assert (out / "runs" / f.name).read_bytes() == f.read_bytes()
-    assert json.loads((out / "analysis.json").read_text())["schema"] == "lockscope.analysis/1"
+    assert json.loads((out / "analysis.json").read_text())["schema"] == "lockscope.analysis/2"
 
 
 def test_latex_escapes_every_special_character():
