@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lockscope import record
 from lockscope.analyzer import attribution, diagnosis, naming, scaling, timeview, usl
-from lockscope.analyzer.results import Experiment, PointView, TimeSeries, TimeView, Unavailable, title
+from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
 
@@ -94,11 +94,7 @@ def _timeview(recs: list[RunRecord], collapse: scaling.Collapse | None) -> TimeV
               recs[-1] if recs else None)
     if at is None:
         return Unavailable("no points")
-    tv = timeview.timeview(at)
-    if "unavailable" in tv:
-        return Unavailable(tv["unavailable"])
-    return TimeView(tv["workers"], tv["interval_s"], tv["t_s"],
-                    [TimeSeries(s["name"], s["type"], s["wait_share"]) for s in tv["series"]], tv["truncated"])
+    return timeview.timeview(at)
 
 
 def _experiment(workload: str, fs: str, recs: list[RunRecord]) -> Experiment:

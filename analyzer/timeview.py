@@ -10,78 +10,100 @@ are kept) counts as its last known value."""
 from __future__ import annotations
 
 from lockscope.analyzer import naming
-from lockscope.analyzer.attribution import WAIT_LABELS
+from lockscope.analyzer.attribution import LOCK, NONLOCK, WAIT_LABELS
+from lockscope.analyzer.results import TimeSeries, TimeView, Unavailable
 from lockscope.jsondata import parse_addr
-from lockscope.probedata import RawProbe, Series
+from lockscope.probedata import RawProbe, Series, Snapshot
 from lockscope.record import RunRecord
 
 MAX_SERIES = 8
+NO_SERIES = ("the run record has no per-interval data (recorded by a lockscope without the probe's "
+             "--series-ms, or the window was shorter than one interval)")
 
 
-def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> dict:
+def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> TimeView | Unavailable:
     if not rec.probe.attached:
-        return {"unavailable": f"lock waits were not measured ({rec.probe.reason or 'probes disabled'})"}
+        return Unavailable(f"lock waits were not measured ({rec.probe.reason or 'probes disabled'})")
     raw = rec.probe.raw or RawProbe()
     series = raw.series or Series()
-    snaps: list = series.snapshots
     window_ns = rec.probe.window_s * 1e9
-    if not snaps or window_ns <= 0:
-        return {"unavailable": "the run record has no per-interval data (recorded by a lockscope without "
-                               "the probe's --series-ms, or the window was shorter than one interval)"}
+    if not series.snapshots or window_ns <= 0:
+        return Unavailable(NO_SERIES)
+    times = [s.t_ns for s in series.snapshots if s.t_ns < window_ns] + [window_ns]
+    snaps = series.snapshots[:len(times) - 1]
+    cum_locks = _cumulative_locks(snaps, raw, _lock_names(rec))
+    cum_off = _cumulative_offcpu(snaps, raw)
+    top = list(dict.fromkeys(lk.name for lk in rec.locks if lk.name in cum_locks[-1]))[:max_series]
+    classes = sorted(cum_off[-1], key=lambda c: -cum_off[-1][c])
+    out = [TimeSeries(n, LOCK, _shares([c.get(n, 0) for c in cum_locks], times, rec.workers)) for n in top]
+    out += [TimeSeries(WAIT_LABELS.get(c, f"off-CPU: {c}"), NONLOCK,
+                       _shares([o.get(c, 0) for o in cum_off], times, rec.workers)) for c in classes]
+    return TimeView(rec.workers, series.interval_ns / 1e9, [t / 1e9 for t in times], out, bool(series.truncated))
+
+
+def _lock_names(rec: RunRecord) -> dict[int, str]:
+    """Kernel lock address -> the name of its lock; heaviest lock first, so an
+    address keeps its heaviest name. User-space locks ("pid:address") are not
+    in the kernel's series."""
     names: dict[int, str] = {}
-    for lk in rec.locks:                       # heaviest first: an address keeps its heaviest name
+    for lk in rec.locks:
         for a in lk.addresses:
-            if isinstance(a, str) and ":" in a:  # a user-space lock ("pid:address"): not in the kernel series
+            if isinstance(a, str) and ":" in a:
                 continue
             names.setdefault(parse_addr(a), lk.name)
-    # cumulative ns per name at each snapshot, and at the end of the window
-    times = [s.t_ns for s in snaps if s.t_ns < window_ns] + [window_ns]
-    snaps = snaps[:len(times) - 1]
-    last: dict[int, int] = {}
-    cum_locks: list[dict[str, float]] = []
-    cum_off: list[dict[str, float]] = []
-    end_locks: dict[int, int] = {}
+    return names
+
+
+def _cumulative_locks(snaps: list[Snapshot], raw: RawProbe, names: dict[int, str]) -> list[dict[str, float]]:
+    """Cumulative wait per lock name at each snapshot and at the window's end
+    (the aggregated totals). An address missing from a snapshot (only the
+    heaviest are kept) counts as its last known value."""
+    end: dict[int, int] = {}
     for e in raw.contention:
-        end_locks[e.lock] = end_locks.get(e.lock, 0) + e.total_ns
-    end_off: dict[str, int] = {}
-    for e in raw.offcpu:
-        if not e.in_lock_wait:
-            cls = naming.offcpu_class(e.state, False)
-            end_off[cls] = end_off.get(cls, 0) + e.total_ns
-    for s in snaps + [None]:
-        vals = (dict(s.locks) if s is not None else end_locks)
+        end[e.lock] = end.get(e.lock, 0) + e.total_ns
+    last: dict[int, int] = {}
+    out: list[dict[str, float]] = []
+    for vals in [dict(s.locks) for s in snaps] + [end]:
         for a, ns in vals.items():
             last[a] = max(ns, last.get(a, 0))       # cumulative: never decreases
         by_name: dict[str, float] = {}
         for a, ns in last.items():
             if a in names:
                 by_name[names[a]] = by_name.get(names[a], 0) + ns
-        cum_locks.append(by_name)
+        out.append(by_name)
+    return out
+
+
+def _cumulative_offcpu(snaps: list[Snapshot], raw: RawProbe) -> list[dict[str, float]]:
+    """Cumulative off-CPU time outside lock waits per class (by task state) at
+    each snapshot and at the window's end."""
+    end: dict[str, float] = {}
+    for e in raw.offcpu:
+        if not e.in_lock_wait:
+            cls = naming.offcpu_class(e.state, False)
+            end[cls] = end.get(cls, 0) + e.total_ns
+    out: list[dict[str, float]] = []
+    for s in snaps + [None]:
         if s is not None:
             off: dict[str, float] = {}
             for state, ns in s.offcpu:
                 cls = naming.offcpu_class(state, False)
                 off[cls] = off.get(cls, 0) + ns
         else:
-            off = dict(end_off)
-        if cum_off:                                  # cumulative: never decreases
-            off = {k: max(v, cum_off[-1].get(k, 0)) for k, v in off.items()} | \
-                  {k: v for k, v in cum_off[-1].items() if k not in off}
-        cum_off.append(off)
-    top = [lk.name for lk in rec.locks if lk.name in cum_locks[-1]][:max_series]
-    top = list(dict.fromkeys(top))
-    classes = sorted(cum_off[-1], key=lambda c: -cum_off[-1][c])
-    out_series = []
-    starts = [0.0] + times[:-1]
-    for label, cum in ([(n, [c.get(n, 0) for c in cum_locks]) for n in top] +
-                       [(WAIT_LABELS.get(c, f"off-CPU: {c}"), [o.get(c, 0) for o in cum_off]) for c in classes]):
-        shares = []
-        prev = 0.0
-        for t0, t1, v in zip(starts, times, cum):
-            dt = t1 - t0
-            shares.append(max(0.0, v - prev) / (rec.workers * dt) if dt > 0 else 0.0)
-            prev = max(prev, v)
-        out_series.append({"name": label, "type": "lock" if label in top else "nonlock", "wait_share": shares})
-    return {"workers": rec.workers, "interval_s": series.interval_ns / 1e9,
-            "t_s": [t / 1e9 for t in times], "series": out_series,
-            "truncated": bool(series.truncated)}
+            off = dict(end)
+        if out:                                      # cumulative: never decreases
+            off = {k: max(v, out[-1].get(k, 0)) for k, v in off.items()} | \
+                  {k: v for k, v in out[-1].items() if k not in off}
+        out.append(off)
+    return out
+
+
+def _shares(cum: list[float], times: list[float], workers: int) -> list[float]:
+    """Wait share of worker time in each interval, from cumulative ns."""
+    shares = []
+    prev = 0.0
+    for t0, t1, v in zip([0.0] + times[:-1], times, cum):
+        dt = t1 - t0
+        shares.append(max(0.0, v - prev) / (workers * dt) if dt > 0 else 0.0)
+        prev = max(prev, v)
+    return shares

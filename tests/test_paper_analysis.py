@@ -132,22 +132,22 @@ def test_whatif_is_unavailable_without_a_root_cause():
 def test_time_view_intervals_add_up_to_the_locks_total_wait():
     rec = load("series_mwrm/MWRM-ext4-w2")
     tv = timeview.timeview(rec)
-    assert tv["workers"] == 2 and tv["interval_s"] == 0.25
-    assert tv["t_s"][-1] == pytest.approx(rec.probe.window_s)
-    assert len(tv["t_s"]) >= 6                          # 2 s at 0.25 s
-    mutex = next(s for s in tv["series"] if s["name"] == "sb->s_vfs_rename_mutex of ext4 at <scratch>")
-    starts = [0.0] + tv["t_s"][:-1]
-    total_ns = sum(sh * 2 * (t1 - t0) * 1e9 for sh, t0, t1 in zip(mutex["wait_share"], starts, tv["t_s"]))
+    assert tv.workers == 2 and tv.interval_s == 0.25
+    assert tv.t_s[-1] == pytest.approx(rec.probe.window_s)
+    assert len(tv.t_s) >= 6                             # 2 s at 0.25 s
+    mutex = next(s for s in tv.series if s.name == "sb->s_vfs_rename_mutex of ext4 at <scratch>")
+    starts = [0.0] + tv.t_s[:-1]
+    total_ns = sum(sh * 2 * (t1 - t0) * 1e9 for sh, t0, t1 in zip(mutex.wait_share, starts, tv.t_s))
     addrs = {int(a, 16) for a in rec.locks[0].addresses}
     traced = sum(e.total_ns for e in rec.probe.raw.contention if e.lock in addrs)
     assert total_ns == pytest.approx(traced, rel=1e-6)
-    assert all(0.2 < s < 0.6 for s in mutex["wait_share"])   # steady ~38%, interval by interval
-    assert any(s["name"].startswith("off-CPU: preempted") and s["type"] == "nonlock" for s in tv["series"])
+    assert all(0.2 < s < 0.6 for s in mutex.wait_share)   # steady ~38%, interval by interval
+    assert any(s.name.startswith("off-CPU: preempted") and s.type == "nonlock" for s in tv.series)
 
 
 def test_time_view_is_unavailable_for_records_without_intervals():
     tv = timeview.timeview(load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2"))
-    assert "no per-interval data" in tv["unavailable"]
+    assert "no per-interval data" in tv.reason
 
 
 def test_analysis_json_time_view_is_of_the_collapse_point():
@@ -229,10 +229,10 @@ def test_a_real_run_records_the_time_view_and_cpi(tmp_path, e2e, scratch):
     assert len(snaps) >= 4                                  # 1.5 s at 250 ms
     assert all(a.t_ns < b.t_ns for a, b in zip(snaps, snaps[1:]))
     tv = timeview.timeview(rec)
-    mutex = next(s for s in tv["series"] if s["name"] == "sb->s_vfs_rename_mutex of tmpfs at <scratch>")
-    assert len(mutex["wait_share"]) == len(tv["t_s"]) >= 5
+    mutex = next(s for s in tv.series if s.name == "sb->s_vfs_rename_mutex of tmpfs at <scratch>")
+    assert len(mutex.wait_share) == len(tv.t_s) >= 5
     # contended interval after interval (under other load a worker may lose its CPU for a while)
-    assert sum(s > 0.02 for s in mutex["wait_share"]) >= len(mutex["wait_share"]) / 2, mutex
+    assert sum(s > 0.02 for s in mutex.wait_share) >= len(mutex.wait_share) / 2, mutex
     ok, why = hwcounters.availability()
     assert rec.cpi.available == ok
     if not ok:
