@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lockscope import hwcounters, paths, scratch
 from lockscope.errors import LockscopeError
+from lockscope.jsondata import parse_addr
 from lockscope.probe import BTF, ProbeSession
 
 TRACEPOINTS = ("lock:contention_begin", "lock:contention_end", "sched:sched_switch",
@@ -92,7 +93,7 @@ def diagnose(scratch_root: Path = scratch.DEFAULT_SCRATCH) -> dict:
     kallsyms_visible = True
     try:
         with open("/proc/kallsyms") as f:
-            kallsyms_visible = int(f.readline().split()[0], 16) != 0
+            kallsyms_visible = parse_addr(f.readline().split()[0]) != 0
     except (OSError, ValueError, IndexError):
         kallsyms_visible = False
     checks.append(_check("kernel stack symbols (/proc/kallsyms)", kallsyms_visible,
