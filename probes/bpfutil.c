@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Helpers shared by the loader's C files: see bpfutil.h. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,4 +177,20 @@ bool u64_set_add(uint64_t *slots, unsigned int nslots, uint64_t key)
 		}
 	}
 	return false;
+}
+
+void emit_error(const char *stage, int err, const char *fmt, ...)
+{
+	struct jw out;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	jw_event_begin(&out, stdout, "error");
+	jw_kstr(&out, "stage", stage);
+	jw_ki64(&out, "errno", err < 0 ? -err : err);
+	jw_kstr(&out, "message", msg);
+	jw_event_end(&out);
 }

@@ -56,4 +56,8 @@ void emit_map_use(struct jw *w, const char *name, const struct bpf_map *map, uns
  * was free) */
 bool u64_set_add(uint64_t *slots, unsigned int nslots, uint64_t key);
 
+/* an {"event":"error"} line: the stage, errno (either sign) and a message */
+void emit_error(const char *stage, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 #endif

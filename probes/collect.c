@@ -13,7 +13,6 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "loader.h"
-#include "commands.h"
 #include "layout.h"
 #include "series.h"
 #include "objects.h"

@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,22 +34,6 @@
 #include "kmem.h"
 #include "commands.h"
 #include "contention.skel.h"
-
-void emit_error(const char *stage, int err, const char *fmt, ...)
-{
-	struct jw out;
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	jw_event_begin(&out, stdout, "error");
-	jw_kstr(&out, "stage", stage);
-	jw_ki64(&out, "errno", err < 0 ? -err : err);
-	jw_kstr(&out, "message", msg);
-	jw_event_end(&out);
-}
 
 /* {"event": event, "pid": pid} */
 static void emit_pid_event(const char *event, __u32 pid)

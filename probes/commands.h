@@ -8,8 +8,5 @@ struct probe;
 
 /* one command line from stdin (the trailing newline removed); false to quit */
 bool handle_line(struct probe *p, char *line);
-/* an {"event":"error"} line: the stage, errno (either sign) and a message */
-void emit_error(const char *stage, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 #endif
