@@ -34,6 +34,7 @@ from pathlib import Path
 
 from typing import Any
 
+from lockscope.analyzer import demangle
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from lockscope.jsondata import from_dict, from_list, parse_addr
 from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
@@ -350,14 +351,37 @@ def resolve(data: dict) -> dict[str, Any]:
             if space and sid in words_raw:
                 ips = space.recover_caller(ips, [parse_addr(a) for a in words_raw[sid]])
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
+    _demangle(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     return out
 
 
+def _demangle(stacks: dict[str, list[str]], addresses: dict[str, FutexAddress]) -> None:
+    """C++ and Rust names of frames and futex symbols made readable, all in
+    one demangler run (analyzer/demangle.py)."""
+    names = demangle.demangle_all([frame_function(f) for fr in stacks.values() for f in fr] +
+                                  [a.symbol for a in addresses.values() if a.symbol])
+    if not names:
+        return
+    for key, frames in stacks.items():
+        stacks[key] = [names[fn] + f[len(fn):] if (fn := frame_function(f)) in names else f for f in frames]
+    for a in addresses.values():
+        if a.symbol in names:
+            a.symbol = names[a.symbol]
+
+
 # ---- naming ----------------------------------------------------------------
 
+_FRAME = re.compile(r"^(.*)\+0x[0-9a-f]+ \[[^\]]*\]$")
+
+
 def frame_function(frame: str) -> str:
-    return frame.split("+", 1)[0] if not frame.startswith("[") else frame
+    """The function of a frame 'func+0x1f [file]' (a demangled C++ name may
+    itself hold '+' or spaces); a frame without a symbol is returned whole."""
+    if frame.startswith("["):
+        return frame
+    m = _FRAME.match(frame)
+    return m.group(1) if m else frame.split("+", 1)[0]
 
 
 def frame_file(frame: str) -> str:
