@@ -17,6 +17,7 @@ shown as "not available: <reason>"."""
 from __future__ import annotations
 
 import datetime
+import shlex
 from pathlib import Path
 
 from lockscope import __version__, atomicio, record
@@ -37,9 +38,18 @@ def page_name(exp: Experiment) -> str:
     return filenames.experiment(exp.workload, exp.fs, filenames.PAGE)
 
 
+def command_line(exp: Experiment) -> str | None:
+    """The command of a command experiment as a shell would read it, at its
+    last point ({n} already replaced by that point's worker count)."""
+    last = exp.records[-1] if exp.records else None
+    if exp.kind != "command" or last is None or not last.command:
+        return None
+    return f"{shlex.join(last.command)}  (at {last.workers} worker{'s' if last.workers != 1 else ''})"
+
+
 def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
     return {
-        "exp": exp, "page": f"{name}.html", "name": name, "title": exp.title,
+        "exp": exp, "page": f"{name}.html", "name": name, "title": exp.title, "command": command_line(exp),
         "small": figures.throughput(exp, small=True),
         "throughput": figures.throughput(exp),
         "cpu": figures.cpu_breakdown(exp),

@@ -221,3 +221,16 @@ def test_one_slug_keeps_the_file_names_of_pages_and_exports():
         assert filenames.slug(name, filenames.EXPORT) == export_before(name), name
     assert filenames.experiment("DWOM<i>", "tmpfs", filenames.PAGE) == "DWOM_i-tmpfs"
     assert filenames.experiment("DWOM<i>", "tmpfs", filenames.EXPORT) == "DWOM_i_-tmpfs"
+
+
+def test_a_command_experiment_shows_its_command_line_escaped(tmp_path):
+    d = copy(tmp_path, "shared_tmpfs")
+    f = d / "runs" / "DWOM-tmpfs-w2.json"
+    rec = json.loads(f.read_text())
+    rec["kind"], rec["command"] = "command", ["./bench", "--threads", "2", "--tag", "<b>&x</b>"]
+    f.write_text(json.dumps(rec))
+    assert lockscope("report", str(d)).returncode == 0
+    shown = "./bench --threads 2 --tag &#39;&lt;b&gt;&amp;x&lt;/b&gt;&#39;  (at 2 workers)"
+    for html in ((d / "report" / "DWOM-tmpfs.html").read_text(), (d / "report" / "index.html").read_text()):
+        assert f"<code>{shown}</code>" in html or f'<code class="meta">{shown}</code>' in html
+        assert "<b>&x</b>" not in html
