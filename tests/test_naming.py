@@ -162,3 +162,15 @@ def test_unsampled_waits_spread_in_proportion_to_the_sampled_ones():
     assert [(s.count, s.wait_ns, s.sampled, s.max_ns) for s in shares] == [(6, 600, 3, 900), (2, 200, 1, 900)]
     assert [(s.count, s.sampled) for s in spread([lost], lambda e: e.stack >= 0)] == [(4, 0)]
     assert wait_share(500, 2, 1000) == 0.25 and wait_share(500, 0, 1000) == 0.0
+
+
+def test_fsync_flush_completion_lock_is_named_by_rule():
+    # DWSL on ext4: the flush bio's completion (submit_bio_wait) is a spinlock
+    # taken in wait_for_completion_io_timeout and complete(); named by
+    # locks.toml, not left as a call site (it kept test_named_share flaky)
+    rec = load("dwsl_ext4/DWSL-ext4-w2")
+    locks = naming.name_locks(rec.probe.raw, rec.workers, int(rec.probe.window_s * 1e9))
+    done = next(lk for lk in locks if lk.name == "completion wait lock")
+    assert done.tier == "inferred" and done.lock_class == "completion->wait.lock" and done.component == "completions"
+    assert any("wait_for_completion" in f or f == "complete" for st in done.stacks for f in st.frames[:2])
+    assert not [lk.name for lk in locks if "wait_for_completion" in lk.name or lk.name.endswith("@ complete")]

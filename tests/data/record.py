@@ -29,6 +29,8 @@ SWEEPS = {
     "ext4_journal": ("MWCL,MWUL", "ext4", "2"),
     # a user-space lock: futex waits named by ELF symbol, counted once (not again as off-CPU)
     "pmutex": ("PMUTEX", "tmpfs", "1,2"),
+    # fsync of a private file: the flush bio's completion lock (submit_bio_wait)
+    "dwsl_ext4": ("DWSL", "ext4", "2"),
 }
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
