@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from lockscope.jsondata import HEX, optional, parse_addr
+from lockscope.jsondata import HEX, format_addr, optional, parse_addr
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
 
@@ -60,7 +60,7 @@ def _split(cls: type, data: dict) -> dict:
 def _join(obj: Any) -> dict:
     out = {f.name: getattr(obj, f.name) for f in fields(obj)
            if f.name not in ("addresses", "extra") and getattr(obj, f.name) is not None}
-    return {**out, **{k: f"0x{a:x}" for k, a in obj.addresses.items()}, **obj.extra}
+    return {**out, **{k: format_addr(a) for k, a in obj.addresses.items()}, **obj.extra}
 
 
 class KernelObject:
@@ -127,7 +127,7 @@ class Snapshot:
                    offcpu=[(int(s), ns) for s, ns in data.get("offcpu", [])])
 
     def to_json(self) -> dict:
-        return {"t_ns": self.t_ns, "locks": [[f"0x{a:x}", ns] for a, ns in self.locks],
+        return {"t_ns": self.t_ns, "locks": [[format_addr(a), ns] for a, ns in self.locks],
                 "offcpu": [[s, ns] for s, ns in self.offcpu]}
 
 
@@ -236,7 +236,7 @@ class RawProbe:
 
 def futex_key(e: FutexWait) -> str:
     """A futex's key in RawProbe.futex_addresses and Lock.addresses."""
-    return f"{e.tgid}:0x{e.uaddr:x}"
+    return f"{e.tgid}:{format_addr(e.uaddr)}"
 
 
 def heaviest(rows: list, key: str, limit: int = MAX_RAW_ENTRIES) -> list:
