@@ -47,11 +47,13 @@ def _curve_point(p: PointView) -> dict:
 def _attribution(p: PointView) -> dict:
     a: Attribution = p.attribution
     items = [{"name": it.wait.name, "type": it.wait.type, "class": it.wait.category, "tier": it.wait.tier,
-              "worker_equivalents": it.wait.worker_equivalents, "share_of_loss": it.share_of_loss}
+              "worker_equivalents": it.wait.worker_equivalents, "attributed": it.attributed,
+              "share_of_loss": it.share_of_loss}
              for it in a.items]
     return {"workers": p.workers, "ideal": p.ideal, "speedup": p.speedup, "lost_capacity": p.lost_capacity,
             "items": items, "explained": a.explained, "unexplained": a.unexplained,
-            "waits_exceed_loss": a.waits_exceed_loss, "measured": a.measured}
+            "waits_exceed_loss": a.waits_exceed_loss, "measured": a.measured,
+            "measured_total": a.measured_total, "scale": a.scale}
 
 
 def _usl(u: UslFit) -> dict:

@@ -19,9 +19,12 @@ NONLOCK = "nonlock"              # Wait.type of off-CPU time outside lock waits
 
 USER_SPACE = "user space"        # Lock.component of the user-space (futex) locks
 FUTEX_WAIT = "futex wait"        # the off-CPU class of sleeps in the futex syscall
+OTHER_CPU = "CPU of other roles"  # Wait.lock_class of the CPU other roles took from the workers
+IDLE, FUTEX_KIND = "idle", "futex"   # OffCpu.kind (analyzer/sleepkinds.py)
 
 WAIT_LABELS = {
     "preempted": "off-CPU: preempted (runnable, waiting for a CPU)",
+    "accept wait": "off-CPU: accept wait",
     "blocked": "off-CPU: blocked (uninterruptible: I/O, page or journal waits)",
     "sleep": "off-CPU: sleeping (interruptible: waiting for an event)",
     "exit": "off-CPU: exiting",
@@ -53,15 +56,19 @@ class Wait:
 
 
 def waits(rec: RunRecord) -> dict[str, Wait]:
-    """Every wait of a point by name, locks first."""
+    """Every wait of a point by name, locks first. A record with roles
+    (schema /2) counts only what is lost to the measured work: the lock
+    waits of the roles on its path, the other non-idle waits of the worker
+    roles, and the CPU that other roles took from them; an older record
+    counts every traced task as a worker."""
     if not rec.probe.attached or rec.probe.window_s <= 0:
         return {}
+    if rec.roles:
+        return _role_waits(rec)
     window_ns = rec.probe.window_s * 1e9
     out: dict[str, Wait] = {}
     for lk in rec.locks:
-        we = lk.wait_ns / window_ns
-        out[lk.name] = Wait(lk.name, LOCK, we, we / rec.workers, lk.wait_ns, lk.tier, lk.kind,
-                            lk.lock_class, lk.instances)
+        out[lk.name] = _lock_wait(lk, lk.wait_ns, rec.workers, window_ns)
     by_class: dict[str, int] = {}
     for o in rec.offcpu:
         if o.in_lock_wait or o.wait_class == "lock":
@@ -76,10 +83,60 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
         by_class[FUTEX_WAIT] = max(0, by_class[FUTEX_WAIT] - user_ns)
         if not by_class[FUTEX_WAIT]:
             del by_class[FUTEX_WAIT]
+    _add_nonlock(out, by_class, rec.workers, window_ns)
+    return out
+
+
+def _lock_wait(lk, ns: float, workers: int, window_ns: float) -> Wait:
+    we = ns / window_ns
+    return Wait(lk.name, LOCK, we, we / workers, int(ns), lk.tier, lk.kind, lk.lock_class, lk.instances)
+
+
+def _add_nonlock(out: dict[str, Wait], by_class: dict[str, int], workers: int, window_ns: float) -> None:
     for cls, ns in by_class.items():
         name = WAIT_LABELS.get(cls, f"off-CPU: {cls}")
         we = ns / window_ns
-        out[name] = Wait(name, NONLOCK, we, we / rec.workers, ns, lock_class=cls)
+        out[name] = Wait(name, NONLOCK, we, we / workers, ns, lock_class=cls)
+
+
+def other_roles_cpu(rec: RunRecord) -> dict[str, int]:
+    """CPU time other roles took from the worker roles: the workers' time
+    runnable but off CPU (preempted), split over the roles that are not
+    workers in proportion to their CPU time, at most each one's CPU time;
+    what is left is preemption by the workers themselves (more workers than
+    CPUs) or by tasks that were not traced."""
+    preempted = sum(r.preempted_ns for r in rec.roles if r.worker)
+    others = {r.name: r.on_cpu_ns for r in rec.roles if not r.worker and r.on_cpu_ns}
+    total = sum(others.values())
+    if not preempted or not total:
+        return {}
+    return {name: int(min(ns, preempted * ns / total)) for name, ns in others.items()}
+
+
+def _role_waits(rec: RunRecord) -> dict[str, Wait]:
+    window_ns = rec.probe.window_s * 1e9
+    workers, path = rec.worker_roles, {r.name for r in rec.roles if r.path}
+    out: dict[str, Wait] = {}
+    for lk in rec.locks:
+        # user-space locks by the waiting thread's role; kernel locks have no
+        # per-thread split and count whole
+        ns = sum(v for role, v in lk.roles.items() if role in path) if lk.roles else lk.wait_ns
+        if ns > 0:
+            out[lk.name] = _lock_wait(lk, ns, rec.workers, window_ns)
+    by_class: dict[str, int] = {}
+    for o in rec.offcpu:
+        if o.role not in workers or o.in_lock_wait or o.kind in (IDLE, FUTEX_KIND, LOCK):
+            continue             # idle, or a futex sleep (counted under its lock or idle)
+        cls = nonlock_class(o)
+        by_class[cls] = by_class.get(cls, 0) + o.wait_ns
+    stolen = other_roles_cpu(rec)
+    if stolen and "preempted" in by_class:
+        by_class["preempted"] = max(0, by_class["preempted"] - sum(stolen.values()))
+    _add_nonlock(out, {c: ns for c, ns in by_class.items() if ns > 0}, rec.workers, window_ns)
+    for role, ns in stolen.items():
+        name = f"CPU used by {role}"
+        we = ns / window_ns
+        out[name] = Wait(name, NONLOCK, we, we / rec.workers, ns, lock_class=OTHER_CPU)
     return out
 
 
@@ -124,18 +181,31 @@ MAX_ITEMS = 12          # heavier items are listed, the rest of the locks summed
 @dataclass
 class AttributionItem:
     wait: Wait
-    share_of_loss: float          # worker-equivalents / lost capacity (0 when nothing was lost)
+    share_of_loss: float          # attributed / lost capacity (0 when nothing was lost)
+    attributed: float = 0.0       # worker-equivalents of the loss given to it: measured x Attribution.scale
 
 
 @dataclass
 class Attribution:
     """Lost capacity of one point split into waits (PointView has the
-    point's ideal, speedup and lost capacity)."""
+    point's ideal, speedup and lost capacity): the items' attributed
+    worker-equivalents plus `unexplained` add up to the loss, never more."""
     items: list[AttributionItem] = field(default_factory=list)
     explained: float = 0.0        # worker-equivalents of the items, at most the loss
     unexplained: float = 0.0      # the loss the waits do not cover
     waits_exceed_loss: bool = False
     measured: bool = False        # whether lock waits were measured at all
+    measured_total: float = 0.0   # the waits' worker-equivalents as measured
+    scale: float = 1.0            # attributed = measured x scale (< 1 when the waits exceed the loss)
+
+    @property
+    def scaling_note(self) -> str | None:
+        if not self.waits_exceed_loss:
+            return None
+        return (f"the measured waits ({self.measured_total:.2f} worker-equivalents) exceed the loss; "
+                f"each is scaled by {self.scale:.2f} so that they add up to it (waits overlap: a "
+                f"thread waiting on one lock while others wait too, or time that other workers "
+                f"made up for)")
 
 
 def _other_locks(rest: list[Wait]) -> Wait:
@@ -146,24 +216,29 @@ def _other_locks(rest: list[Wait]) -> Wait:
 
 def attribute(rec: RunRecord, lost_capacity: float) -> Attribution:
     """Lost capacity of one point (ideal - speedup, in workers) split into
-    each named lock, each class of off-CPU time outside lock waits, and the
-    unexplained remainder, all in worker-equivalents (wait time / window).
+    each named lock, each class of off-CPU time outside lock waits, the CPU
+    other roles took, and the unexplained remainder, all in
+    worker-equivalents (wait time / window).
 
     No double counting: off-CPU time inside a lock wait is part of that
     lock's wait and appears only there. Waits are measured, the loss is
-    derived from throughput: when the waits add up to more than the loss
-    (e.g. a wait that overlaps useful work of other workers, or a single
-    worker that waits but has lost nothing), the unexplained part is 0 and
-    `waits_exceed_loss` says so."""
+    derived from throughput, and the two add up: when the waits exceed the
+    loss (waits that overlap useful work of other workers, or a single
+    worker that waits but has lost nothing), every item is scaled by
+    loss / measured, the unexplained part is 0 and `waits_exceed_loss` says
+    so; with no loss at all nothing is attributed."""
     ws = sorted(waits(rec).values(), key=lambda w: -w.worker_equivalents)
     locks = [w for w in ws if w.is_lock]
     if len(locks) > MAX_ITEMS:
         rest = locks[MAX_ITEMS:]
         ws = [w for w in ws if w not in rest] + [_other_locks(rest)]
     total = sum(w.worker_equivalents for w in ws)
-    items = [AttributionItem(w, w.worker_equivalents / lost_capacity if lost_capacity > 0 else 0.0) for w in ws]
-    return Attribution(items, min(total, lost_capacity), max(0.0, lost_capacity - total),
-                       total > lost_capacity, bool(rec.probe.attached))
+    loss = max(0.0, lost_capacity)
+    scale = min(1.0, loss / total) if total > 0 else 1.0
+    items = [AttributionItem(w, w.worker_equivalents * scale / loss if loss > 0 else 0.0,
+                             w.worker_equivalents * scale) for w in ws]
+    return Attribution(items, min(total, loss), max(0.0, loss - total), total > loss,
+                       bool(rec.probe.attached), total, scale)
 
 
 @dataclass

@@ -79,6 +79,7 @@ class LockAcc:
     component: Optional[str] = None
     explain: Optional[str] = None
     rule: Optional[str] = None
+    roles: dict[str, int] = field(default_factory=lambda: defaultdict(int))   # wait_ns by role of the waiter
 
     def add(self, count: int, wait_ns: int, max_ns: int, mode: str) -> None:
         self.count += count
@@ -104,6 +105,7 @@ class LockAcc:
             count=self.count, wait_ns=self.wait, max_wait_ns=self.max,
             wait_share=wait_share(self.wait, workers, window_ns),
             object=self.object, component=self.component, explain=self.explain, rule=self.rule,
+            roles={r: ns for r, ns in sorted(self.roles.items(), key=lambda kv: -kv[1]) if ns},
             stacks=[StackSummary(frames=list(k), site=site(k), syscall=v.syscall, count=v.count,
                                  wait_ns=v.wait_ns, sampled=v.sampled) for k, v in top])
 

@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from lockscope.analyzer import lockfields
+from lockscope.analyzer import lockfields, sleepkinds
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.lockfields import LockField
@@ -326,19 +326,24 @@ def classify_offcpu(frames: list[str], state: int | None = None, kb: Knowledge |
 
 
 def offcpu_summary(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None,
-                   limit: int = 20) -> list[OffCpu]:
+                   limit: int = 40, role_of: dict[int, str] | None = None) -> list[OffCpu]:
+    """Off-CPU time by (class, site), heaviest first; with `role_of` (tid ->
+    role, analyzer/roles.py) also by role, each group with its sleep kind."""
     kb = kb or default_knowledge()
+    kinds = sleepkinds.default()
     groups: dict[tuple, OffCpu] = {}
     heaviest: dict[tuple, int] = {}
     for e in raw.offcpu:
         fr = raw.frames(e.stack)
         cls = "lock" if e.in_lock_wait else classify_offcpu(fr, e.state, kb)
         site = kb.site(fr, off_cpu=True)
-        key = (cls, site)
+        role = (role_of.get(e.tid) or f"pid {e.tid}") if role_of is not None else None
+        key = (cls, site, role)
         g = groups.get(key)
         if g is None:
             g = groups[key] = OffCpu(wait_class=cls, state=e.state, in_lock_wait=e.in_lock_wait,
-                                     site=site)
+                                     site=site, role=role,
+                                     kind=kinds.class_kind(cls) if role_of is not None else None)
             heaviest[key] = -1
         g.count += e.count
         g.wait_ns += e.total_ns

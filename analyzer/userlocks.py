@@ -34,7 +34,7 @@ from pathlib import Path
 
 from typing import Any
 
-from lockscope.analyzer import demangle
+from lockscope.analyzer import demangle, sleepkinds
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from lockscope.jsondata import from_dict, from_list, parse_addr
 from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
@@ -51,18 +51,6 @@ COMPONENT = "user space"
 # C library (and dynamic loader) files: their frames are the lock's
 # implementation, not the caller
 _RUNTIME = re.compile(r"^(libc|libpthread|ld-linux[\w.-]*|ld|libstdc\+\+|libgcc_s)[.-]")
-# the C library function a wait came from (leading underscores stripped:
-# glibc's internal names have one to three) -> kind of user-space lock
-_KIND_BY_FUNCTION = [
-    (re.compile(r"^(lll_lock_wait$|pthread_mutex_(cond_)?lock|pthread_mutex_(timed|clock)lock)"), "pthread_mutex"),
-    (re.compile(r"^lll_lock_wait_private$"), "libc internal lock"),
-    (re.compile(r"^pthread_rwlock_"), "pthread_rwlock"),
-    (re.compile(r"^pthread_cond_(timed|clock)?wait"), "pthread_cond"),
-    (re.compile(r"^pthread_barrier_wait"), "pthread_barrier"),
-    (re.compile(r"^(new_sem_wait|sem_(timed|clock)?wait|do_futex_wait)"), "semaphore"),
-    (re.compile(r"^pthread_(clock|timed|try)?join|^pthread_clockjoin_ex"), "pthread_join"),
-]
-NOT_LOCKS = {"pthread_join"}
 
 
 # ---- ELF symbols (pyelftools) ---------------------------------------------
@@ -394,16 +382,20 @@ def in_runtime(frame: str) -> bool:
 
 
 def futex_kind(op: int, frames: list[str]) -> str:
-    if op in (FUTEX_LOCK_PI, FUTEX_LOCK_PI2):
-        return "pthread_mutex"
+    """The user-space primitive of a futex wait (pthread_mutex,
+    pthread_cond, pthread_join, ...; `futex` when none is recognised): its
+    op, then the C library frames on top of its stack (sleepkinds.toml)."""
+    return sleepkinds.default().futex_primitive(op, runtime_functions(frames))[0]
+
+
+def runtime_functions(frames: list[str]) -> list[str]:
+    """The C library (runtime) functions at the top of a user stack."""
+    out = []
     for fr in frames:
         if not in_runtime(fr):
             break
-        fn = frame_function(fr).lstrip("_")
-        for pattern, kind in _KIND_BY_FUNCTION:
-            if pattern.match(fn):
-                return kind
-    return "futex"
+        out.append(frame_function(fr))
+    return out
 
 
 def site(frames: list[str]) -> str:
@@ -421,13 +413,12 @@ _REGION_NAMES = {"heap": "heap", "stack": "stack", "anon": "anonymous memory", "
                  "unmapped": "unmapped", "unknown": "address not resolved"}
 
 
-def _spread(raw: RawProbe) -> list:
-    """Waits counted without a stack (sampling) take the frames of their
-    futex's sampled waits, in proportion to those waits' time."""
+def _futexes(raw: RawProbe) -> dict[tuple, list[FutexWait]]:
+    """The aggregates of each futex (tgid, uaddr, op)."""
     per_futex: dict[tuple, list[FutexWait]] = defaultdict(list)
     for e in raw.futex or []:
         per_futex[(e.tgid, e.uaddr, e.op)].append(e)
-    return [sh for es in per_futex.values() for sh in spread(es, lambda e: bool(raw.user_frames(e)))]
+    return per_futex
 
 
 def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, groups: dict[str, LockAcc]) -> LockAcc:
@@ -449,20 +440,48 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     return acc
 
 
-def name_futexes(raw: RawProbe, workers: int, window_ns: int) -> list[Lock]:
+def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None) -> list[Lock]:
     """Futex waits of the record's raw section as named locks, heaviest
-    first (pthread_join waits left out)."""
+    first. Waits that are not for a lock are left out: with `roles` (a
+    roles.RoleAnalysis) every wait the sleep kinds call idle (a join, a
+    condition variable or semaphore wait for work), and each lock's wait is
+    split by the role of the waiting thread (Lock.roles); without it (records
+    of threads without per-thread data) only pthread_join waits.
+
+    Waits counted without a stack (sampling) take the frames of their
+    futex's sampled waits, in proportion to those waits' time."""
+    table = sleepkinds.default()
     groups: dict[str, LockAcc] = {}
-    for sh in _spread(raw):
-        e = sh.entry
-        frames = raw.user_frames(e)
-        kind = futex_kind(e.op, frames)
-        if kind in NOT_LOCKS:
+    for key, es in _futexes(raw).items():
+        if roles is not None:
+            prim = roles.primitive.get(key, sleepkinds.UNKNOWN_PRIMITIVE)
+            part = {id(e): roles.lock_fraction(e, prim) * e.total_ns for e in es}
+        else:
+            prim = None
+            part = {id(e): float(e.total_ns) for e in es}
+        lock_ns = sum(part.values())
+        total_ns = sum(e.total_ns for e in es)
+        if lock_ns <= 0 or not total_ns:
             continue
-        acc = _futex_lock(e, kind, frames, raw, groups)
-        acc.addresses.add(futex_key(e))
-        acc.add(sh.count, sh.wait_ns, sh.max_ns, OP_NAMES.get(e.op, str(e.op)))
-        acc.add_stack(tuple(frames[:MAX_FRAMES]), "futex", sh.count, sh.wait_ns, sh.sampled if frames else 0)
+        scale = lock_ns / total_ns
+        by_role: dict[str, float] = defaultdict(float)
+        if roles is not None:
+            for e in es:
+                by_role[roles.role_of(e.tid) or f"pid {e.tgid}"] += part[id(e)] / lock_ns
+        for sh in spread(es, lambda e: bool(raw.user_frames(e))):
+            e = sh.entry
+            frames = raw.user_frames(e)
+            kind = futex_kind(e.op, frames) if frames or prim is None else prim
+            if roles is None and table.primitive_kind(kind) == sleepkinds.IDLE:
+                continue
+            acc = _futex_lock(e, kind, frames, raw, groups)
+            acc.addresses.add(futex_key(e))
+            wait = round(sh.wait_ns * scale)
+            acc.add(round(sh.count * scale), wait, sh.max_ns, OP_NAMES.get(e.op, str(e.op)))
+            acc.add_stack(tuple(frames[:MAX_FRAMES]), "futex", round(sh.count * scale), wait,
+                          sh.sampled if frames else 0)
+            for role, frac in by_role.items():
+                acc.roles[role] += round(wait * frac)
     return heaviest_first([acc.to_lock(workers, window_ns, lambda k: site(list(k)) if k else "[no stack]")
                            for acc in groups.values()])
 

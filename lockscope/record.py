@@ -18,7 +18,8 @@ from lockscope import atomicio
 from lockscope.jsondata import from_dict, optional, to_dict
 from lockscope.probedata import MapUse, ProgramStats, RawProbe
 
-SCHEMA = "lockscope.run/1"
+SCHEMA = "lockscope.run/2"
+READS = ("lockscope.run/1", SCHEMA)     # /1: no roles, wake-ups or sleep kinds (read as before)
 
 
 @dataclass
@@ -54,6 +55,8 @@ class Lock:
     explain: Optional[str] = None
     rule: Optional[str] = None   # inferred: the rule that named it
     stacks: list[StackSummary] = field(default_factory=list)
+    # user-space locks: wait_ns by the role of the waiting thread (analyzer/roles.py)
+    roles: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
 
 
 @dataclass
@@ -68,6 +71,43 @@ class OffCpu:
     wait_share: float = 0.0
     site: str = ""
     frames: list[str] = field(default_factory=list)
+    role: Optional[str] = optional()      # the role of the threads (record /2)
+    kind: Optional[str] = optional()      # sleep kind: lock, idle, io, storage, preempted, other, futex
+
+
+@dataclass
+class Role:
+    """Threads of one role (process and thread name, numbers folded) and
+    their time over the window by what they did (analyzer/roles.py)."""
+    name: str
+    processes: list[str] = field(default_factory=list)
+    threads: int = 0
+    pids: int = 0
+    worker: bool = False         # counted as the measured work
+    reason: str = ""             # why it is or is not counted
+    path: bool = False           # on the path of the measured work: a worker role or one the workers wait for
+    on_cpu_ns: int = 0
+    lock_ns: int = 0
+    idle_ns: int = 0
+    io_ns: int = 0
+    storage_ns: int = 0          # page-cache folio, writeback, journal
+    preempted_ns: int = 0
+    other_ns: int = 0
+
+    @property
+    def busy_ns(self) -> int:
+        return self.on_cpu_ns + self.lock_ns + self.io_ns + self.storage_ns + self.preempted_ns + self.other_ns
+
+
+@dataclass
+class RoleEdge:
+    """Wake-ups from one role to another: how many, and the sleep time of
+    the woken threads they ended (the wait-for graph)."""
+    waker: str
+    wakee: str
+    count: int = 0
+    wait_ns: int = 0
+    traced: bool = True          # the waker is a traced role (not an interrupt or another process)
 
 
 @dataclass
@@ -240,6 +280,13 @@ class RunRecord:
     latency: dict[str, Latency] = field(default_factory=dict, metadata={"omit_empty": True})
     interval_s: float = field(default=0.0, metadata={"omit_empty": True})
     timeseries: list[Interval] = field(default_factory=list, metadata={"omit_empty": True})
+    # record /2: the traced threads by role, and who woke whom (analyzer/roles.py)
+    roles: list[Role] = field(default_factory=list, metadata={"omit_empty": True})
+    wait_for: list[RoleEdge] = field(default_factory=list, metadata={"omit_empty": True})
+
+    @property
+    def worker_roles(self) -> set[str]:
+        return {r.name for r in self.roles if r.worker}
 
 
 def save(record: RunRecord, path: Path) -> None:
@@ -252,6 +299,10 @@ def load(path: Path) -> RunRecord:
     schema = data.get("schema", "")
     if not schema.startswith("lockscope.run/"):
         raise ValueError(f"{path}: not a lockscope run record (schema {schema!r})")
-    if schema.split("/")[1] != SCHEMA.split("/")[1]:
-        raise ValueError(f"{path}: run record schema {schema} is not supported (this lockscope reads {SCHEMA})")
+    if schema not in READS:
+        raise ValueError(f"{path}: run record schema {schema} is not supported "
+                         f"(this lockscope reads {', '.join(READS)})")
+    # /1 has none of /2's additions (roles, wait_for, Lock.roles, OffCpu.role
+    # and kind): they read as empty, and the analysis counts every traced
+    # task as a worker, as /1 did
     return from_dict(RunRecord, data)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import naming, slab, userlocks
+from lockscope.analyzer import naming, roles, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -129,10 +129,16 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_c
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
+        # who is a worker: roles, the kind of each sleep, who woke whom
+        rs = roles.analyze(raw, window)
         # user-space locks (futex waits) next to the kernel's
-        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
+        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs),
+                           key=lambda lk: -lk.wait_ns)
         rec.warnings += userlocks.futex_warnings(raw)
-        rec.offcpu = naming.offcpu_summary(raw, rec.workers, window)
+        rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,
+                                           role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
+        if rs:
+            rec.roles, rec.wait_for = rs.roles, rs.edges
         rec.warnings += probe_warnings(rec.probe)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__

@@ -90,10 +90,11 @@ def _usl_line(u: UslFit | Unavailable, unit: str) -> str:
 def _attribution_line(p: PointView) -> str:
     a = p.attribution
     items = [i for i in a.items if i.wait.worker_equivalents >= 0.005][:4]
-    parts = [f"{i.wait.name} {i.wait.worker_equivalents:.2f} ({i.share_of_loss:.0%})" for i in items]
+    parts = [f"{i.wait.name} {i.attributed:.2f} ({i.share_of_loss:.0%})" for i in items]
     parts.append(f"unexplained {a.unexplained:.2f}")
     return (f"  lost capacity at {p.workers}: {p.lost_capacity:.2f} of {p.ideal:g} workers = "
-            + ", ".join(parts) + (" (the waits exceed the loss)" if a.waits_exceed_loss else ""))
+            + ", ".join(parts) + (f" (the measured waits, {a.measured_total:.2f}, exceed the loss: "
+                                  f"each scaled by {a.scale:.2f})" if a.waits_exceed_loss else ""))
 
 
 def _whatif_line(w: WhatIf | Unavailable, unit: str) -> str:

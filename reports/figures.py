@@ -339,7 +339,7 @@ def attribution(exp: Experiment, top: int = TOP) -> str | None:
     data = exp.points
     if not data:
         return None
-    ranked, totals = _heaviest(((it.wait.name, it.wait.worker_equivalents)
+    ranked, totals = _heaviest(((it.wait.name, it.attributed)
                                 for pt in data for it in pt.attribution.items))
     big = max(totals.values(), default=0.0)
     # named when it matters (>= 1% of the heaviest); the rest is "other waits"
@@ -349,7 +349,7 @@ def attribution(exp: Experiment, top: int = TOP) -> str | None:
     bottom = [0.0] * len(data)
 
     def we(pt, pred):
-        return sum(it.wait.worker_equivalents for it in pt.attribution.items if pred(it.wait.name))
+        return sum(it.attributed for it in pt.attribution.items if pred(it.wait.name))
 
     series = [(n, PALETTE[i % len(PALETTE)], [we(pt, lambda x, n=n: x == n) for pt in data])
               for i, n in enumerate(names)]

@@ -1,0 +1,205 @@
+"""Who is a worker: the traced threads grouped into roles (process and
+thread name, numbers folded), each role's time split into on-CPU, lock
+waits, idle, I/O, page/journal waits, preempted and other waits, and the
+roles that do the measured work found from the data.
+
+A role does the measured work when it is busy (everything but idle) at
+least WORKER_SHARE of the busiest role's busy time; the record says why
+each role was or was not counted. A thread "works" when it was on CPU at
+least WORKING_SHARE of the time it was seen.
+
+Sleeps get their kind from analyzer/sleepkinds.py; a condition variable or
+semaphore wait ("handoff") is a lock wait only for a working thread of a
+worker role woken by a working peer of a worker role (one that released
+what it waited for); otherwise the thread was waiting for work: idle. The
+wake-ups come from the probe (sched_waking, analyzer/wakeups.py)."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from lockscope.analyzer import naming, sleepkinds, userlocks, wakeups
+from lockscope.analyzer.sleepkinds import HANDOFF, IDLE, KINDS, LOCK, PREEMPTED
+from lockscope.probedata import FutexWait, RawProbe
+from lockscope.record import Role, RoleEdge
+
+WORKER_SHARE = 0.5
+WORKING_SHARE = 0.05
+
+_NUMBER = re.compile(r"(?<![A-Za-z])\d+|\d+$")
+
+
+def fold(name: str) -> str:
+    """A thread or process name with its numbers folded: `worker-3` ->
+    `worker-#`, `rocksdb:low0` -> `rocksdb:low#`, `kworker/u4:2` ->
+    `kworker/u4:#` (a digit inside a word, `jbd2`, `loop0`, stays)."""
+    return _NUMBER.sub("#", name)
+
+
+def role_name(process: str, comm: str) -> str:
+    """The role of a thread: its own name when it has one apart from its
+    process's (`rocksdb:low` in db_bench), else the process name."""
+    return fold(comm or process or "?")
+
+
+@dataclass
+class ThreadTimes:
+    tid: int
+    tgid: int
+    role: str
+    process: str
+    on_cpu_ns: int = 0
+    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    @property
+    def seen_ns(self) -> int:
+        return self.on_cpu_ns + sum(self.kinds.values())
+
+    @property
+    def busy_ns(self) -> int:
+        return self.seen_ns - self.kinds.get(IDLE, 0)
+
+    @property
+    def working(self) -> bool:
+        return self.seen_ns > 0 and self.on_cpu_ns >= WORKING_SHARE * self.seen_ns
+
+
+@dataclass
+class RoleAnalysis:
+    roles: list[Role] = field(default_factory=list)
+    threads: dict[int, ThreadTimes] = field(default_factory=dict)
+    edges: list[RoleEdge] = field(default_factory=list)
+    path: set[str] = field(default_factory=set)          # roles on the path of the measured work
+    primitive: dict[tuple, str] = field(default_factory=dict)   # (tgid, uaddr, op) -> futex primitive
+    lock_part: dict[tuple, float] = field(default_factory=dict)  # (tid, uaddr) -> share of a handoff wait that is a lock wait
+
+    @property
+    def workers(self) -> set[str]:
+        return {r.name for r in self.roles if r.worker}
+
+    def role_of(self, tid: int) -> str | None:
+        t = self.threads.get(tid)
+        return t.role if t else None
+
+    def lock_fraction(self, e: FutexWait, primitive: str) -> float:
+        """The part of a futex aggregate's wait that is a lock wait."""
+        kind = sleepkinds.default().primitive_kind(primitive)
+        if kind == HANDOFF:
+            return self.lock_part.get((e.tid, e.uaddr), 0.0)
+        return 1.0 if kind == LOCK else 0.0
+
+
+def futex_primitives(raw: RawProbe) -> dict[tuple, str]:
+    """The primitive of every futex (tgid, uaddr, op): from the C library
+    frames of its heaviest sampled stack (a futex word belongs to one
+    primitive; a mutex re-taken after a condition variable wait is still a
+    mutex)."""
+    table = sleepkinds.default()
+    best: dict[tuple, tuple[int, str]] = {}
+    for e in raw.futex or []:
+        key = (e.tgid, e.uaddr, e.op)
+        frames = raw.user_frames(e)
+        if not frames:
+            best.setdefault(key, (-1, table.futex_primitive(e.op, [])[0]))
+            continue
+        prim = table.futex_primitive(e.op, userlocks.runtime_functions(frames))[0]
+        if e.total_ns > best.get(key, (-1, ""))[0]:
+            best[key] = (e.total_ns, prim)
+    return {k: v[1] for k, v in best.items()}
+
+
+def _threads(raw: RawProbe) -> dict[int, ThreadTimes]:
+    out: dict[int, ThreadTimes] = {}
+    for t in raw.tasks or []:
+        th = out[t.tid] = ThreadTimes(t.tid, t.tgid, role_name(t.process, t.comm), t.process)
+        th.on_cpu_ns = t.on_cpu_ns
+        th.kinds[PREEMPTED] += t.preempted_ns
+    return out
+
+
+def _thread(out: dict[int, ThreadTimes], tid: int, tgid: int) -> ThreadTimes:
+    if tid not in out:
+        out[tid] = ThreadTimes(tid, tgid, f"pid {tgid}", f"pid {tgid}")
+    return out[tid]
+
+
+def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[tuple, str]) -> list[tuple]:
+    """Kernel-side sleeps by class and futex sleeps by primitive, per
+    thread; returns the handoff waits [(thread, FutexWait)] to decide."""
+    table = sleepkinds.default()
+    tgid_of = {t.tid: t.tgid for t in threads.values()}
+    for e in raw.offcpu:
+        if e.state == 0:
+            continue             # preempted: from the thread's own times
+        cls = "lock" if e.in_lock_wait else naming.classify_offcpu(raw.frames(e.stack), e.state)
+        kind = table.class_kind(cls)
+        if kind == sleepkinds.FUTEX:
+            continue             # counted from the futex waits below
+        _thread(threads, e.tid, tgid_of.get(e.tid, 0)).kinds[kind] += e.total_ns
+    handoffs = []
+    for e in raw.futex or []:
+        th = _thread(threads, e.tid, e.tgid)
+        kind = table.primitive_kind(primitive.get((e.tgid, e.uaddr, e.op), sleepkinds.UNKNOWN_PRIMITIVE))
+        if kind == HANDOFF:
+            th.kinds[IDLE] += e.total_ns
+            handoffs.append((th, e))
+        else:
+            th.kinds[kind] += e.total_ns
+    return handoffs
+
+
+def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int) -> dict[str, str]:
+    """role -> why it is (or is not) counted as the measured work."""
+    busy = {r: sum(t.busy_ns for t in ts) for r, ts in roles.items()}
+    top = max(busy.values(), default=0)
+    we = (lambda ns: ns / window_ns) if window_ns else (lambda ns: 0.0)
+    out = {}
+    for r, b in busy.items():
+        if top > 0 and b >= WORKER_SHARE * top:
+            out[r] = (f"counted: busy {we(b):.2f} worker-equivalents"
+                      + (" (the busiest role)" if b == top else f", at least {WORKER_SHARE:.0%} of the busiest role's {we(top):.2f}"))
+        else:
+            out[r] = (f"not counted: busy {we(b):.2f} worker-equivalents, under {WORKER_SHARE:.0%} of the busiest "
+                      f"role's {we(top):.2f}" if top > 0 else "not counted: never busy")
+    return out
+
+
+def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
+    """Roles, their time split and the roles that do the measured work;
+    None when the probe recorded no per-thread data (older records)."""
+    if raw is None or raw.tasks is None:
+        return None
+    threads = _threads(raw)
+    primitive = futex_primitives(raw)
+    handoffs = _add_sleeps(raw, threads, primitive)
+    by_role: dict[str, list[ThreadTimes]] = defaultdict(list)
+    for t in threads.values():
+        by_role[t.role].append(t)
+    reasons = _choose_workers(by_role, window_ns)
+    workers = {r for r, why in reasons.items() if why.startswith("counted")}
+    working = {t.tid for t in threads.values() if t.working and t.role in workers}
+    lock_part = wakeups.handoff_lock_parts(raw.wakeups or [], [(th.tid, e.uaddr) for th, e in handoffs
+                                                                if th.tid in working], working)
+    for th, e in handoffs:
+        part = e.total_ns * lock_part.get((th.tid, e.uaddr), 0.0)
+        th.kinds[IDLE] -= part
+        th.kinds[LOCK] += part
+    roles = [_role(name, ts, name in workers, reasons[name]) for name, ts in by_role.items()]
+    roles.sort(key=lambda r: (not r.worker, -(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.other_ns)))
+    edges = wakeups.role_edges(raw.wakeups or [], {t.tid: t.role for t in threads.values()}, fold)
+    path = wakeups.path_roles(edges, workers)
+    for r in roles:
+        r.path = r.name in path
+    return RoleAnalysis(roles, threads, edges, path, primitive, lock_part)
+
+
+def _role(name: str, threads: list[ThreadTimes], worker: bool, reason: str) -> Role:
+    k: dict[str, int] = defaultdict(int)
+    for t in threads:
+        for kind, ns in t.kinds.items():
+            k[kind] += ns
+    return Role(name=name, processes=sorted({t.process for t in threads}), threads=len(threads),
+                pids=len({t.tgid for t in threads}), worker=worker, reason=reason,
+                on_cpu_ns=sum(t.on_cpu_ns for t in threads),
+                **{f"{kind}_ns": int(max(0, k.get(kind, 0))) for kind in KINDS})

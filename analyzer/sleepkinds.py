@@ -1,0 +1,84 @@
+"""What each sleep of a traced thread is: a lock wait, idle (waiting for
+work), I/O, a page or journal wait, preempted, or another wait.
+
+The table is data (sleepkinds.toml): the kind of every off-CPU class of
+locks.toml, and the user-space primitive of a futex sleep by the C library
+function it came from. A futex sleep of a condition variable or semaphore
+("handoff") is decided per wait by who woke it (analyzer/roles.py)."""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockscope.analyzer import knowledge
+
+TABLE_FILE = Path(__file__).with_name("sleepkinds.toml")
+
+LOCK, IDLE, IO, STORAGE, PREEMPTED, OTHER = "lock", "idle", "io", "storage", "preempted", "other"
+KINDS = (LOCK, IDLE, IO, STORAGE, PREEMPTED, OTHER)      # the kinds a role's time is split into
+FUTEX = "futex"          # class kind: decided by the futex primitive
+HANDOFF = "handoff"      # primitive kind: a lock or idle, by who woke the wait
+LABELS = {LOCK: "lock waits", IDLE: "idle", IO: "block I/O", STORAGE: "page/journal waits",
+          PREEMPTED: "preempted", OTHER: "other waits"}
+
+FUTEX_LOCK_PI, FUTEX_LOCK_PI2 = 6, 13
+UNKNOWN_PRIMITIVE = "futex"   # a futex wait no rule recognises (a program's own futex)
+
+
+@dataclass(frozen=True)
+class FutexRule:
+    primitive: str
+    functions: tuple[str, ...]
+    kind: str
+
+    def matches(self, function: str) -> bool:
+        return any(fnmatch.fnmatchcase(function, p) for p in self.functions)
+
+
+class SleepKinds:
+    def __init__(self, path: Path = TABLE_FILE):
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        self.classes: dict[str, str] = dict(data["classes"])
+        self.futex_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r["kind"]) for r in data["futex"]]
+        bad = {k for k in self.classes.values() if k not in KINDS + (FUTEX,)} | \
+            {r.kind for r in self.futex_rules if r.kind not in (LOCK, IDLE, HANDOFF)}
+        if bad:
+            raise ValueError(f"{path}: unknown sleep kinds {sorted(bad)}")
+
+    def class_kind(self, wait_class: str) -> str:
+        """The kind of an off-CPU class (naming.classify_offcpu's result)."""
+        return self.classes.get(wait_class, OTHER)
+
+    def futex_primitive(self, op: int, runtime_functions: list[str]) -> tuple[str, str]:
+        """(primitive, kind) of a futex wait: its op, then the C library
+        functions of its user stack (innermost first, names as symbolized)."""
+        if op in (FUTEX_LOCK_PI, FUTEX_LOCK_PI2):
+            return "pthread_mutex", LOCK
+        for fn in runtime_functions:
+            name = fn.lstrip("_")
+            for rule in self.futex_rules:
+                if rule.matches(name):
+                    return rule.primitive, rule.kind
+        return UNKNOWN_PRIMITIVE, LOCK
+
+    def primitive_kind(self, primitive: str) -> str:
+        for rule in self.futex_rules:
+            if rule.primitive == primitive:
+                return rule.kind
+        return LOCK
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> SleepKinds:
+    return SleepKinds()
+
+
+def unclassified_classes(table: SleepKinds | None = None) -> list[str]:
+    """Off-CPU classes of locks.toml that the table gives no kind (a test
+    keeps this empty)."""
+    table = table or default()
+    return [r.wait_class for r in knowledge.default().offcpu_rules if r.wait_class not in table.classes]
