@@ -40,6 +40,7 @@ def summarize(rec: RunRecord) -> str:
     c = rec.cpu
     lines.append(f"CPU {','.join(map(str, c.cpus))}: user {c.user:.0%}  sys {c.sys:.0%}  idle {c.idle:.0%}  "
                  f"iowait {c.iowait:.0%}  irq {c.irq:.0%}")
+    lines += role_lines(rec)
     if not rec.probe.attached:
         lines.append(f"locks: not measured ({rec.probe.reason})")
     elif not rec.locks:
@@ -54,6 +55,23 @@ def summarize(rec: RunRecord) -> str:
     for w in rec.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def role_lines(rec: RunRecord, top: int = 6) -> list[str]:
+    """The roles of a point: time split in worker-equivalents, and whether
+    each was counted as the measured work."""
+    if not rec.roles or rec.probe.window_s <= 0:
+        return []
+    win = rec.probe.window_s * 1e9
+    out = ["roles (worker-equivalents: on CPU, lock waits, preempted, I/O, page/journal, other, idle):"]
+    for r in rec.roles[:top]:
+        parts = " ".join(f"{getattr(r, a) / win:5.2f}" for a in ("on_cpu_ns", "lock_ns", "preempted_ns", "io_ns",
+                                                                "storage_ns", "other_ns", "idle_ns"))
+        out.append(f"  {'*' if r.worker else ' '} {r.name:<20} {r.threads:>3} thread{'s' if r.threads != 1 else ' '} "
+                   f"{parts}  {r.reason}")
+    if len(rec.roles) > top:
+        out.append(f"    ... {len(rec.roles) - top} more roles")
+    return out
 
 
 def latency(ns: int) -> str:

@@ -47,6 +47,19 @@ def command_line(exp: Experiment) -> str | None:
     return f"{shlex.join(last.command)}  (at {last.workers} worker{'s' if last.workers != 1 else ''})"
 
 
+def roles_view(exp: Experiment) -> dict:
+    """The roles of the point in focus (the collapse point, else the last):
+    their time split, which were counted as the work and why, and the
+    wait-for graph between them."""
+    if not exp.points:
+        return {"roles_rec": None}
+    rec = next((r for r in exp.records if r.workers == exp.focus().workers), exp.records[-1])
+    if not rec.roles:
+        return {"roles_rec": None}
+    return {"roles_rec": rec, "roles_fig": figures.roles(rec), "wait_for_fig": figures.wait_for(rec),
+            "worker_roles": [r.name for r in rec.roles if r.worker]}
+
+
 def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
     return {
         "exp": exp, "page": f"{name}.html", "name": name, "title": exp.title, "command": command_line(exp),
@@ -59,6 +72,7 @@ def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
         "attribution_at": exp.focus() if exp.points else None,
         "attribution_missing": None if exp.points else "no points",
         "timeview": figures.timeview(exp.timeview),
+        **roles_view(exp),
         "flames": flamegraph.write(exp, out_dir, name, exe=renderer, find=False),
     }
 
