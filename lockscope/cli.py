@@ -105,13 +105,19 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _list_params(w: dict) -> None:
+    for p in w.get("params", []):
+        print(f"         --param {p['name']}=N  {p['help']} (default {p['default']}, {p['min']}..{p['max']})")
+
+
 def cmd_list(args) -> int:
-    from lockscope import workloads
+    from lockscope import apps, workloads
 
     cat = workloads.catalog()
+    app_entries = [a.catalog_entry() for a in apps.table().values()]
     fss = {name: scratch.availability(name) for name in scratch.FS_SETUPS}
     if args.json:
-        json.dump({"workloads": list(cat.values()),
+        json.dump({"workloads": list(cat.values()) + app_entries,
                    "fs": [{"name": n, "description": scratch.FS_SETUPS[n].description, "available": ok,
                            "reason": why} for n, (ok, why) in fss.items()]}, sys.stdout, indent=1)
         print()
@@ -122,10 +128,17 @@ def cmd_list(args) -> int:
               + ("; threads of one process" if w.get("model") == "thread" else ""))
         if len(w.get("op_names", [])) > 1:
             print(f"         operations timed: {', '.join(w['op_names'])}")
-        for p in w.get("params", []):
-            print(f"         --param {p['name']}=N  {p['help']} (default {p['default']}, {p['min']}..{p['max']})")
+        _list_params(w)
         if w.get("many_tasks"):
             print(f"         up to {w['max_workers']} workers without --force (they mostly sleep in I/O)")
+    print("\napplications (programs from Debian packages, run as commands on --fs; throughput from their output):")
+    for w in app_entries:
+        state = "installed" if w["installed"] else f"NOT INSTALLED ({w['missing']}): {w['install']}"
+        print(f"  {w['name']:<18} {w['operation']}\n"
+              f"           sharing: {w['sharing']}; stresses: {w['component']}"
+              + ("; threads of one process" if w["model"] == "thread" else "") +
+              f"\n           package {w['package']}: {state}; throughput in {w['unit']}")
+        _list_params(w)
     print("\nfile systems (--fs):")
     for name, (ok, why) in fss.items():
         print(f"  {name:<14} {scratch.FS_SETUPS[name].description}" + ("" if ok else f"  [unavailable: {why}]"))

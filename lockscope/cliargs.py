@@ -19,6 +19,7 @@ examples:
   lockscope run MWRM --fs tmpfs --workers 2 --duration 3 --out results/mwrm
   lockscope run --workers 4 --duration 10 --out results/app -- ./mybench --threads {n}
   lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
+  lockscope sweep rocksdb-readrandom,dbench --fs ext4 --workers 1,2 --out results/apps
   lockscope analyze results/sweep --json
   lockscope report results/sweep            # writes results/sweep/report/index.html
   lockscope export results/sweep            # PDF/SVG figures, CSV/LaTeX table: results/sweep/exports
@@ -102,7 +103,8 @@ def _add_measure_commands(sub: argparse._SubParsersAction) -> None:
                                    "`lockscope run ... -- CMD ARGS` profiles any command, with {n} in its "
                                    "arguments replaced by the worker count and {dir} by a fresh file system "
                                    "(with --fs).")
-    p.add_argument("workload", nargs="?", help="built-in workload (see `lockscope list`)")
+    p.add_argument("workload", nargs="?",
+                   help="built-in or application workload (rocksdb-fillrandom, dbench, ...; see `lockscope list`)")
     _run_options(p, multi=False)
     p.add_argument("--json", action="store_true", help="print the run record as JSON")
 
@@ -110,7 +112,7 @@ def _add_measure_commands(sub: argparse._SubParsersAction) -> None:
                        description="Measure every (workload, file system, worker count) point, one run record per "
                                    "point written atomically; rerunning skips finished points.")
     p.add_argument("workloads", nargs="?", default=None,
-                   help=f"comma-separated built-in workloads (default {','.join(DEFAULT_WORKLOADS)})")
+                   help=f"comma-separated built-in or application workloads (default {','.join(DEFAULT_WORKLOADS)})")
     _run_options(p, multi=True)
 
 
@@ -154,5 +156,5 @@ def _add_machine_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH)
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("list", help="built-in workloads and file-system setups")
+    p = sub.add_parser("list", help="built-in and application workloads, and file-system setups")
     p.add_argument("--json", action="store_true")

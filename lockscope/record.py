@@ -244,6 +244,17 @@ class FsDetail:
 
 
 @dataclass
+class Application:
+    """The program behind an application workload (lockscope/apps.toml)."""
+    name: str                             # the workload, e.g. rocksdb-readrandom
+    package: str                          # the Debian package
+    binary: str
+    version: Optional[str] = optional()         # the package's version (dpkg), when known
+    prepare: Optional[list[str]] = optional()   # run before the window, outside the probes
+    prepare_s: Optional[float] = optional()
+
+
+@dataclass
 class RunRecord:
     id: str
     workload: str
@@ -256,7 +267,7 @@ class RunRecord:
     created: str = ""
     lockscope_version: str = ""
     host: Host = field(default_factory=Host)
-    kind: str = "builtin"             # builtin | command
+    kind: str = "builtin"             # builtin | command (an application workload is a command)
     command: Optional[list[str]] = None
     throughput_unit: str = "ops/s"
     fs_detail: FsDetail = field(default_factory=FsDetail)
@@ -280,6 +291,8 @@ class RunRecord:
     latency: dict[str, Latency] = field(default_factory=dict, metadata={"omit_empty": True})
     interval_s: float = field(default=0.0, metadata={"omit_empty": True})
     timeseries: list[Interval] = field(default_factory=list, metadata={"omit_empty": True})
+    # application workloads (lockscope/apps.toml): the program behind the command
+    application: Optional[Application] = optional()
     # record /2: the traced threads by role, and who woke whom (analyzer/roles.py)
     roles: list[Role] = field(default_factory=list, metadata={"omit_empty": True})
     wait_for: list[RoleEdge] = field(default_factory=list, metadata={"omit_empty": True})

@@ -8,7 +8,6 @@ import contextlib
 import datetime
 import os
 import platform
-import re
 import shlex
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lockscope import __version__, cpustat, hwcounters, scratch, workloads
+from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
 from lockscope.analyzer import naming, roles, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
@@ -27,10 +26,15 @@ from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.jsondata import from_dict, from_list
 from lockscope.probedata import (Contention, CpuSample, MapUse, Objects, OffCpuWait, ProgramStats, RawProbe,
                                  Series, Slab, heaviest)
-from lockscope.record import Cpi, FsDetail, Host, Interval, Latency, ProbeInfo, RunRecord, WorkerResult
+from lockscope.record import (Application, Cpi, FsDetail, Host, Interval, Latency, ProbeInfo, RunRecord,
+                              WorkerResult)
 
 MAX_WATCH_PATHS = 512
 NO_FS = "none"
+# a command that stops itself after its window (an application workload) is
+# killed, and the point failed, when it runs this much longer
+SELF_TIMED_GRACE_S = 120.0
+PREPARE_TIMEOUT_S = 3600.0
 
 Progress = Callable[[str], None]
 
@@ -53,6 +57,11 @@ class PointSpec:
     interval: float = 0.0              # time series every this many seconds (0: none)
     latency: bool = True               # time every operation (histograms)
     device: str | None = None          # a checked block device for disk setups (--device)
+    # commands: run before the window on the same {dir}, without the probes
+    prepare: list[str] | None = None
+    throughput_unit: str | None = None  # of throughput_regex's number (default: ops/s)
+    self_timed: bool = False           # the command stops itself after `duration` (it was told so)
+    application: dict | None = None    # an application workload: apps.App.identity()
 
     @property
     def id(self) -> str:
@@ -243,6 +252,24 @@ def _tail(f, limit: int = 4000) -> str:
     return f.read().decode(errors="replace")
 
 
+def run_prepare(argv: list[str], progress: Progress) -> float:
+    """The command's preparation (e.g. filling a database), before the probes
+    attach; its duration in seconds."""
+    progress(f"preparing, not measured: {shlex.join(argv)}")
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PREPARE_TIMEOUT_S)
+    except OSError as e:
+        raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
+    except subprocess.TimeoutExpired:
+        raise LockscopeError(f"the preparation {shlex.join(argv)} did not end within {PREPARE_TIMEOUT_S:g} s") from None
+    if p.returncode != 0:
+        err = (p.stderr or p.stdout).decode(errors="replace").strip()[-800:]
+        raise LockscopeError(f"the preparation {shlex.join(argv)} exited with code {p.returncode}" +
+                             (f": {err}" if err else ""))
+    return time.monotonic() - t0
+
+
 def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
     assert spec.command
     with contextlib.ExitStack() as stack:
@@ -251,6 +278,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
         argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
+        prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None) if spec.prepare else None
+        prepare_s = run_prepare(prepare, progress) if prepare else None
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         out = stack.enter_context(tempfile.TemporaryFile())
@@ -263,7 +292,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         if probe:
             probe.start()
         t0 = time.monotonic()
-        progress(f"running {shlex.join(argv)}" + (f" for up to {spec.duration:g} s" if spec.duration else ""))
+        progress(f"running {shlex.join(argv)}" + ("" if not spec.duration else f" ({spec.duration:g} s, it stops itself)"
+                                                   if spec.self_timed else f" for up to {spec.duration:g} s"))
         try:
             proc = spawn_gated(argv, probe.track if probe else None, stdin=subprocess.DEVNULL, stdout=out,
                                stderr=err, start_new_session=True)
@@ -271,7 +301,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
         stack.callback(kill_group, proc)
         try:
-            rc = proc.wait(timeout=spec.duration)
+            rc = proc.wait(timeout=spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration)
             completed = True
         except subprocess.TimeoutExpired:
             rc, completed = None, False
@@ -288,16 +318,17 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
     if completed and rc != 0:
         raise LockscopeError(f"{shlex.join(argv)} exited with code {rc}" +
                              (f": {stderr.strip()[-800:]}" if stderr.strip() else ""))
+    if spec.self_timed and not completed:
+        raise LockscopeError(f"{shlex.join(argv)} was told to run {spec.duration:g} s but had not ended "
+                             f"{SELF_TIMED_GRACE_S:g} s later; it was stopped")
     warnings = []
     ops, tput, unit = None, None, "runs/s"
     if spec.throughput_regex:
-        matches = re.findall(spec.throughput_regex, stdout + "\n" + stderr)
-        unit = "ops/s (from the command's output)"
-        if matches:
-            last = matches[-1]
-            tput = float(last if isinstance(last, str) else last[0])
-        else:
-            warnings.append(f"--throughput-regex {spec.throughput_regex!r} matched nothing in the output")
+        tput = apps.parse_throughput(spec.throughput_regex, stdout + "\n" + stderr)
+        unit = spec.throughput_unit or "ops/s (from the command's output)"
+        if tput is None:
+            what = f"{spec.application['name']}'s throughput regex" if spec.application else "--throughput-regex"
+            warnings.append(f"{what} {spec.throughput_regex!r} matched nothing in the output")
     elif completed:
         ops, tput = 1, 1.0 / elapsed
     else:
@@ -309,7 +340,9 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         cpus=sorted(before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
         cpu=cpustat.breakdown(before, after),
         probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
-        warnings=warnings)
+        warnings=warnings, params=dict(spec.params),
+        application=Application(**spec.application, prepare=prepare, prepare_s=prepare_s)
+        if spec.application else None)
     return _finish_record(rec, data, raw, hw.result())
 
 

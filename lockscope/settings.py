@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockscope import scratch, validate, workloads
+from lockscope import apps, scratch, validate, workloads
 from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_WORKLOADS
 from lockscope.errors import UsageError
 from lockscope.runner import NO_FS, PointSpec
@@ -72,8 +72,14 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
     else:
         fs = _workload_fs(args.fs, workloads.check_workload(args.workload))
         device = validate.check_device(args.device, args.yes_format_device, [fs])
-        spec = PointSpec(fs=fs, params=workloads.check_params(args.workload, s.params), interval=args.interval,
-                         latency=not args.no_latency, **common)
+        params = workloads.check_params(args.workload, s.params)
+        app = apps.get(args.workload)
+        if app:       # an application workload: a command experiment with its own command line
+            fields = app.point_fields(s.duration, params)
+            app.require_installed()
+            spec = PointSpec(fs=fs, **fields, **(common | {"warmup": 0.0}))
+        else:
+            spec = PointSpec(fs=fs, params=params, interval=args.interval, latency=not args.no_latency, **common)
     spec.device = device
     return spec
 
@@ -98,6 +104,9 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
     workers = validate.parse_workers(args.workers) if args.workers else list(range(1, validate.ncpus() + 1))
     names = [w for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",") if w]
     s = RunSettings.from_args(args, command, workers, names)
+    chosen = [apps.get(w) for w in ([] if command else s.names) if apps.get(w)]
+    for app in chosen:
+        app.check_duration(s.duration)
     params: dict = {}
     if command:
         validate.check_command(command)
@@ -108,6 +117,8 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
         fss = [f for f in (args.fs or ",".join(DEFAULT_FS)).split(",") if f]
     fss, unavailable = validate.available_fs(fss)
     device = validate.check_device(args.device, args.yes_format_device, fss)
+    for app in chosen:
+        app.require_installed()
     spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, duration=s.duration, warmup=s.warmup,
                      command=command, throughput_regex=args.throughput_regex, probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=validate.parse_cpus(args.cpus),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from lockscope import atomicio, record, workloads
+from lockscope import apps, atomicio, record, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 from lockscope.probe import DEFAULT_SAMPLE_HZ
 from lockscope.runner import NO_FS, PointSpec, run_point
@@ -46,15 +46,17 @@ class SweepSpec:
         for wl in self.workloads:
             needs_dir = True if self.command else workloads.check_workload(wl).get("needs_dir", True)
             fss = self.fs if (needs_dir or self.command) else [NO_FS]
+            app = None if self.command else apps.get(wl)
+            # an application workload is a command experiment with its own command line
+            what = (app.point_fields(self.duration, self.params) | {"warmup": 0.0} if app else
+                    dict(warmup=self.warmup, command=self.command, throughput_regex=self.throughput_regex,
+                         params=self.params, interval=self.interval, latency=self.latency))
             for fs in fss:
                 for n in self.workers:
-                    out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration,
-                                         warmup=self.warmup, command=self.command,
-                                         throughput_regex=self.throughput_regex, probe=self.probe,
+                    out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
                                          sample_hz=self.sample_hz, system_wide=self.system_wide,
-                                         params=self.params, interval=self.interval, latency=self.latency,
-                                         device=self.device))
+                                         device=self.device, **what))
         return out
 
 

@@ -1,6 +1,7 @@
 """The built-in workloads: the catalog (from the driver itself) and a session
 that drives lockscope-workload through its control protocol
-(ready -> go -> measure_start -> measure_end -> stop -> result)."""
+(ready -> go -> measure_start -> measure_end -> stop -> result).
+check_workload also knows the application workloads (apps.py)."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from lockscope import paths
+from lockscope import apps, paths
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.jsonlines import JsonLinesProcess
 
@@ -45,12 +46,19 @@ def check_params(name: str, given: dict[str, str]) -> dict[str, int]:
 
 
 def check_workload(name: str) -> dict:
+    """The catalog entry of a built-in or application workload."""
     cat = catalog()
+    app = apps.get(name)
+    if app and name in cat:
+        raise LockscopeError(f"{name} is both a built-in workload and an application (lockscope/apps.toml)")
+    if app:
+        return app.catalog_entry()
     if name not in cat:
-        close = [n for n in cat if n.lower() == name.lower()]
+        every = list(cat) + apps.names()
+        close = [n for n in every if n.lower() == name.lower()]
         hint = f"did you mean {close[0]}? " if close else ""
         raise UsageError(f"unknown workload '{name}'",
-                         f"{hint}choose from: {', '.join(cat)} (see `lockscope list`), "
+                         f"{hint}choose from: {', '.join(every)} (see `lockscope list`), "
                          "or profile any program with `lockscope run ... -- CMD ARGS`")
     return cat[name]
 

@@ -1,0 +1,259 @@
+"""Application workloads: real programs from Debian packages (RocksDB's
+db_bench, dbench, ...), one entry each in apps.toml, run as command
+experiments on the chosen file system with their throughput read from their
+own output. This module reads and checks the table, says whether a program
+is installed, and turns an entry, the window and its parameters into what
+the runner runs (point_fields). Adding an application is one table entry."""
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
+
+TABLE = Path(__file__).resolve().with_name("apps.toml")
+KIND = "application"
+DEFAULT_MAX_WORKERS = 1024
+# placeholders every command may use besides its parameters
+BUILTIN_PLACEHOLDERS = ("n", "dir", "duration")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PARAM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+_REQUIRED = ("name", "package", "binary", "operation", "sharing", "component", "model", "command",
+             "throughput_regex", "unit")
+_OPTIONAL = ("prepare", "files", "params", "max_workers")
+_PARAM_KEYS = ("name", "default", "min", "max", "help")
+
+
+class TableError(LockscopeError):
+    """apps.toml has a bad entry (a mistake in lockscope itself)."""
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    package: str                       # the Debian package that installs it
+    binary: str                        # the program, found on PATH
+    operation: str
+    sharing: str
+    component: str                     # what it stresses
+    model: str                         # process | thread
+    command: tuple[str, ...]           # with placeholders
+    throughput_regex: str
+    unit: str
+    prepare: tuple[str, ...] = ()      # run before the window, not measured
+    files: tuple[str, ...] = ()        # other files the package installs that it needs
+    params: tuple[dict, ...] = ()
+    max_workers: int = DEFAULT_MAX_WORKERS
+
+    @property
+    def needs_dir(self) -> bool:
+        return any("{dir}" in a for a in self.command + self.prepare)
+
+    @property
+    def install_command(self) -> str:
+        return f"apt-get install {self.package}"
+
+    def missing(self) -> str | None:
+        """Why it cannot run here (its program or a file is missing), or None."""
+        if not shutil.which(self.binary):
+            return f"{self.binary} is not installed"
+        for f in self.files:
+            if not Path(f).exists():
+                return f"{f} is missing"
+        return None
+
+    def require_installed(self) -> None:
+        why = self.missing()
+        if why:
+            raise EnvironmentProblem(
+                f"workload {self.name} needs {self.binary} from the Debian package {self.package}: {why} "
+                f"(install it with `{self.install_command}`)",
+                f"{self.install_command} (or `make deps`, which installs every package lockscope uses)")
+
+    def check_duration(self, duration: float) -> int:
+        """The window in whole seconds, as the program takes it."""
+        if duration != int(duration) or duration < 1:
+            raise UsageError(f"--duration {duration:g}: {self.name} ({self.binary}) takes whole seconds, at least 1")
+        return int(duration)
+
+    def values(self, params: dict[str, int]) -> dict[str, int]:
+        """Its parameters, the defaults filled in for those not given."""
+        return {p["name"]: params.get(p["name"], p["default"]) for p in self.params}
+
+    def point_fields(self, duration: float, params: dict[str, int]) -> dict:
+        """What the runner's PointSpec needs to run it: the command and its
+        preparation ({n} and {dir} left for each point), the throughput
+        regex and unit, the parameters and the application's identity."""
+        values = {"duration": self.check_duration(duration), **self.values(params)}
+
+        def fill(argv: tuple[str, ...]) -> list[str]:
+            return [_PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], a) for a in argv]
+
+        return {"command": fill(self.command), "prepare": fill(self.prepare) or None,
+                "throughput_regex": self.throughput_regex, "throughput_unit": self.unit, "self_timed": True,
+                "params": self.values(params), "application": self.identity()}
+
+    def identity(self) -> dict[str, str]:
+        """What the record says about the application."""
+        out = {"name": self.name, "package": self.package, "binary": self.binary}
+        version = package_version(self.package)
+        if version:
+            out["version"] = version
+        return out
+
+    def throughput(self, output: str) -> float | None:
+        return parse_throughput(self.throughput_regex, output)
+
+    def catalog_entry(self) -> dict:
+        """The entry `lockscope list` shows, shaped like a built-in
+        workload's, with what makes it an application."""
+        why = self.missing()
+        return {"name": self.name, "operation": self.operation, "sharing": self.sharing,
+                "component": self.component, "model": self.model, "needs_dir": self.needs_dir,
+                "params": [dict(p) for p in self.params], "max_workers": self.max_workers, "many_tasks": False,
+                "kind": KIND, "package": self.package, "binary": self.binary, "installed": why is None,
+                "missing": why, "install": self.install_command, "unit": self.unit,
+                "command": list(self.command), "prepare": list(self.prepare) or None}
+
+
+def parse_throughput(regex: str, output: str) -> float | None:
+    """The first group of the last match of `regex` in a program's output."""
+    matches = re.findall(regex, output)
+    if not matches:
+        return None
+    last = matches[-1]
+    return float(last if isinstance(last, str) else last[0])
+
+
+@functools.lru_cache(maxsize=None)
+def package_version(package: str) -> str | None:
+    try:
+        p = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True,
+                           timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.strip() or None if p.returncode == 0 else None
+
+
+# ---- the table ------------------------------------------------------------
+
+def _bad(where: str, what: str) -> TableError:
+    return TableError(f"{TABLE.name}: {where}: {what}", "fix the entry in lockscope/apps.toml")
+
+
+def _strings(value, where: str, key: str, allow_empty: bool = False) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(a, str) and a for a in value) or \
+            (not value and not allow_empty):
+        raise _bad(where, f"{key} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _param(p, where: str) -> dict:
+    if not isinstance(p, dict) or set(p) != set(_PARAM_KEYS):
+        raise _bad(where, f"each [[app.params]] has exactly {', '.join(_PARAM_KEYS)}")
+    name = p["name"]
+    if not isinstance(name, str) or not _PARAM_NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
+        raise _bad(where, f"parameter name {name!r}: lower-case letters, digits and _, not "
+                          f"{', '.join(BUILTIN_PLACEHOLDERS)}")
+    nums = [p[k] for k in ("min", "default", "max")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in nums) or not nums[0] <= nums[1] <= nums[2]:
+        raise _bad(where, f"parameter {name}: min <= default <= max, integers")
+    if not isinstance(p["help"], str) or not p["help"]:
+        raise _bad(where, f"parameter {name}: help is required")
+    return dict(p)
+
+
+def _entry(e, i: int) -> App:
+    where = f"[[app]] #{i + 1}" + (f" ({e['name']})" if isinstance(e, dict) and isinstance(e.get("name"), str) else "")
+    if not isinstance(e, dict):
+        raise _bad(where, "not a table")
+    unknown = set(e) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise _bad(where, f"unknown keys {', '.join(sorted(unknown))}")
+    missing = [k for k in _REQUIRED if k not in e]
+    if missing:
+        raise _bad(where, f"missing {', '.join(missing)}")
+    for k in _REQUIRED:
+        if k != "command" and (not isinstance(e[k], str) or not e[k].strip()):
+            raise _bad(where, f"{k} must be a non-empty string")
+    if not _NAME.match(e["name"]):
+        raise _bad(where, "name: letters, digits and ._- only")
+    if e["model"] not in ("process", "thread"):
+        raise _bad(where, "model is process or thread")
+    command = _strings(e["command"], where, "command")
+    prepare = _strings(e.get("prepare", []), where, "prepare", allow_empty=True)
+    files = _strings(e.get("files", []), where, "files", allow_empty=True)
+    if any(not f.startswith("/") for f in files):
+        raise _bad(where, "files are absolute paths")
+    for key, argv in (("command", command), ("prepare", prepare)):
+        if argv and argv[0] != e["binary"]:
+            raise _bad(where, f"{key} must run its binary {e['binary']!r}, not {argv[0]!r}")
+    params = tuple(_param(p, where) for p in e.get("params", []))
+    names = [p["name"] for p in params]
+    if len(set(names)) != len(names):
+        raise _bad(where, "a parameter is declared twice")
+    known = set(BUILTIN_PLACEHOLDERS) | set(names)
+    for key, argv in (("command", command), ("prepare", prepare)):
+        used = {m for a in argv for m in _PLACEHOLDER.findall(a)}
+        if used - known:
+            raise _bad(where, f"{key} uses unknown placeholders {', '.join('{' + u + '}' for u in sorted(used - known))}")
+    joined = " ".join(command)
+    for needed, why in (("{n}", "the worker count"), ("{duration}", "the window (the program stops itself)")):
+        if needed not in joined:
+            raise _bad(where, f"command must pass {needed}, {why}")
+    try:
+        groups = re.compile(e["throughput_regex"]).groups
+    except re.error as err:
+        raise _bad(where, f"throughput_regex does not compile: {err}") from None
+    if groups != 1:
+        raise _bad(where, f"throughput_regex needs exactly one group (the throughput), it has {groups}")
+    max_workers = e.get("max_workers", DEFAULT_MAX_WORKERS)
+    if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
+        raise _bad(where, "max_workers is a positive integer")
+    return App(name=e["name"], package=e["package"], binary=e["binary"], operation=e["operation"],
+               sharing=e["sharing"], component=e["component"], model=e["model"], command=command,
+               throughput_regex=e["throughput_regex"], unit=e["unit"], prepare=prepare, files=files,
+               params=params, max_workers=max_workers)
+
+
+def parse(doc: dict) -> dict[str, App]:
+    """The [[app]] entries of a parsed apps.toml, checked, by name."""
+    unknown = set(doc) - {"app"}
+    if unknown:
+        raise _bad("top level", f"unknown keys {', '.join(sorted(unknown))}")
+    entries = doc.get("app", [])
+    if not isinstance(entries, list):
+        raise _bad("top level", "app must be an array of tables ([[app]])")
+    out: dict[str, App] = {}
+    for i, e in enumerate(entries):
+        app = _entry(e, i)
+        if app.name in out:
+            raise _bad(f"[[app]] #{i + 1} ({app.name})", "the name is used twice")
+        out[app.name] = app
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> dict[str, App]:
+    """The application workloads, by name, in the table's order."""
+    try:
+        with open(TABLE, "rb") as f:
+            doc = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise _bad("syntax", str(e)) from None
+    return parse(doc)
+
+
+def get(name: str) -> App | None:
+    return table().get(name)
+
+
+def names() -> list[str]:
+    return list(table())
