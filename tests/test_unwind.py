@@ -60,13 +60,13 @@ def _in_order(functions: list[str], expected: list[str]) -> bool:
     return i == len(expected)
 
 
-def build(directory: Path) -> Path:
+def build(directory: Path, cflags: list[str] = CFLAGS) -> Path:
     """blocked.c built in `directory` (same compiler, same build id)."""
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:
         pytest.skip("a C compiler (gcc) is needed to build tests/programs/blocked.c")
     shutil.copy(SOURCE, directory / "blocked.c")
-    subprocess.run([cc, *CFLAGS, "-o", "blocked", "blocked.c"], cwd=directory, check=True)
+    subprocess.run([cc, *cflags, "-o", "blocked", "blocked.c"], cwd=directory, check=True)
     return directory / "blocked"
 
 
@@ -101,24 +101,40 @@ def build_id(path: str) -> str | None:
         return userlocks._build_id(ELFFile(f))
 
 
-@pytest.fixture(scope="module")
-def blocked(tmp_path_factory):
-    """The running program: (maps lines, copy by waiter, address space)."""
+def _running(tmp_path_factory, cflags: list[str], registers: bool):
+    """blocked.c built with `cflags`, running: (maps lines, copy by waiter,
+    address space, pid, frame-pointer stack by waiter when `registers`)."""
     if os.geteuid() != 0:
         pytest.skip("reading another process's stack through /proc/PID/mem needs root here")
-    proc, tids = start(build(tmp_path_factory.mktemp("unwind")))
+    proc, tids = start(build(tmp_path_factory.mktemp("unwind"), cflags))
     try:
-        copies = {n: stackcopy.read_task(proc.pid, tid) for n, tid in tids.items()}
+        copies = {n: stackcopy.read_task(proc.pid, tid, registers=registers) for n, tid in tids.items()}
+        assert None not in copies.values(), copies
         maps = Path(f"/proc/{proc.pid}/maps").read_text().splitlines()
         space = userlocks.AddressSpace(userlocks.parse_maps(maps))
-        yield maps, copies, space, proc.pid
+        fp = {n: stackcopy.frame_pointer_stack(proc.pid, int(c["ip"], 16), int(c["bp"], 16))
+              for n, c in copies.items()}
+        yield maps, copies, space, proc.pid, fp
     finally:
         stop(proc)
 
 
+@pytest.fixture(scope="module")
+def blocked(tmp_path_factory):
+    """Built as Debian builds its libraries: no frame pointers; bp not read."""
+    yield from _running(tmp_path_factory, CFLAGS, registers=False)
+
+
+@pytest.fixture(scope="module")
+def blocked_fp(tmp_path_factory):
+    """Built with frame pointers, as lockscope's workload driver: bp read
+    with ptrace, and the frame-pointer walk the probe also takes."""
+    yield from _running(tmp_path_factory, ["-O2", "-fno-omit-frame-pointer", "-pthread"], registers=True)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_stack_copy_unwinds_through_libc_to_the_program(blocked, name):
-    _, copies, space, _ = blocked
+    _, copies, space, _, _ = blocked
     u = stackcopy.unwind_copy(space, copies[name])
     functions = _functions(space, u.frames)
     assert _in_order(functions, EXPECTED[name]), functions
@@ -131,12 +147,44 @@ def test_stack_copy_unwinds_through_libc_to_the_program(blocked, name):
 
 def test_the_copy_must_hold_the_return_addresses(blocked):
     """The walk stops where the copy ends (it never reads past it)."""
-    _, copies, space, _ = blocked
+    _, copies, space, _, _ = blocked
     c = copies["cond"]
     full = stackcopy.unwind_copy(space, c)
     cut = unwind.cfi_frames(space, int(c["ip"], 16), int(c["sp"], 16), 0, bytes.fromhex(c["bytes"])[:64])
     assert cut.frames == full.frames[:len(cut.frames)] and len(cut.frames) < len(full.frames)
     assert cut.stop == "return address beyond the stack copy" and not cut.outermost
+
+
+def test_frame_pointer_code_needs_bp_and_unwinds_with_it(blocked_fp):
+    """Functions with a frame pointer have rbp-based CFA rules: the walk
+    through libc (which leaves rbp alone on the mutex path) needs the
+    thread's bp to get past lock_mutex."""
+    _, copies, space, _, _ = blocked_fp
+    for n in NAMES:
+        u = stackcopy.unwind_copy(space, copies[n])
+        assert u.outermost and _in_order(_functions(space, u.frames), EXPECTED[n]), (u.stop, n)
+    c = copies["mutex"]
+    no_bp = unwind.cfi_frames(space, int(c["ip"], 16), int(c["sp"], 16), 0, bytes.fromhex(c["bytes"]))
+    assert no_bp.stop.startswith("CFA based on unknown register 6"), no_bp.stop
+    assert _functions(space, no_bp.frames)[-1] == "lock_mutex"
+
+
+def test_frame_pointer_stack_carries_on_past_a_short_copy(blocked_fp):
+    """The probe's frame-pointer walk skips the libc frames (and, where libc
+    uses rbp as a general register, is the ip alone); spliced after a copy
+    too short for the whole stack, it gives the frames beyond the copy."""
+    _, copies, space, _, fp = blocked_fp
+    assert [len(fp[n]) for n in ("cond", "rwlock", "join")] == [1, 1, 1]       # rbp: not a frame chain
+    assert "lock_mutex" not in _functions(space, fp["mutex"])                  # skipped
+    assert "mutex_thread" in _functions(space, fp["mutex"])
+    c = copies["mutex"]
+    ip, sp, bp, data = int(c["ip"], 16), int(c["sp"], 16), int(c["bp"], 16), bytes.fromhex(c["bytes"])
+    full = unwind.cfi_frames(space, ip, sp, bp, data)
+    short = unwind.cfi_frames(space, ip, sp, bp, data[:48])
+    assert not short.outermost and "start_thread" not in _functions(space, short.frames)
+    spliced = unwind.unwind(space, ip, sp, bp, data[:48], fp["mutex"])
+    assert spliced == full.frames[:len(spliced)] and "start_thread" in _functions(space, spliced)
+    assert len(spliced) > len(short.frames)
 
 
 def _data_event(pid: int, maps: list[str], copies: dict[str, dict]) -> dict:
@@ -159,7 +207,7 @@ def _data_event(pid: int, maps: list[str], copies: dict[str, dict]) -> dict:
 
 
 def test_resolve_stores_unwound_stacks_and_names_the_locks(blocked):
-    maps, copies, _, pid = blocked
+    maps, copies, _, pid, _ = blocked
     out = userlocks.resolve(_data_event(pid, maps, copies))
     waits = {e.tid: e for e in out["futex"] if e.stack != 9}
     keys = {n: waits[copies[n]["tid"]].user_stack for n in NAMES}
