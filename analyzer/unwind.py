@@ -41,7 +41,7 @@ import functools
 import io
 import struct
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional, Protocol
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 MAX_FRAMES = 64          # as the probe's frame-pointer walk (MAX_STACK_DEPTH)
 RBX, RBP, RSP = 3, 6, 7
@@ -281,7 +281,7 @@ def cfi_frames(space: Space, ip: int, sp: int, bp: int | None, stack: bytes,
         regs, pc, top = new, ra, False
 
 
-def splice(cfi: list[int], fp: list[int], outermost: bool = False) -> list[int]:
+def splice(cfi: Sequence[int], fp: Sequence[int], outermost: bool = False) -> list[int]:
     """The CFI frames, continued by the frame-pointer stack `fp` (ip first)
     from the first of its frames after the first that the CFI frames reach;
     if they reach none, followed by the frame-pointer frames not among them
@@ -299,7 +299,7 @@ def splice(cfi: list[int], fp: list[int], outermost: bool = False) -> list[int]:
     return list(cfi) + [a for a in rest if a not in seen]
 
 
-def unwind(space: Space, ip: int, sp: int, bp: int | None, stack: bytes, fp_stack: list[int] = (),
+def unwind(space: Space, ip: int, sp: int, bp: int | None, stack: bytes, fp_stack: Sequence[int] = (),
            max_frames: int = MAX_FRAMES) -> list[int]:
     """The user stack of a sleeping thread: unwound from its registers and
     stack copy with the CFI, spliced with its frame-pointer stack."""

@@ -228,6 +228,24 @@ def test_resolve_stores_unwound_stacks_and_names_the_locks(blocked):
     assert all(lk.tier == "verified" for lk in locks)
 
 
+def test_older_probe_256_bytes_by_stack_are_unwound_too(blocked):
+    """The probe before the 2 KiB copies kept the top 256 bytes of the stack
+    by stack id (`user_stack_words`), without sp: unwound all the same."""
+    maps, copies, _, pid, _ = blocked
+    c = copies["cond"]
+    data = bytes.fromhex(c["bytes"])[:256]
+    words = [f"0x{int.from_bytes(data[i:i + 8], 'little'):x}" for i in range(0, 256, 8)]
+    out = userlocks.resolve({
+        "futex_probe": {"attached": True}, "user_maps": {str(pid): maps}, "user_stacks": {"5": [c["ip"]]},
+        "user_stack_words": {"5": words},
+        "futex": [{"tgid": pid, "uaddr": c["uaddr"], "op": c["op"], "stack": 5, "count": 1, "total_ns": 1,
+                   "max_ns": 1}]})
+    frames = out["user_stacks"][f"{pid}:5"]
+    assert out["futex"][0].user_stack is None
+    assert _in_order([userlocks.frame_function(f) for f in frames], EXPECTED["cond"][:2]), frames
+    assert userlocks.futex_kind(c["op"], frames) == "pthread_cond"
+
+
 # ---- the recorded copy ----------------------------------------------------------
 
 def _recorded() -> dict:
