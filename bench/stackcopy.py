@@ -85,6 +85,27 @@ def frame_pointer_stack(pid: int, ip: int, bp: int, max_frames: int = 64) -> lis
     return frames
 
 
+def read_stack(pid: int, sp: int, size: int = STACK_BYTES) -> bytes | None:
+    """`size` bytes of a process's memory from sp, or, as the probe does when
+    the stack mapping ends sooner (the main thread of a program started with
+    a small environment), 512; None if neither can be read."""
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        for n in (size, 512):
+            try:
+                data = os.pread(fd, n, sp)
+            except (OSError, OverflowError):
+                continue
+            if len(data) == n:
+                return data
+        return None
+    finally:
+        os.close(fd)
+
+
 def read_task(pid: int, tid: int, size: int = STACK_BYTES, registers: bool = False) -> dict | None:
     """The copy of one thread blocked in a system call, in the probe's
     `user_stack_copies` form (uaddr and op from a futex call's arguments,
@@ -99,11 +120,8 @@ def read_task(pid: int, tid: int, size: int = STACK_BYTES, registers: bool = Fal
         return None
     nr, sp, pc = int(fields[0]), int(fields[-2], 16), int(fields[-1], 16)
     args = [int(a, 16) for a in fields[1:-2]]
-    try:
-        with open(f"/proc/{pid}/mem", "rb") as f:
-            f.seek(sp)
-            data = f.read(size)
-    except (OSError, ValueError):
+    data = read_stack(pid, sp, size)
+    if data is None:
         return None
     bp = 0
     if registers:

@@ -71,9 +71,12 @@ def build(directory: Path, cflags: list[str] = CFLAGS) -> Path:
 
 
 def start(binary: Path) -> tuple[subprocess.Popen, dict[str, int]]:
-    """Run it (empty environment) until its four waiters sleep in futex
+    """Run it (a small environment) until its four waiters sleep in futex
     waits: (process, tid by waiter)."""
-    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={})
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            # room above main's stack for a whole 2 KiB copy (an empty
+                            # environment can leave less, then the copy is 512 bytes)
+                            env={"PAD": "x" * 4096})
     tids: dict[str, int] = {}
     while len(tids) < len(NAMES):
         line = proc.stdout.readline()
