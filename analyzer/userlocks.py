@@ -34,7 +34,7 @@ from pathlib import Path
 
 from typing import Any
 
-from lockscope.analyzer import demangle, sleepkinds
+from lockscope.analyzer import demangle, sleepkinds, unwind
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from lockscope.jsondata import from_dict, from_list, parse_addr
 from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
@@ -233,6 +233,15 @@ class AddressSpace:
             return path, fm.offset + (addr - fm.start), None
         return path, start_vaddr + (addr - fm.start), syms
 
+    def code_location(self, addr: int) -> tuple[str, int] | None:
+        """(file, ELF virtual address) of an address in an executable file
+        mapping; None elsewhere (anonymous or JIT code, [vdso], unmapped)."""
+        m, _ = self.mapping(addr)
+        if m is None or "x" not in m.perms[:3] or not _is_file(m.path):
+            return None
+        r = self._file_vaddr(addr)
+        return (r[0], r[1]) if r is not None and r[2] is not None else None
+
     def resolve_data(self, addr: int) -> FutexAddress:
         """Where a futex lives: region (object, file, heap, stack, anon,
         unmapped), file, symbol and offset in it."""
@@ -253,50 +262,6 @@ class AddressSpace:
         # thread stacks and large malloc arenas are anonymous mappings
         return FutexAddress(region="anon")
 
-    def _after_call(self, addr: int) -> bool:
-        """Whether addr, in an executable file mapping, follows a call
-        instruction (x86-64: call rel32, or call through a register or
-        memory operand): then it is a return address."""
-        m, _ = self.mapping(addr)
-        if m is None or "x" not in m.perms or not _is_file(m.path):
-            return False
-        off = m.offset + (addr - m.start)
-        if off < 7:
-            return False
-        try:
-            with open(_file_path(m.path), "rb") as f:
-                f.seek(off - 7)
-                b = f.read(7)
-        except OSError:
-            return False
-        if len(b) != 7:
-            return False
-        if b[2] == 0xE8:                      # call rel32
-            return True
-        # call r/m64: FF /2 with a 0, 1 or 4 byte displacement (a SIB byte too)
-        return any(b[7 - n] == 0xFF and (b[8 - n] >> 3) & 7 == 2 for n in (2, 3, 4, 6, 7))
-
-    def recover_caller(self, frames: list[int], words: list[int]) -> list[int]:
-        """Frame pointers skip the caller of a function that has none (most
-        of the C library): insert the first return address into the program
-        found on the top of the stack, after the C library frames."""
-        lead = 0
-        while lead < len(frames) and self._in_runtime_file(frames[lead]):
-            lead += 1
-        if lead == 0:
-            return frames
-        for w in words:
-            if not w or self._in_runtime_file(w) or not self._after_call(w):
-                continue
-            if w not in frames:
-                return frames[:lead] + [w] + frames[lead:]
-            break
-        return frames
-
-    def _in_runtime_file(self, addr: int) -> bool:
-        m, _ = self.mapping(addr)
-        return m is not None and bool(_RUNTIME.match(os.path.basename(m.path)))
-
     def symbolize(self, addr: int) -> str:
         """'func+0x1f [file]'; '[file+0xoffset]' without a symbol."""
         r = self._file_vaddr(addr)
@@ -314,7 +279,15 @@ class AddressSpace:
 def resolve(data: dict) -> dict[str, Any]:
     """The futex part of the probe's data event, as kept in the record's raw
     section (RawProbe's futex fields): the heaviest aggregates, their stacks
-    symbolized and their addresses resolved (while the ELF files are at hand)."""
+    symbolized and their addresses resolved (while the ELF files are at hand).
+
+    An aggregate with a copy of its user stack (`user_stack_copies`: the
+    registers and top of the stack at the sleep) gets the stack unwound from
+    it with the ELF CFI (analyzer/unwind.py), spliced with its frame-pointer
+    stack, under a key of its own ("pid:cfiN", distinct stacks of a process
+    numbered from 0) named by `FutexWait.user_stack`; the others keep the
+    frame-pointer stack ("pid:stack"), unwound from the older probe's
+    `user_stack_words` (256 bytes by stack id) where those are given."""
     if data.get("futex_probe") is None:
         return {}
     out: dict[str, Any] = {"futex_probe": from_dict(FutexProbe, data["futex_probe"])}
@@ -323,9 +296,12 @@ def resolve(data: dict) -> dict[str, Any]:
     entries = heaviest(from_list(FutexWait, data["futex"]), "total_ns")
     spaces = {int(tgid): AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
     stacks_raw = data.get("user_stacks", {})
+    copies = _stack_copies(data.get("user_stack_copies") or [])
     words_raw = data.get("user_stack_words", {})
     addresses: dict[str, FutexAddress] = {}
     stacks: dict[str, list[str]] = {}
+    unwound: dict[tuple[int, tuple[int, ...]], str] = {}     # (tgid, ips) -> key
+    n_unwound: dict[int, int] = defaultdict(int)
     for e in entries:
         space = spaces.get(e.tgid)
         key = futex_key(e)
@@ -333,14 +309,40 @@ def resolve(data: dict) -> dict[str, Any]:
             addresses[key] = space.resolve_data(e.uaddr) if space else \
                 FutexAddress(region="unknown", reason="the process exited before its memory maps were read")
         sid = str(e.stack)
+        copy = copies.get((e.tgid, e.tid, e.uaddr, e.op, e.stack))
+        if copy is not None and space is not None:
+            ips = tuple(unwind.unwind(space, *copy, [parse_addr(a) for a in stacks_raw.get(sid, [])]))
+            ukey = unwound.get((e.tgid, ips))
+            if ukey is None:
+                ukey = unwound[(e.tgid, ips)] = f"{e.tgid}:cfi{n_unwound[e.tgid]}"
+                n_unwound[e.tgid] += 1
+                stacks[ukey] = [space.symbolize(a) for a in ips]
+            e.user_stack = ukey
+            continue
         skey = f"{e.tgid}:{sid}"
         if sid in stacks_raw and skey not in stacks:
             ips = [parse_addr(a) for a in stacks_raw[sid]]
-            if space and sid in words_raw:
-                ips = space.recover_caller(ips, [parse_addr(a) for a in words_raw[sid]])
+            if space and ips and sid in words_raw:
+                # the older probe: the top 256 bytes of the stack of the first
+                # wait with this stack (its sp not kept), unwound as well
+                words = b"".join(parse_addr(w).to_bytes(8, "little") for w in words_raw[sid])
+                ips = unwind.unwind(space, ips[0], unwind.UNKNOWN_SP, None, words, ips)
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     _demangle(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
+    return out
+
+
+def _stack_copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
+    """The probe's user stack copies by aggregate key (tgid, tid, uaddr, op,
+    stack): (ip, sp, bp, the bytes from sp up); a malformed one is left out."""
+    out = {}
+    for c in rows:
+        try:
+            out[(int(c["tgid"]), int(c["tid"]), parse_addr(c["uaddr"]), int(c["op"]), int(c["stack"]))] = \
+                (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
+        except (KeyError, TypeError, ValueError):
+            continue
     return out
 
 

@@ -172,14 +172,18 @@ class FutexProbe:
 
 @dataclass
 class FutexWait:
-    """Futex sleeps of one (process, futex address, op, user stack)."""
+    """Futex sleeps of one (process, thread, futex address, op, user stack)."""
     tgid: int
     uaddr: int = field(metadata=HEX)
     op: int = 0
-    stack: int = -1              # with tgid, a key of RawProbe.user_stacks
+    stack: int = -1              # frame-pointer stack id: "tgid:stack" is a key of RawProbe.user_stacks
     count: int = 0
     total_ns: int = 0
     max_ns: int = 0
+    tid: Optional[int] = optional()
+    # the key of RawProbe.user_stacks holding this wait's stack when it is not
+    # "tgid:stack": the stack unwound from the probe's copy ("tgid:cfiN")
+    user_stack: Optional[str] = optional()
 
 
 @dataclass
@@ -211,7 +215,7 @@ class RawProbe:
     slab: Optional[Slab] = optional()
     futex_probe: Optional[FutexProbe] = optional()
     futex: Optional[list[FutexWait]] = optional()
-    user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack"
+    user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack", or "pid:cfiN" (FutexWait.user_stack)
     futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
 
     def by_lock(self) -> dict[int, list[Contention]]:
@@ -228,7 +232,7 @@ class RawProbe:
         return self.sample_stacks.get(stack, [])
 
     def user_frames(self, e: FutexWait) -> list[str]:
-        return (self.user_stacks or {}).get(f"{e.tgid}:{e.stack}", [])
+        return (self.user_stacks or {}).get(e.user_stack or f"{e.tgid}:{e.stack}", [])
 
     def futex_address(self, e: FutexWait) -> FutexAddress:
         return (self.futex_addresses or {}).get(futex_key(e), FutexAddress())
