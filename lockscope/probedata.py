@@ -30,13 +30,14 @@ class Contention:
 
 @dataclass
 class OffCpuWait:
-    """Time off CPU of the workload's tasks by (kernel stack, task state)."""
+    """Time off CPU of the workload's tasks by (kernel stack, task state, thread)."""
     stack: int = -1
     state: int = 0
     in_lock_wait: bool = False   # asleep inside a traced lock wait (counted there)
     count: int = 0
     total_ns: int = 0
     max_ns: int = 0
+    tid: Optional[int] = optional()   # the thread (absent in records before issue 9)
 
 
 @dataclass
@@ -172,7 +173,7 @@ class FutexProbe:
 
 @dataclass
 class FutexWait:
-    """Futex sleeps of one (process, futex address, op, user stack)."""
+    """Futex sleeps of one (process, futex address, op, user stack, thread)."""
     tgid: int
     uaddr: int = field(metadata=HEX)
     op: int = 0
@@ -180,6 +181,7 @@ class FutexWait:
     count: int = 0
     total_ns: int = 0
     max_ns: int = 0
+    tid: Optional[int] = optional()   # the waiting thread (absent in records before issue 9)
 
 
 @dataclass

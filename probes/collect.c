@@ -182,6 +182,7 @@ static void emit_offcpu_entry(const void *key, const struct wait_stat *s, void *
 	jw_ki64(c->w, "stack", k->stack_id);
 	jw_ku64(c->w, "state", k->state);
 	jw_kbool(c->w, "in_lock_wait", k->in_lock_wait);
+	jw_ku64(c->w, "tid", k->tid);
 	jw_ku64(c->w, "count", s->count);
 	jw_ku64(c->w, "total_ns", s->total_ns);
 	jw_ku64(c->w, "max_ns", s->max_ns);

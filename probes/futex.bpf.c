@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
  * User-space lock waits: futex wait syscalls of the tracked tasks, aggregated
- * in the kernel by (tgid, futex address, wait op, user stack): count, total,
- * max.
+ * in the kernel by (tgid, futex address, wait op, user stack, thread):
+ * count, total, max.
  *
  * A futex wait is seen where it sleeps, not at the syscall boundary: at
  * sched_switch, a tracked task going to sleep inside the futex or
@@ -192,6 +192,7 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 now)
 	key.op = w->op;
 	key.uaddr = w->uaddr;
 	key.stack_id = w->stack_id;
+	key.tid = tid;
 	bpf_map_delete_elem(&futex_open, &tid);
 
 	s = bpf_map_lookup_elem(&futex_stats, &key);

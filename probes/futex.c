@@ -226,6 +226,7 @@ static void add_open_waits(uint64_t t_stop, size_t *cap)
 		ok.op = o.op;
 		ok.uaddr = o.uaddr;
 		ok.stack_id = o.stack_id;
+		ok.tid = tid;
 		e = find_or_add(&ok, cap);
 		if (!e)
 			break;
@@ -312,6 +313,7 @@ void futex_json(struct jw *w)
 	for (size_t i = 0; i < nentries; i++) {
 		jw_obj(w);
 		jw_ku64(w, "tgid", entries[i].key.tgid);
+		jw_ku64(w, "tid", entries[i].key.tid);
 		jw_khex(w, "uaddr", entries[i].key.uaddr);
 		jw_ku64(w, "op", entries[i].key.op);
 		jw_ki64(w, "stack", entries[i].key.stack_id);

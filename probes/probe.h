@@ -41,7 +41,7 @@ struct offcpu_key {
 	__s32 stack_id;     /* kernel stack at switch-out */
 	__u32 state;        /* prev->__state at switch-out (0: preempted) */
 	__u32 in_lock_wait; /* the task was inside a sleeping-lock wait */
-	__u32 pad;
+	__u32 tid;
 };
 
 /* on-CPU samples of the tracked tasks */
@@ -173,7 +173,7 @@ struct ufutex_key {
 	__u32 tgid;
 	__u32 op;           /* futex op & FUTEX_CMD_MASK, or FUTEX_OP_WAITV */
 	__s32 stack_id;
-	__u32 pad;
+	__u32 tid;          /* the waiting thread */
 };
 
 /* the top of the user stack at a futex wait, once per user stack id: the
