@@ -46,6 +46,7 @@ OP_NAMES = {FUTEX_WAIT: "wait", FUTEX_LOCK_PI: "lock_pi", FUTEX_WAIT_BITSET: "wa
             FUTEX_WAIT_REQUEUE_PI: "wait_requeue_pi", FUTEX_LOCK_PI2: "lock_pi2", FUTEX_OP_WAITV: "waitv"}
 DEBUG_ROOT = Path("/usr/lib/debug")
 PAGE = 4096
+RECOVER_WORDS = 32           # words from the stack pointer that recover_caller searches
 COMPONENT = "user space"
 
 # C library (and dynamic loader) files: their frames are the lock's
@@ -335,7 +336,7 @@ def resolve(data: dict) -> dict[str, Any]:
     entries = heaviest(from_list(FutexWait, data["futex"]), "total_ns")
     spaces = {int(tgid): AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
     stacks_raw = data.get("user_stacks", {})
-    words_raw = data.get("user_stack_words", {})
+    copies = _stack_copies(data.get("user_stack_copies", []))
     addresses: dict[str, FutexAddress] = {}
     stacks: dict[str, list[str]] = {}
     for e in entries:
@@ -348,12 +349,31 @@ def resolve(data: dict) -> dict[str, Any]:
         skey = f"{e.tgid}:{sid}"
         if sid in stacks_raw and skey not in stacks:
             ips = [parse_addr(a) for a in stacks_raw[sid]]
-            if space and sid in words_raw:
-                ips = space.recover_caller(ips, [parse_addr(a) for a in words_raw[sid]])
+            words = _copy_words(copies, e)
+            if space and words:
+                ips = space.recover_caller(ips, words)
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     _demangle(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     return out
+
+
+def _stack_copies(rows: list[dict]) -> dict[tuple, dict]:
+    """The probe's user stack copies by futex key (tgid, tid, uaddr, op,
+    stack), and the first of each (tgid, stack)."""
+    out: dict[tuple, dict] = {}
+    for c in rows:
+        out[(c["tgid"], c["tid"], parse_addr(c["uaddr"]), c["op"], c["stack"])] = c
+        out.setdefault((c["tgid"], c["stack"]), c)
+    return out
+
+
+def _copy_words(copies: dict[tuple, dict], e: FutexWait) -> list[int]:
+    """The first RECOVER_WORDS words from the stack pointer of the copy of
+    e's futex key (or of another wait with its stack), for recover_caller."""
+    c = copies.get((e.tgid, e.tid, e.uaddr, e.op, e.stack)) or copies.get((e.tgid, e.stack))
+    b = bytes.fromhex(c.get("bytes", ""))[:8 * RECOVER_WORDS] if c else b""
+    return [int.from_bytes(b[i:i + 8], "little") for i in range(0, len(b) - 7, 8)]
 
 
 def _demangle(stacks: dict[str, list[str]], addresses: dict[str, FutexAddress]) -> None:

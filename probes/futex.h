@@ -16,7 +16,8 @@ void futex_stop(uint64_t t_stop);
 /* read /proc/PID/maps of the processes seen waiting (periodically and at
  * stop, while they are alive) */
 void futex_snapshot_maps(void);
-/* "futex", "user_stacks", "user_maps", "futex_probe" keys of the data event */
+/* "futex_probe", "futex", "user_stacks", "user_stack_copies", "user_maps"
+ * keys of the data event */
 void futex_json(struct jw *w);
 /* futex_* counters, inside the "counters" object */
 void futex_counters_json(struct jw *w);

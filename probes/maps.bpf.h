@@ -12,6 +12,9 @@
 #define STACK_ENTRIES        16384   /* kernel stacks of lock waits and off-CPU spans */
 #define SAMPLE_STACK_ENTRIES 32768   /* kernel stacks of CPU samples */
 #define USER_STACK_ENTRIES    8192   /* user stacks of futex waits */
+/* copies of the top of the user stack (struct ustack_copy, 2 KiB): one per
+ * futex key of a sampled wait; 4 MiB at most, allocated as they come */
+#define USTACK_COPY_ENTRIES   2048
 
 /* the tgids to trace: filled by the loader (track, untrack) and by
  * fork-following (contention.bpf.c) */

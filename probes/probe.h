@@ -176,12 +176,19 @@ struct ufutex_key {
 	__u32 tid;          /* the waiting thread */
 };
 
-/* the top of the user stack at a futex wait, once per user stack id: the
- * frame-pointer walk misses the caller of a function without a frame pointer
- * (most of glibc); user space finds it among these words */
-#define STACK_WORDS 32
-struct ustack_words {
-	__u64 w[STACK_WORDS];
+/* the user registers and the top of the user stack at a sampled futex wait,
+ * once per futex key: the frame-pointer walk misses the caller of a function
+ * without a frame pointer (most of glibc); a CFI unwinder in user space
+ * starts from these */
+#define USTACK_BYTES       2048
+#define USTACK_SHORT_BYTES  512  /* read instead when USTACK_BYTES from sp fault (top of a stack mapping) */
+struct ustack_copy {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 len;          /* bytes read from sp: USTACK_BYTES, USTACK_SHORT_BYTES, or 0 */
+	__u32 pad;
+	__u8 bytes[USTACK_BYTES];
 };
 
 struct ufutex_id {
@@ -197,7 +204,9 @@ struct ufutex_id {
 	/* user stack not stored; wait kept, stack -1 */                                        \
 	X(FCNT_STACK_LOST, "futex_stacks_lost")                                                 \
 	/* wait counted without a stack (sampling) */                                           \
-	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")
+	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")                                       \
+	/* user stack copy not stored: map full; wait and stack kept */                         \
+	X(FCNT_COPY_FULL, "lost_user_stack_copies_map_full")
 
 enum futex_counter {
 	FUTEX_COUNTERS(COUNTER_ENUM)
