@@ -30,16 +30,12 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
+#define FUTEX_OPEN_MAP        /* open waits by thread id, read by tasks.bpf.c too */
 #include "maps.bpf.h"
+#include "futex_wait.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#define FUTEX_WAIT             0
-#define FUTEX_LOCK_PI          6
-#define FUTEX_WAIT_BITSET      9
-#define FUTEX_WAIT_REQUEUE_PI 11
-#define FUTEX_LOCK_PI2        13
-#define FUTEX_CMD_MASK      0x7f   /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
 #define EEXIST 17
 /* user stacks: the first waits of every futex, then one wait in STACK_EVERY */
 #define STACKS_PER_FUTEX 8
@@ -59,14 +55,6 @@ struct {
 	__type(key, struct ufutex_id);
 	__type(value, __u32);
 } futex_seen SEC(".maps");
-
-/* open waits by thread id */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPEN_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct ufutex_open);
-} futex_open SEC(".maps");
 
 WAIT_STATS_MAP(futex_stats, struct ufutex_key);
 
@@ -104,17 +92,6 @@ static __always_inline void fcount(__u32 c)
 		__sync_fetch_and_add(v, 1);
 }
 
-static __always_inline long syscall_nr(struct pt_regs *regs)
-{
-#if defined(__TARGET_ARCH_x86)
-	return BPF_CORE_READ(regs, orig_ax);
-#elif defined(__TARGET_ARCH_arm64)
-	return BPF_CORE_READ(regs, syscallno);
-#else
-	return -1;
-#endif
-}
-
 /* the user registers and stack top of a sampled wait, unless its futex key
  * has a copy; sched_switch runs in prev's context: its user memory */
 static __always_inline void copy_user_stack(struct pt_regs *regs, const struct ufutex_key *key)
@@ -148,7 +125,6 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	struct ufutex_open w = {};
 	struct pt_regs *regs;
 	__u32 tid, tgid, op;
-	long id;
 
 	tgid = BPF_CORE_READ(prev, tgid);
 	tid = BPF_CORE_READ(prev, pid);
@@ -157,24 +133,9 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
 		return;
-	id = syscall_nr(regs);
-	if (id != nr_futex && id != nr_futex_waitv)
+	/* sched_switch runs in prev's context: its user memory */
+	if (!futex_wait_of(regs, nr_futex, nr_futex_waitv, true, &w.uaddr, &op))
 		return;
-	if (id == nr_futex) {
-		op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
-		if (op != FUTEX_WAIT && op != FUTEX_WAIT_BITSET && op != FUTEX_LOCK_PI &&
-		    op != FUTEX_LOCK_PI2 && op != FUTEX_WAIT_REQUEUE_PI)
-			return;
-		w.uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	} else {
-		/* futex_waitv(struct futex_waitv *waiters, ...): the first futex
-		 * (struct futex_waitv { u64 val; u64 uaddr; ... }) */
-		__u64 waiters = PT_REGS_PARM1_CORE_SYSCALL(regs);
-
-		op = FUTEX_OP_WAITV;
-		if (bpf_probe_read_user(&w.uaddr, sizeof(w.uaddr), (void *)(waiters + 8)))
-			w.uaddr = 0;
-	}
 	w.op = op;
 	w.tgid = tgid;
 	{

@@ -412,6 +412,11 @@ bool futex_attached(void)
 	return fskel != NULL;
 }
 
+int futex_open_fd(void)
+{
+	return fskel ? bpf_map__fd(fskel->maps.futex_open) : -1;
+}
+
 void futex_programs_json(struct jw *w)
 {
 	if (fskel)

@@ -25,6 +25,9 @@ void futex_counters_json(struct jw *w);
 void futex_programs_json(struct jw *w);
 void futex_map_use_json(struct jw *w);
 bool futex_attached(void);
+/* the fd of futex.bpf.c's open waits by thread id (tasks.bpf.c reads them);
+ * -1 when the probe is not loaded */
+int futex_open_fd(void);
 void futex_destroy(void);
 
 #endif

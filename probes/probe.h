@@ -213,4 +213,49 @@ enum futex_counter {
 	FCNT__MAX,
 };
 
+/* per-thread times (tasks.bpf.c), by thread id */
+struct task_times {
+	__u64 on_cpu_ns;
+	__u64 preempted_ns;   /* off CPU runnable: preempted, or not yet run */
+	__u64 sleep_ns;       /* off CPU otherwise */
+	__u64 switches;       /* switch-outs */
+	__u64 on_start;       /* on CPU since; 0: off CPU */
+	__u64 off_start;      /* off CPU since; 0: on CPU, or exited */
+	__u32 tgid;
+	__u32 off_preempted;  /* the open off-CPU span is runnable time */
+	char comm[16];
+	char process[16];     /* the group leader's comm */
+};
+
+/* wake-ups of the tracked threads (tasks.bpf.c) */
+struct wakeup_key {
+	__u32 waker_tid;      /* 0: interrupt context, or the idle task */
+	__u32 wakee_tid;
+	__u64 uaddr;          /* the futex the wakee waited on (futex.bpf.c); 0: none */
+};
+
+struct wakeup_stat {
+	__u64 count;
+	__u64 wait_ns;        /* the wakee's time off CPU until these wake-ups */
+	__u32 waker_tgid;
+	__u32 pad;
+	char waker_comm[16];
+};
+
+/* task_switches and task_wakeups are added up from the maps by the loader;
+ * the program counts only what it loses */
+#define TASK_COUNTERS(X)                                                                        \
+	X(TCNT_SWITCHES, "task_switches")         /* switch-outs of tracked threads counted */  \
+	X(TCNT_WAKEUPS, "task_wakeups")           /* wake-ups of tracked threads counted */     \
+	/* of which of a thread on its way to sleep, not yet switched out (wait_ns 0) */       \
+	X(TCNT_WAKEUPS_ON_CPU, "task_wakeups_on_cpu")                                           \
+	/* an event of a thread without an entry lost: map full */                              \
+	X(TCNT_TASKS_FULL, "lost_task_times_map_full")                                          \
+	X(TCNT_WAKEUPS_FULL, "lost_wakeups_map_full") /* a wake-up lost: map full */
+
+enum task_counter {
+	TASK_COUNTERS(COUNTER_ENUM)
+	TCNT__MAX,
+};
+
 #endif
