@@ -30,13 +30,14 @@ class Contention:
 
 @dataclass
 class OffCpuWait:
-    """Time off CPU of the workload's tasks by (kernel stack, task state)."""
+    """Time off CPU of the workload's tasks by (kernel stack, task state, thread)."""
     stack: int = -1
     state: int = 0
     in_lock_wait: bool = False   # asleep inside a traced lock wait (counted there)
     count: int = 0
     total_ns: int = 0
     max_ns: int = 0
+    tid: Optional[int] = optional()   # the thread (absent in records before issue 9)
 
 
 @dataclass
@@ -199,6 +200,40 @@ class FutexAddress:
 
 
 @dataclass
+class TaskTimes:
+    """One thread of the workload over the window (tasks.bpf.c): time on CPU,
+    off CPU runnable (preempted, or not yet run) and asleep, switch-outs.
+    Threads on or off CPU at stop count up to the stop time."""
+    tid: int
+    tgid: int = 0
+    comm: str = ""
+    process: str = ""            # the group leader's comm
+    on_cpu_ns: int = 0
+    preempted_ns: int = 0
+    sleep_ns: int = 0
+    switches: int = 0
+
+    @property
+    def total_ns(self) -> int:
+        return self.on_cpu_ns + self.preempted_ns + self.sleep_ns
+
+
+@dataclass
+class Wakeup:
+    """Wake-ups of a workload thread (wakee) by one thread (waker; tid 0: an
+    interrupt or the idle task), by the futex the wakee slept on (None: not
+    in a futex wait): how many, and the wakee's time off CPU until them (0
+    for a thread woken on its way to sleep, before it switched out)."""
+    waker_tid: int
+    waker_tgid: int = 0
+    waker_comm: str = ""
+    wakee_tid: int = 0
+    uaddr: Optional[int] = optional(hex=True)
+    count: int = 0
+    wait_ns: int = 0
+
+
+@dataclass
 class RawProbe:
     """The probe's aggregated output as kept in a run record."""
     contention: list[Contention] = field(default_factory=list)
@@ -217,6 +252,8 @@ class RawProbe:
     futex: Optional[list[FutexWait]] = optional()
     user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack", or "pid:cfiN" (FutexWait.user_stack)
     futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
+    tasks: Optional[list[TaskTimes]] = optional()      # per-thread times (since issue 9)
+    wakeups: Optional[list[Wakeup]] = optional()       # who woke whom (since issue 9)
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

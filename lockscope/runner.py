@@ -25,7 +25,7 @@ from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.jsondata import from_dict, from_list
 from lockscope.probedata import (Contention, CpuSample, MapUse, Objects, OffCpuWait, ProgramStats, RawProbe,
-                                 Series, Slab, heaviest)
+                                 Series, Slab, TaskTimes, Wakeup, heaviest)
 from lockscope.record import (Application, Cpi, FsDetail, Host, Interval, Latency, ProbeInfo, RunRecord,
                               WorkerResult)
 
@@ -102,7 +102,17 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> RawProbe:
         # cumulative wait per lock address every --series-ms (the time view)
         series=from_dict(Series, data["series"]) if "series" in data else None,
         slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention}),
+        # per-thread times and wake-ups (absent when the per-thread probe did not load)
+        tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
+        wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,
         **userlocks.resolve(data))
+
+
+def tasks_warnings(data: dict) -> list[str]:
+    probe = data.get("tasks_probe")
+    if probe and not probe.get("attached"):
+        return [f"per-thread times and wake-ups not measured: {probe.get('reason') or 'the probe did not load'}"]
+    return []
 
 
 def probe_warnings(probe: ProbeInfo) -> list[str]:
@@ -143,7 +153,7 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_c
         # user-space locks (futex waits) next to the kernel's
         rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs),
                            key=lambda lk: -lk.wait_ns)
-        rec.warnings += userlocks.futex_warnings(raw)
+        rec.warnings += userlocks.futex_warnings(raw) + tasks_warnings(data)
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,
                                            role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
         if rs:

@@ -2,7 +2,8 @@
 /* Reading contention.bpf.c's maps at stop: lock waits (the aggregation map
  * merged with the finished waits the CPUs had not yet moved into it),
  * off-CPU time, CPU samples, the stacks they reference and the counters;
- * and the data event that carries them with the other probes' data. */
+ * and the data event that carries them with the other probes' data (futex
+ * waits, per-thread times and wake-ups, slab caches...). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "series.h"
 #include "objects.h"
 #include "futex.h"
+#include "tasks.h"
 #include "kmem.h"
 #include "collect.h"
 #include "contention.skel.h"
@@ -182,6 +184,7 @@ static void emit_offcpu_entry(const void *key, const struct wait_stat *s, void *
 	jw_ki64(c->w, "stack", k->stack_id);
 	jw_ku64(c->w, "state", k->state);
 	jw_kbool(c->w, "in_lock_wait", k->in_lock_wait);
+	jw_ku64(c->w, "tid", k->tid);
 	jw_ku64(c->w, "count", s->count);
 	jw_ku64(c->w, "total_ns", s->total_ns);
 	jw_ku64(c->w, "max_ns", s->max_ns);
@@ -250,6 +253,7 @@ static void emit_counters(struct jw *w, const struct probe *p, const struct cpu_
 		jw_ku64(w, counter_names[i], sum);
 	}
 	futex_counters_json(w);
+	tasks_counters_json(w);
 	jw_obj_end(w);
 }
 
@@ -261,6 +265,7 @@ static void emit_all_programs(struct jw *w, const struct probe *p)
 	jw_arr(w);
 	emit_programs(w, p->cskel->obj);
 	futex_programs_json(w);
+	tasks_programs_json(w);
 	jw_arr_end(w);
 }
 
@@ -277,6 +282,7 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(w);
 	futex_json(w);
+	tasks_json(w);
 	kmem_json(w);
 	layout_json(w);
 	series_json(w, p->series_ms);
@@ -289,5 +295,6 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_map_use(w, "offcpu_stats", p->cskel->maps.offcpu_stats, noff);
 	emit_map_use(w, "cpu_samples", p->cskel->maps.cpu_samples, nsamp);
 	futex_map_use_json(w);
+	tasks_map_use_json(w);
 	jw_obj_end(w);
 }

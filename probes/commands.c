@@ -31,6 +31,7 @@
 #include "series.h"
 #include "objects.h"
 #include "futex.h"
+#include "tasks.h"
 #include "kmem.h"
 #include "commands.h"
 #include "contention.skel.h"
@@ -124,6 +125,7 @@ static void cmd_start(struct probe *p)
 	collect_objects(p);
 	futex_start();
 	p->t_start = now_ns();
+	tasks_start(p->t_start);
 	p->cskel->bss->enabled = true;
 	p->enabled = true;
 	jw_event_begin(&out, stdout, "started");
@@ -143,6 +145,7 @@ static void cmd_stop(struct probe *p)
 	p->t_stop = now_ns();
 	p->enabled = false;
 	futex_stop(p->t_stop);
+	tasks_stop(p->t_stop);
 	collect_objects(p);
 
 	jw_event_begin(&out, stdout, "data");

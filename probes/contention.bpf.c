@@ -21,7 +21,7 @@
  * interrupt a buffer update aggregate directly instead.
  *
  * sched_switch: time off CPU of the tracked tasks by (kernel stack at
- * switch-out, task state, whether a sleeping-lock wait was open).
+ * switch-out, task state, whether a sleeping-lock wait was open, thread).
  *
  * perf cpu-clock: on-CPU samples of the tracked tasks by kernel stack; they
  * account for rwsem optimistic spinning, which fires no tracepoint.
@@ -420,6 +420,7 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 			.stack_id = ts->off_stack,
 			.state = ts->off_state,
 			.in_lock_wait = ts->off_in_lock,
+			.tid = BPF_CORE_READ(next, pid),
 		};
 
 		if (now > ts->off_start) {

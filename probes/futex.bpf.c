@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
  * User-space lock waits: futex wait syscalls of the tracked tasks, aggregated
- * in the kernel by (tgid, futex address, wait op, user stack): count, total,
- * max.
+ * in the kernel by (tgid, futex address, wait op, user stack, thread):
+ * count, total, max.
  *
  * A futex wait is seen where it sleeps, not at the syscall boundary: at
  * sched_switch, a tracked task going to sleep inside the futex or
@@ -21,23 +21,22 @@
  * user stack (frame pointers) is taken at the switch-out, for the first
  * waits of each futex and then one in STACK_EVERY; the others are counted
  * under stack STACK_NOT_SAMPLED and the analyzer spreads them over the
- * futex's sampled stacks.
+ * futex's sampled stacks. The first sampled wait of each futex key also
+ * keeps the user registers and the top USTACK_BYTES of the user stack
+ * (user_stack_copies), for unwinding through code without frame pointers.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
+#define FUTEX_OPEN_MAP        /* open waits by thread id, read by tasks.bpf.c too */
 #include "maps.bpf.h"
+#include "futex_wait.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#define FUTEX_WAIT             0
-#define FUTEX_LOCK_PI          6
-#define FUTEX_WAIT_BITSET      9
-#define FUTEX_WAIT_REQUEUE_PI 11
-#define FUTEX_LOCK_PI2        13
-#define FUTEX_CMD_MASK      0x7f   /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
+#define EEXIST 17
 /* user stacks: the first waits of every futex, then one wait in STACK_EVERY */
 #define STACKS_PER_FUTEX 8
 #define STACK_EVERY 64
@@ -57,32 +56,26 @@ struct {
 	__type(value, __u32);
 } futex_seen SEC(".maps");
 
-/* open waits by thread id */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPEN_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct ufutex_open);
-} futex_open SEC(".maps");
-
 WAIT_STATS_MAP(futex_stats, struct ufutex_key);
 
 STACK_MAP(user_stacks, USER_STACK_ENTRIES);
 
+/* registers and stack top of the first sampled wait of each futex key */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USER_STACK_ENTRIES);
-	__type(key, __s32);
-	__type(value, struct ustack_words);
-} user_stack_words SEC(".maps");
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, USTACK_COPY_ENTRIES);
+	__type(key, struct ufutex_key);
+	__type(value, struct ustack_copy);
+} user_stack_copies SEC(".maps");
 
-/* scratch for one ustack_words (too large for the BPF stack) */
+/* scratch for one ustack_copy (too large for the BPF stack) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ustack_words);
-} words_buf SEC(".maps");
+	__type(value, struct ustack_copy);
+} copy_buf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -99,15 +92,31 @@ static __always_inline void fcount(__u32 c)
 		__sync_fetch_and_add(v, 1);
 }
 
-static __always_inline long syscall_nr(struct pt_regs *regs)
+/* the user registers and stack top of a sampled wait, unless its futex key
+ * has a copy; sched_switch runs in prev's context: its user memory */
+static __always_inline void copy_user_stack(struct pt_regs *regs, const struct ufutex_key *key)
 {
-#if defined(__TARGET_ARCH_x86)
-	return BPF_CORE_READ(regs, orig_ax);
-#elif defined(__TARGET_ARCH_arm64)
-	return BPF_CORE_READ(regs, syscallno);
-#else
-	return -1;
-#endif
+	struct ustack_copy *c;
+	__u32 zero = 0;
+	long err;
+
+	if (bpf_map_lookup_elem(&user_stack_copies, key))
+		return;
+	c = bpf_map_lookup_elem(&copy_buf, &zero);
+	if (!c)
+		return;
+	c->ip = PT_REGS_IP_CORE(regs);
+	c->sp = PT_REGS_SP_CORE(regs);
+	c->bp = PT_REGS_FP_CORE(regs);
+	c->len = USTACK_BYTES;
+	if (bpf_probe_read_user(c->bytes, USTACK_BYTES, (void *)c->sp)) {
+		c->len = USTACK_SHORT_BYTES;
+		if (bpf_probe_read_user(c->bytes, USTACK_SHORT_BYTES, (void *)c->sp))
+			c->len = 0;
+	}
+	err = bpf_map_update_elem(&user_stack_copies, key, c, BPF_NOEXIST);
+	if (err && err != -EEXIST)     /* EEXIST: another CPU stored it first */
+		fcount(FCNT_COPY_FULL);
 }
 
 /* prev (the current task) goes to sleep: inside a futex wait? */
@@ -116,7 +125,6 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	struct ufutex_open w = {};
 	struct pt_regs *regs;
 	__u32 tid, tgid, op;
-	long id;
 
 	tgid = BPF_CORE_READ(prev, tgid);
 	tid = BPF_CORE_READ(prev, pid);
@@ -125,24 +133,9 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
 		return;
-	id = syscall_nr(regs);
-	if (id != nr_futex && id != nr_futex_waitv)
+	/* sched_switch runs in prev's context: its user memory */
+	if (!futex_wait_of(regs, nr_futex, nr_futex_waitv, true, &w.uaddr, &op))
 		return;
-	if (id == nr_futex) {
-		op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
-		if (op != FUTEX_WAIT && op != FUTEX_WAIT_BITSET && op != FUTEX_LOCK_PI &&
-		    op != FUTEX_LOCK_PI2 && op != FUTEX_WAIT_REQUEUE_PI)
-			return;
-		w.uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	} else {
-		/* futex_waitv(struct futex_waitv *waiters, ...): the first futex
-		 * (struct futex_waitv { u64 val; u64 uaddr; ... }) */
-		__u64 waiters = PT_REGS_PARM1_CORE_SYSCALL(regs);
-
-		op = FUTEX_OP_WAITV;
-		if (bpf_probe_read_user(&w.uaddr, sizeof(w.uaddr), (void *)(waiters + 8)))
-			w.uaddr = 0;
-	}
 	w.op = op;
 	w.tgid = tgid;
 	{
@@ -163,12 +156,12 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	}
 	if (w.stack_id < 0 && w.stack_id != STACK_NOT_SAMPLED) {
 		fcount(FCNT_STACK_LOST);
-	} else if (w.stack_id >= 0 && !bpf_map_lookup_elem(&user_stack_words, &w.stack_id)) {
-		__u32 zero = 0;
-		struct ustack_words *buf = bpf_map_lookup_elem(&words_buf, &zero);
+	} else if (w.stack_id >= 0) {
+		struct ufutex_key key = {
+			.uaddr = w.uaddr, .tgid = tgid, .op = op, .stack_id = w.stack_id, .tid = tid,
+		};
 
-		if (buf && !bpf_probe_read_user(buf, sizeof(*buf), (void *)PT_REGS_SP_CORE(regs)))
-			bpf_map_update_elem(&user_stack_words, &w.stack_id, buf, BPF_NOEXIST);
+		copy_user_stack(regs, &key);
 	}
 	w.start = now;
 	if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_ANY))
@@ -192,6 +185,7 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 now)
 	key.op = w->op;
 	key.uaddr = w->uaddr;
 	key.stack_id = w->stack_id;
+	key.tid = tid;
 	bpf_map_delete_elem(&futex_open, &tid);
 
 	s = bpf_map_lookup_elem(&futex_stats, &key);

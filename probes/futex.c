@@ -78,7 +78,7 @@ void futex_start(void)
 	clear_map(fskel->maps.futex_open);
 	clear_map(fskel->maps.futex_stats);
 	clear_map(fskel->maps.user_stacks);
-	clear_map(fskel->maps.user_stack_words);
+	clear_map(fskel->maps.user_stack_copies);
 	clear_map(fskel->maps.futex_seen);
 	zero = calloc(nc, sizeof(*zero));
 	for (__u32 i = 0; zero && i < FCNT__MAX; i++)
@@ -226,6 +226,7 @@ static void add_open_waits(uint64_t t_stop, size_t *cap)
 		ok.op = o.op;
 		ok.uaddr = o.uaddr;
 		ok.stack_id = o.stack_id;
+		ok.tid = tid;
 		e = find_or_add(&ok, cap);
 		if (!e)
 			break;
@@ -287,6 +288,45 @@ static void emit_maps_text(struct jw *w, const char *text)
 	jw_arr_end(w);
 }
 
+/* "user_stack_copies": the registers and the stack top of the first sampled
+ * wait of each futex key, the bytes as lowercase hex */
+static void emit_stack_copies(struct jw *w)
+{
+	static const char digits[] = "0123456789abcdef";
+	static struct ustack_copy c;
+	static char hex[2 * USTACK_BYTES + 1];
+	int fd = bpf_map__fd(fskel->maps.user_stack_copies);
+	struct ufutex_key k, *prev = NULL;
+
+	jw_key(w, "user_stack_copies");
+	jw_arr(w);
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		__u32 len;
+
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &c))
+			continue;
+		len = c.len < USTACK_BYTES ? c.len : USTACK_BYTES;
+		for (__u32 i = 0; i < len; i++) {
+			hex[2 * i] = digits[c.bytes[i] >> 4];
+			hex[2 * i + 1] = digits[c.bytes[i] & 15];
+		}
+		hex[2 * len] = '\0';
+		jw_obj(w);
+		jw_ku64(w, "tgid", k.tgid);
+		jw_ku64(w, "tid", k.tid);
+		jw_khex(w, "uaddr", k.uaddr);
+		jw_ku64(w, "op", k.op);
+		jw_ki64(w, "stack", k.stack_id);
+		jw_khex(w, "ip", c.ip);
+		jw_khex(w, "sp", c.sp);
+		jw_khex(w, "bp", c.bp);
+		jw_kstr(w, "bytes", hex);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
 void futex_json(struct jw *w)
 {
 	struct id_set ids = {};
@@ -312,6 +352,7 @@ void futex_json(struct jw *w)
 	for (size_t i = 0; i < nentries; i++) {
 		jw_obj(w);
 		jw_ku64(w, "tgid", entries[i].key.tgid);
+		jw_ku64(w, "tid", entries[i].key.tid);
 		jw_khex(w, "uaddr", entries[i].key.uaddr);
 		jw_ku64(w, "op", entries[i].key.op);
 		jw_ki64(w, "stack", entries[i].key.stack_id);
@@ -325,10 +366,8 @@ void futex_json(struct jw *w)
 	for (size_t i = 0; i < nentries; i++)
 		id_set_add(&ids, entries[i].key.stack_id);
 	emit_stacks(w, "user_stacks", bpf_map__fd(fskel->maps.user_stacks), &ids, MAX_STACK_DEPTH, true);
-	/* the top of each user stack, where the caller that frame pointers miss is */
-	emit_stacks(w, "user_stack_words", bpf_map__fd(fskel->maps.user_stack_words), &ids, STACK_WORDS,
-		    false);
 	free(ids.ids);
+	emit_stack_copies(w);
 
 	jw_key(w, "user_maps");
 	jw_obj(w);
@@ -371,6 +410,11 @@ void futex_destroy(void)
 bool futex_attached(void)
 {
 	return fskel != NULL;
+}
+
+int futex_open_fd(void)
+{
+	return fskel ? bpf_map__fd(fskel->maps.futex_open) : -1;
 }
 
 void futex_programs_json(struct jw *w)

@@ -16,7 +16,8 @@ void futex_stop(uint64_t t_stop);
 /* read /proc/PID/maps of the processes seen waiting (periodically and at
  * stop, while they are alive) */
 void futex_snapshot_maps(void);
-/* "futex", "user_stacks", "user_maps", "futex_probe" keys of the data event */
+/* "futex_probe", "futex", "user_stacks", "user_stack_copies", "user_maps"
+ * keys of the data event */
 void futex_json(struct jw *w);
 /* futex_* counters, inside the "counters" object */
 void futex_counters_json(struct jw *w);
@@ -24,6 +25,9 @@ void futex_counters_json(struct jw *w);
 void futex_programs_json(struct jw *w);
 void futex_map_use_json(struct jw *w);
 bool futex_attached(void);
+/* the fd of futex.bpf.c's open waits by thread id (tasks.bpf.c reads them);
+ * -1 when the probe is not loaded */
+int futex_open_fd(void);
 void futex_destroy(void);
 
 #endif

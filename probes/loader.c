@@ -6,8 +6,9 @@
  * This file: options, the kernel check, loading and attaching, the poll loop
  * and teardown. The commands (track, untrack, watch, start, stop, quit) are
  * in commands.c, the reading of the maps into the "data" event in
- * collect.c, the time series in series.c. The probes are released when the
- * process exits, however it exits: nothing is pinned.
+ * collect.c, the time series in series.c, the optional probes in optional.c.
+ * The probes are released when the process exits, however it exits: nothing
+ * is pinned.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -36,7 +37,7 @@
 #include "series.h"
 #include "objects.h"
 #include "futex.h"
-#include "kmem.h"
+#include "optional.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -165,7 +166,6 @@ static int load(struct probe *p, const struct options *o)
 	err = load_objects(p, o->system_wide);
 	if (err)
 		return err;
-	kmem_load();          /* optional: without it, slab locks are not resolved */
 	return 0;
 }
 
@@ -269,10 +269,9 @@ static int setup(struct probe *p, const struct options *o)
 		emit_error("load", err, "loading the BPF probes failed: %s", strerror(-err));
 		return 1;
 	}
-	/* user-space lock waits: optional, and not fatal (the data event says
-	 * why they are unavailable) */
-	if (o->futex)
-		futex_load(o->system_wide, bpf_map__fd(p->cskel->maps.tracked), p->ncpus);
+	/* futex waits, per-thread times, slab caches: not fatal (the data event
+	 * says why one is unavailable) */
+	optional_load(o->system_wide, o->futex, bpf_map__fd(p->cskel->maps.tracked), p->ncpus);
 	emit_ready(p, o);
 	return 0;
 }
@@ -369,8 +368,7 @@ static void teardown(struct probe *p)
 	bpf_link__destroy(p->files_iter);
 	bpf_link__destroy(p->tasks_iter);
 	objects_bpf__destroy(p->oskel);
-	futex_destroy();
-	kmem_destroy();
+	optional_destroy();
 	contention_bpf__destroy(p->cskel);
 	for (int i = 0; i < p->nwatch; i++)
 		close(p->watch_fds[i]);

@@ -2,7 +2,8 @@
 /* Map sizes and map shapes shared by the BPF programs, and the one map they
  * share: the set of tracked tgids. Include after vmlinux.h, the libbpf BPF
  * headers and probe.h. Each .bpf.c file is its own BPF object: the loader
- * makes them use one `tracked` map (bpf_map__reuse_fd of contention.bpf.c's). */
+ * makes them use one `tracked` map (bpf_map__reuse_fd of contention.bpf.c's),
+ * and futex.bpf.c and tasks.bpf.c one `futex_open`. */
 #ifndef LOCKSCOPE_MAPS_BPF_H
 #define LOCKSCOPE_MAPS_BPF_H
 
@@ -12,6 +13,11 @@
 #define STACK_ENTRIES        16384   /* kernel stacks of lock waits and off-CPU spans */
 #define SAMPLE_STACK_ENTRIES 32768   /* kernel stacks of CPU samples */
 #define USER_STACK_ENTRIES    8192   /* user stacks of futex waits */
+/* copies of the top of the user stack (struct ustack_copy, 2 KiB): one per
+ * futex key of a sampled wait; 4 MiB at most, allocated as they come */
+#define USTACK_COPY_ENTRIES   2048
+#define TASK_ENTRIES         16384   /* threads with times (tasks.bpf.c) */
+#define WAKEUP_ENTRIES       16384   /* (waker, wakee, futex) wake-up edges */
 
 /* the tgids to trace: filled by the loader (track, untrack) and by
  * fork-following (contention.bpf.c) */
@@ -21,6 +27,19 @@ struct {
 	__type(key, __u32);   /* tgid */
 	__type(value, __u8);
 } tracked SEC(".maps");
+
+/* the open futex waits by thread id: filled by futex.bpf.c, read by
+ * tasks.bpf.c (the loader makes it one map: bpf_map__reuse_fd of
+ * futex.bpf.c's). Only in the objects that define FUTEX_OPEN_MAP before
+ * including this file. */
+#ifdef FUTEX_OPEN_MAP
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPEN_ENTRIES);
+	__type(key, __u32);   /* tid */
+	__type(value, struct ufutex_open);
+} futex_open SEC(".maps");
+#endif
 
 /* waits aggregated per CPU by key: count, total, max */
 #define WAIT_STATS_MAP(name, key_type)                         \

@@ -41,7 +41,7 @@ struct offcpu_key {
 	__s32 stack_id;     /* kernel stack at switch-out */
 	__u32 state;        /* prev->__state at switch-out (0: preempted) */
 	__u32 in_lock_wait; /* the task was inside a sleeping-lock wait */
-	__u32 pad;
+	__u32 tid;
 };
 
 /* on-CPU samples of the tracked tasks */
@@ -173,15 +173,22 @@ struct ufutex_key {
 	__u32 tgid;
 	__u32 op;           /* futex op & FUTEX_CMD_MASK, or FUTEX_OP_WAITV */
 	__s32 stack_id;
-	__u32 pad;
+	__u32 tid;          /* the waiting thread */
 };
 
-/* the top of the user stack at a futex wait, once per user stack id: the
- * frame-pointer walk misses the caller of a function without a frame pointer
- * (most of glibc); user space finds it among these words */
-#define STACK_WORDS 32
-struct ustack_words {
-	__u64 w[STACK_WORDS];
+/* the user registers and the top of the user stack at a sampled futex wait,
+ * once per futex key: the frame-pointer walk misses the caller of a function
+ * without a frame pointer (most of glibc); a CFI unwinder in user space
+ * starts from these */
+#define USTACK_BYTES       2048
+#define USTACK_SHORT_BYTES  512  /* read instead when USTACK_BYTES from sp fault (top of a stack mapping) */
+struct ustack_copy {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 len;          /* bytes read from sp: USTACK_BYTES, USTACK_SHORT_BYTES, or 0 */
+	__u32 pad;
+	__u8 bytes[USTACK_BYTES];
 };
 
 struct ufutex_id {
@@ -197,11 +204,58 @@ struct ufutex_id {
 	/* user stack not stored; wait kept, stack -1 */                                        \
 	X(FCNT_STACK_LOST, "futex_stacks_lost")                                                 \
 	/* wait counted without a stack (sampling) */                                           \
-	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")
+	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")                                       \
+	/* user stack copy not stored: map full; wait and stack kept */                         \
+	X(FCNT_COPY_FULL, "lost_user_stack_copies_map_full")
 
 enum futex_counter {
 	FUTEX_COUNTERS(COUNTER_ENUM)
 	FCNT__MAX,
+};
+
+/* per-thread times (tasks.bpf.c), by thread id */
+struct task_times {
+	__u64 on_cpu_ns;
+	__u64 preempted_ns;   /* off CPU runnable: preempted, or not yet run */
+	__u64 sleep_ns;       /* off CPU otherwise */
+	__u64 switches;       /* switch-outs */
+	__u64 on_start;       /* on CPU since; 0: off CPU */
+	__u64 off_start;      /* off CPU since; 0: on CPU, or exited */
+	__u32 tgid;
+	__u32 off_preempted;  /* the open off-CPU span is runnable time */
+	char comm[16];
+	char process[16];     /* the group leader's comm */
+};
+
+/* wake-ups of the tracked threads (tasks.bpf.c) */
+struct wakeup_key {
+	__u32 waker_tid;      /* 0: interrupt context, or the idle task */
+	__u32 wakee_tid;
+	__u64 uaddr;          /* the futex the wakee waited on (futex.bpf.c); 0: none */
+};
+
+struct wakeup_stat {
+	__u64 count;
+	__u64 wait_ns;        /* the wakee's time off CPU until these wake-ups */
+	__u32 waker_tgid;
+	__u32 pad;
+	char waker_comm[16];
+};
+
+/* task_switches and task_wakeups are added up from the maps by the loader;
+ * the program counts only what it loses */
+#define TASK_COUNTERS(X)                                                                        \
+	X(TCNT_SWITCHES, "task_switches")         /* switch-outs of tracked threads counted */  \
+	X(TCNT_WAKEUPS, "task_wakeups")           /* wake-ups of tracked threads counted */     \
+	/* of which of a thread on its way to sleep, not yet switched out (wait_ns 0) */       \
+	X(TCNT_WAKEUPS_ON_CPU, "task_wakeups_on_cpu")                                           \
+	/* an event of a thread without an entry lost: map full */                              \
+	X(TCNT_TASKS_FULL, "lost_task_times_map_full")                                          \
+	X(TCNT_WAKEUPS_FULL, "lost_wakeups_map_full") /* a wake-up lost: map full */
+
+enum task_counter {
+	TASK_COUNTERS(COUNTER_ENUM)
+	TCNT__MAX,
 };
 
 #endif

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Per-thread times and wake-ups of the tracked tasks.
+ *
+ * sched_switch: per thread (task_times, by tid) the time on CPU (switch-in
+ * to switch-out), the time off CPU split into preempted (switched out while
+ * runnable) and asleep (anything else), and the switch-outs. The hash entry
+ * is the hot state: one lookup per side of a switch. A thread's entry is made
+ * at its first event of the window, which says where it was since the window
+ * started (or since it was created, if later): on CPU before a switch-out,
+ * asleep before a wake-up, runnable before a switch-in without one (a new
+ * thread). Threads with no event at all get theirs from the task iterator at
+ * stop, from their state then; the iterator also takes the names (comm, and
+ * the group leader's) as they are at stop, and a thread that exits takes
+ * them at its last switch-out. The loader adds the spans still open at stop.
+ *
+ * sched_waking: who woke a tracked thread, by (waker thread, wakee thread,
+ * the futex the wakee sleeps on, from futex.bpf.c's open waits, or 0):
+ * count, and the time the wakee had been off CPU. A thread is often woken on
+ * its way to sleep, after it set its sleeping state but before it switched
+ * out (then it still sleeps, for the wake-up's latency): no time off CPU yet,
+ * and its futex is read from its registers. The waker is the current task, or
+ * tid 0 in interrupt context (hard or soft, "[interrupt]") and for the idle
+ * task; wakers need not be tracked (kworkers, journal threads, other
+ * processes).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "probe.h"
+#define FUTEX_OPEN_MAP        /* futex.bpf.c's, when it is loaded */
+#include "maps.bpf.h"
+#include "futex_wait.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define TASK_DEAD 0x80
+
+const volatile bool system_wide = false;
+const volatile bool have_futex = false;    /* futex_open is futex.bpf.c's */
+/* syscall numbers of this architecture, set by the loader (from its headers) */
+const volatile long nr_futex = -1;
+const volatile long nr_futex_waitv = -1;
+
+bool enabled = false;
+__u64 t_start = 0;                         /* the window's start (bpf_ktime_get_ns) */
+
+/* where a thread was before its first event of the window */
+enum first_seen { WAS_ON_CPU, WAS_ASLEEP, WAS_RUNNABLE, WAS_AS_NOW };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, TASK_ENTRIES);
+	__type(key, __u32);   /* tid */
+	__type(value, struct task_times);
+} task_times SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, WAKEUP_ENTRIES);
+	__type(key, struct wakeup_key);
+	__type(value, struct wakeup_stat);
+} wakeups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TCNT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} task_counters SEC(".maps");
+
+static __always_inline void tcount(__u32 c)
+{
+	__u64 *v = bpf_map_lookup_elem(&task_counters, &c);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline void take_names(struct task_times *tt, struct task_struct *t)
+{
+	BPF_CORE_READ_INTO(&tt->comm, t, comm);
+	BPF_CORE_READ_INTO(&tt->process, t, group_leader, comm);
+}
+
+/* a tracked thread's entry, made at its first event: the window start (or
+ * its creation) to now spent as `was` says; NULL if it is not tracked */
+static __always_inline struct task_times *times_of(struct task_struct *t, __u32 tid, enum first_seen was)
+{
+	struct task_times *tt = bpf_map_lookup_elem(&task_times, &tid);
+	struct task_times fresh = {};
+	__u64 since;
+
+	if (tt)
+		return tt;
+	fresh.tgid = BPF_CORE_READ(t, tgid);
+	if (!system_wide && !bpf_map_lookup_elem(&tracked, &fresh.tgid))
+		return NULL;
+	since = BPF_CORE_READ(t, start_time);
+	if (since < t_start)
+		since = t_start;
+	if (was == WAS_AS_NOW)
+		was = BPF_CORE_READ(t, on_cpu) ? WAS_ON_CPU :
+		      BPF_CORE_READ(t, __state) == 0 ? WAS_RUNNABLE : WAS_ASLEEP;
+	if (was == WAS_ON_CPU) {
+		fresh.on_start = since;
+	} else {
+		fresh.off_start = since;
+		fresh.off_preempted = was == WAS_RUNNABLE;
+	}
+	take_names(&fresh, t);
+	bpf_map_update_elem(&task_times, &tid, &fresh, BPF_NOEXIST);
+	tt = bpf_map_lookup_elem(&task_times, &tid);
+	if (!tt)
+		tcount(TCNT_TASKS_FULL);
+	return tt;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lksc_tasks_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	struct task_times *tt;
+	__u32 tid;
+	__u64 now;
+
+	if (!enabled)
+		return 0;
+	now = bpf_ktime_get_ns();
+	tid = prev->pid;
+	if (tid && (tt = times_of(prev, tid, WAS_ON_CPU))) {
+		if (tt->on_start && now > tt->on_start)
+			tt->on_cpu_ns += now - tt->on_start;
+		tt->on_start = 0;
+		tt->switches++;
+		if (prev_state & TASK_DEAD) {
+			tt->off_start = 0;          /* exited: nothing off CPU from here */
+			take_names(tt, prev);
+		} else {
+			tt->off_preempted = preempt || !prev_state;
+			tt->off_start = now;
+		}
+	}
+	tid = next->pid;
+	if (tid && (tt = times_of(next, tid, WAS_RUNNABLE))) {
+		if (tt->off_start && now > tt->off_start) {
+			if (tt->off_preempted)
+				tt->preempted_ns += now - tt->off_start;
+			else
+				tt->sleep_ns += now - tt->off_start;
+		}
+		tt->off_start = 0;
+		tt->on_start = now;
+	}
+	return 0;
+}
+
+/* a pointer as a number (read back through a helper: the verifier lets no
+ * program compare pointers of different kinds) */
+static __always_inline __u64 address_of(const void *p)
+{
+	__u64 a = 0;
+
+	bpf_probe_read_kernel(&a, sizeof(a), &p);
+	return a;
+}
+
+/*
+ * Hard and soft interrupts (and NMIs) run on per-CPU stacks, not on the
+ * interrupted task's (x86-64, arm64): the tracepoint's arguments (ctx, on
+ * the stack of the kernel function that runs this program; the program's
+ * own stack may be a private one) are outside the current task's stack,
+ * from its base to its saved user registers at the top. The kernel's
+ * preempt count would say it too, but it is a per-CPU variable that BPF
+ * reaches only through kallsyms of data (CONFIG_KALLSYMS_ALL), which kernels
+ * often lack. Softirqs that ksoftirqd runs are on its stack: their wake-ups
+ * are ksoftirqd's.
+ */
+static __always_inline bool in_interrupt_context(void *ctx)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u64 here = address_of(ctx);
+
+	return here < address_of(cur->stack) || here >= address_of((void *)bpf_task_pt_regs(cur));
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
+{
+	struct wakeup_key key = {};
+	struct wakeup_stat *w;
+	struct task_times *tt;
+	__u64 now, wait = 0;
+	bool irq;
+
+	if (!enabled)
+		return 0;
+	key.wakee_tid = p->pid;
+	if (!key.wakee_tid)
+		return 0;
+	tt = times_of(p, key.wakee_tid, WAS_ASLEEP);
+	if (!tt)
+		return 0;
+	irq = in_interrupt_context(ctx);
+	if (tt->on_start) {
+		/* woken on its way to sleep, before its switch-out: it has not
+		 * slept yet, nor has futex.bpf.c seen its wait; which futex it
+		 * waits on, its registers say */
+		__u32 op;
+
+		tcount(TCNT_WAKEUPS_ON_CPU);
+		if (have_futex)
+			futex_wait_of((struct pt_regs *)bpf_task_pt_regs(p), nr_futex, nr_futex_waitv,
+				      !irq && bpf_get_current_pid_tgid() >> 32 == p->tgid, &key.uaddr, &op);
+	} else {
+		now = bpf_ktime_get_ns();
+		if (tt->off_start && now > tt->off_start)
+			wait = now - tt->off_start;
+		if (have_futex) {
+			struct ufutex_open *o = bpf_map_lookup_elem(&futex_open, &key.wakee_tid);
+
+			if (o)
+				key.uaddr = o->uaddr;
+		}
+	}
+	if (!irq)
+		key.waker_tid = (__u32)bpf_get_current_pid_tgid();
+	w = bpf_map_lookup_elem(&wakeups, &key);
+	if (!w) {
+		struct wakeup_stat fresh = {};
+
+		if (irq) {
+			__builtin_memcpy(fresh.waker_comm, "[interrupt]", sizeof("[interrupt]"));
+		} else {
+			fresh.waker_tgid = bpf_get_current_pid_tgid() >> 32;
+			bpf_get_current_comm(fresh.waker_comm, sizeof(fresh.waker_comm));
+		}
+		bpf_map_update_elem(&wakeups, &key, &fresh, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&wakeups, &key);
+		if (!w) {
+			tcount(TCNT_WAKEUPS_FULL);
+			return 0;
+		}
+	}
+	__sync_fetch_and_add(&w->count, 1);
+	__sync_fetch_and_add(&w->wait_ns, wait);
+	return 0;
+}
+
+/* at stop (the loader runs it): an entry for the tracked threads that had
+ * no event in the window, and everyone's names as they are now */
+SEC("iter/task")
+int lksc_tasks_iter(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct task_times *tt;
+	__u32 tid;
+
+	if (!t)
+		return 0;
+	tid = t->pid;
+	if (!tid || t->exit_state)
+		return 0;
+	tt = times_of(t, tid, WAS_AS_NOW);
+	if (tt)
+		take_names(tt, t);
+	return 0;
+}

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of tasks.bpf.c: load and attach, clear at start; at stop run
+ * its task iterator (threads with no event in the window, names as they are
+ * now), add the spans still open to the stop time, and emit the per-thread
+ * times and the wake-ups. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "bpfutil.h"
+#include "tasks.h"
+#include "tasks.skel.h"
+
+#ifndef __NR_futex_waitv
+#define __NR_futex_waitv 449
+#endif
+
+static const char *tcounter_names[TCNT__MAX] = { TASK_COUNTERS(COUNTER_NAME) };
+
+static struct tasks_bpf *tskel;
+static int load_err = -ENOENT;       /* not loaded until tasks_load */
+static int nc;
+
+struct task_row {
+	__u32 tid;
+	struct task_times t;
+};
+static struct task_row *trows;
+static size_t ntrows;
+
+struct wakeup_row {
+	struct wakeup_key k;
+	struct wakeup_stat s;
+};
+static struct wakeup_row *wrows;
+static size_t nwrows;
+
+int tasks_load(bool system_wide, int tracked_fd, int futex_open_fd, int ncpus)
+{
+	int err;
+
+	nc = ncpus;
+	tskel = tasks_bpf__open();
+	if (!tskel)
+		return load_err = -errno;
+	tskel->rodata->system_wide = system_wide;
+	tskel->rodata->have_futex = futex_open_fd >= 0;
+	tskel->rodata->nr_futex = __NR_futex;
+	tskel->rodata->nr_futex_waitv = __NR_futex_waitv;
+	err = bpf_map__reuse_fd(tskel->maps.tracked, tracked_fd);
+	if (!err && futex_open_fd >= 0)
+		err = bpf_map__reuse_fd(tskel->maps.futex_open, futex_open_fd);
+	else if (!err)
+		err = bpf_map__set_max_entries(tskel->maps.futex_open, 1);   /* unused */
+	if (!err)
+		err = tasks_bpf__load(tskel);
+	if (!err)
+		err = tasks_bpf__attach(tskel);
+	if (err) {
+		tasks_bpf__destroy(tskel);
+		tskel = NULL;
+	}
+	return load_err = err;
+}
+
+static void free_rows(void)
+{
+	free(trows);
+	free(wrows);
+	trows = NULL;
+	wrows = NULL;
+	ntrows = nwrows = 0;
+}
+
+void tasks_start(uint64_t t_start)
+{
+	__u64 *zero;
+
+	if (!tskel)
+		return;
+	tskel->bss->enabled = false;
+	clear_map(tskel->maps.task_times);
+	clear_map(tskel->maps.wakeups);
+	zero = calloc(nc, sizeof(*zero));
+	for (__u32 i = 0; zero && i < TCNT__MAX; i++)
+		bpf_map_update_elem(bpf_map__fd(tskel->maps.task_counters), &i, zero, BPF_ANY);
+	free(zero);
+	free_rows();
+	tskel->bss->t_start = t_start;
+	tskel->bss->enabled = true;
+}
+
+/* the task iterator's run: it writes nothing, it fills task_times */
+static int run_iterator(void)
+{
+	char buf[64];
+	int fd = bpf_iter_create(bpf_link__fd(tskel->links.lksc_tasks_iter));
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	while ((n = read(fd, buf, sizeof(buf))) != 0)
+		if (n < 0 && errno != EINTR && errno != EAGAIN)
+			break;
+	close(fd);
+	return 0;
+}
+
+/* every thread's times, the spans open at stop added up to t_stop
+ * (bpf_ktime_get_ns is CLOCK_MONOTONIC) */
+static void read_tasks(uint64_t t_stop)
+{
+	int fd = bpf_map__fd(tskel->maps.task_times);
+	__u32 tid, *prev = NULL;
+	size_t cap = 0;
+
+	while (bpf_map_get_next_key(fd, prev, &tid) == 0) {
+		struct task_times *t;
+
+		prev = &tid;
+		if (ntrows == cap) {
+			size_t c = cap ? cap * 2 : 256;
+			struct task_row *p = realloc(trows, c * sizeof(*p));
+
+			if (!p)
+				return;
+			trows = p;
+			cap = c;
+		}
+		t = &trows[ntrows].t;
+		if (bpf_map_lookup_elem(fd, &tid, t))
+			continue;
+		trows[ntrows++].tid = tid;
+		if (t->on_start && t_stop > t->on_start)
+			t->on_cpu_ns += t_stop - t->on_start;
+		if (t->off_start && t_stop > t->off_start) {
+			if (t->off_preempted)
+				t->preempted_ns += t_stop - t->off_start;
+			else
+				t->sleep_ns += t_stop - t->off_start;
+		}
+		t->comm[sizeof(t->comm) - 1] = '\0';
+		t->process[sizeof(t->process) - 1] = '\0';
+	}
+}
+
+static void read_wakeups(void)
+{
+	int fd = bpf_map__fd(tskel->maps.wakeups);
+	struct wakeup_key k, *prev = NULL;
+	size_t cap = 0;
+
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		prev = &k;
+		if (nwrows == cap) {
+			size_t c = cap ? cap * 2 : 256;
+			struct wakeup_row *p = realloc(wrows, c * sizeof(*p));
+
+			if (!p)
+				return;
+			wrows = p;
+			cap = c;
+		}
+		if (bpf_map_lookup_elem(fd, &k, &wrows[nwrows].s))
+			continue;
+		wrows[nwrows].k = k;
+		wrows[nwrows].s.waker_comm[sizeof(wrows[nwrows].s.waker_comm) - 1] = '\0';
+		nwrows++;
+	}
+}
+
+void tasks_stop(uint64_t t_stop)
+{
+	uint64_t now = now_ns();
+	int err;
+
+	if (!tskel)
+		return;
+	tskel->bss->enabled = false;
+	free_rows();
+	err = run_iterator();
+	if (err)
+		emit_error("tasks", err, "the task iterator failed: %s", strerror(-err));
+	read_tasks(t_stop < now ? t_stop : now);
+	read_wakeups();
+}
+
+void tasks_json(struct jw *w)
+{
+	jw_key(w, "tasks_probe");
+	jw_obj(w);
+	jw_kbool(w, "attached", tskel != NULL);
+	if (!tskel) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "the per-thread probe (tp_btf sched_switch, sched_waking) did not load: %s",
+			 strerror(load_err < 0 ? -load_err : load_err));
+		jw_kstr(w, "reason", msg);
+	}
+	jw_obj_end(w);
+	if (!tskel)
+		return;
+
+	jw_key(w, "tasks");
+	jw_arr(w);
+	for (size_t i = 0; i < ntrows; i++) {
+		const struct task_times *t = &trows[i].t;
+
+		jw_obj(w);
+		jw_ku64(w, "tid", trows[i].tid);
+		jw_ku64(w, "tgid", t->tgid);
+		jw_kutf8(w, "comm", t->comm);
+		jw_kutf8(w, "process", t->process);
+		jw_ku64(w, "on_cpu_ns", t->on_cpu_ns);
+		jw_ku64(w, "preempted_ns", t->preempted_ns);
+		jw_ku64(w, "sleep_ns", t->sleep_ns);
+		jw_ku64(w, "switches", t->switches);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+
+	jw_key(w, "wakeups");
+	jw_arr(w);
+	for (size_t i = 0; i < nwrows; i++) {
+		const struct wakeup_row *r = &wrows[i];
+
+		jw_obj(w);
+		jw_ku64(w, "waker_tid", r->k.waker_tid);
+		jw_ku64(w, "waker_tgid", r->s.waker_tgid);
+		jw_kutf8(w, "waker_comm", r->s.waker_comm);
+		jw_ku64(w, "wakee_tid", r->k.wakee_tid);
+		if (r->k.uaddr)
+			jw_khex(w, "uaddr", r->k.uaddr);
+		jw_ku64(w, "count", r->s.count);
+		jw_ku64(w, "wait_ns", r->s.wait_ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+void tasks_counters_json(struct jw *w)
+{
+	__u64 *vals;
+
+	if (!tskel)
+		return;
+	vals = calloc(nc, sizeof(*vals));
+	for (__u32 i = 0; vals && i < TCNT__MAX; i++) {
+		__u64 sum = 0;
+
+		if (i == TCNT_SWITCHES)
+			for (size_t j = 0; j < ntrows; j++)
+				sum += trows[j].t.switches;
+		if (i == TCNT_WAKEUPS)
+			for (size_t j = 0; j < nwrows; j++)
+				sum += wrows[j].s.count;
+		if (bpf_map_lookup_elem(bpf_map__fd(tskel->maps.task_counters), &i, vals) == 0)
+			sum += u64_sum(vals, nc);
+		jw_ku64(w, tcounter_names[i], sum);
+	}
+	free(vals);
+}
+
+void tasks_programs_json(struct jw *w)
+{
+	if (tskel)
+		emit_programs(w, tskel->obj);
+}
+
+void tasks_map_use_json(struct jw *w)
+{
+	if (!tskel)
+		return;
+	emit_map_use(w, "task_times", tskel->maps.task_times, ntrows);
+	emit_map_use(w, "wakeups", tskel->maps.wakeups, nwrows);
+}
+
+void tasks_destroy(void)
+{
+	tasks_bpf__destroy(tskel);
+	tskel = NULL;
+	free_rows();
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef LOCKSCOPE_TASKS_H
+#define LOCKSCOPE_TASKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct jw;
+
+/* load and attach tasks.bpf.c, sharing the tgid filter map and, when
+ * futex_open_fd >= 0, futex.bpf.c's open waits; 0 or -errno (then
+ * tasks_json reports the probe as unavailable with the reason) */
+int tasks_load(bool system_wide, int tracked_fd, int futex_open_fd, int ncpus);
+/* clear the maps and count from t_start */
+void tasks_start(uint64_t t_start);
+/* stop counting; threads on or off CPU at stop count up to t_stop */
+void tasks_stop(uint64_t t_stop);
+/* "tasks_probe", "tasks", "wakeups" keys of the data event */
+void tasks_json(struct jw *w);
+/* task_* counters, inside the "counters" object */
+void tasks_counters_json(struct jw *w);
+/* entries of the "programs" array and the "maps" object */
+void tasks_programs_json(struct jw *w);
+void tasks_map_use_json(struct jw *w);
+void tasks_destroy(void);
+
+#endif
