@@ -20,7 +20,8 @@ NONLOCK = "nonlock"              # Wait.type of off-CPU time outside lock waits
 USER_SPACE = "user space"        # Lock.component of the user-space (futex) locks
 FUTEX_WAIT = "futex wait"        # the off-CPU class of sleeps in the futex syscall
 OTHER_CPU = "CPU of other roles"  # Wait.lock_class of the CPU other roles took from the workers
-IDLE, FUTEX_KIND = "idle", "futex"   # OffCpu.kind (analyzer/sleepkinds.py)
+IDLE, FUTEX_KIND = "idle", "futex"
+MIN_SHOWN = 0.001                # CPU of another role below this share of the window is not a line   # OffCpu.kind (analyzer/sleepkinds.py)
 
 WAIT_LABELS = {
     "preempted": "off-CPU: preempted (runnable, waiting for a CPU)",
@@ -134,6 +135,8 @@ def _role_waits(rec: RunRecord) -> dict[str, Wait]:
         by_class["preempted"] = max(0, by_class["preempted"] - sum(stolen.values()))
     _add_nonlock(out, {c: ns for c, ns in by_class.items() if ns > 0}, rec.workers, window_ns)
     for role, ns in stolen.items():
+        if ns < MIN_SHOWN * window_ns:
+            continue
         name = f"CPU used by {role}"
         we = ns / window_ns
         out[name] = Wait(name, NONLOCK, we, we / rec.workers, ns, lock_class=OTHER_CPU)

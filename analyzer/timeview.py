@@ -35,6 +35,11 @@ def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> TimeView | Unavail
     cum_off = _cumulative_offcpu(snaps, raw)
     top = list(dict.fromkeys(lk.name for lk in rec.locks if lk.name in cum_locks[-1]))[:max_series]
     classes = sorted(cum_off[-1], key=lambda c: -cum_off[-1][c])
+    if rec.roles:
+        # the series has off-CPU time by task state of every traced thread: it
+        # cannot tell a worker's sleep from an idle thread's (roles, sleep
+        # kinds), so only preemption and uninterruptible waits are drawn
+        classes = [c for c in classes if c in ("preempted", "blocked")]
     out = [TimeSeries(n, LOCK, _shares([c.get(n, 0) for c in cum_locks], times, rec.workers)) for n in top]
     out += [TimeSeries(WAIT_LABELS.get(c, f"off-CPU: {c}"), NONLOCK,
                        _shares([o.get(c, 0) for o in cum_off], times, rec.workers)) for c in classes]
