@@ -33,9 +33,15 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     w = root.wait
     what = (f"waits on {w.name} ({w.kind}, {w.tier})" if w.is_lock
             else f"is {w.name.removeprefix('off-CPU: ')}")
-    return (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
-            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
-            f"{at.ideal:g} workers).")
+    out = (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
+           f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
+           f"{at.ideal:g} workers).")
+    a = at.attribution
+    if a is not None and at.lost_capacity > 0 and a.unexplained / at.lost_capacity > 0.5:
+        out += (f" Most of the loss ({pct(a.unexplained / at.lost_capacity)}) is in no wait: the workers were "
+                f"on CPU then (spinning, cache-line contention or more work per operation: see the CPU "
+                f"flame graph).")
+    return out
 
 
 def sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: RootCause | None,
