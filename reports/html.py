@@ -51,11 +51,12 @@ def roles_view(exp: Experiment) -> dict:
     """The roles of the point in focus (the collapse point, else the last):
     their time split, which were counted as the work and why, and the
     wait-for graph between them."""
+    none = {"roles_rec": None, "roles_fig": None, "wait_for_fig": None, "worker_roles": []}
     if not exp.points:
-        return {"roles_rec": None}
+        return none
     rec = next((r for r in exp.records if r.workers == exp.focus().workers), exp.records[-1])
     if not rec.roles:
-        return {"roles_rec": None}
+        return none
     return {"roles_rec": rec, "roles_fig": figures.roles(rec), "wait_for_fig": figures.wait_for(rec),
             "worker_roles": [r.name for r in rec.roles if r.worker]}
 
