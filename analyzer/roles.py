@@ -27,13 +27,13 @@ from lockscope.record import Role, RoleEdge
 WORKER_SHARE = 0.5
 WORKING_SHARE = 0.05
 
-_NUMBER = re.compile(r"(?<![A-Za-z])\d+|\d+$")
+_NUMBER = re.compile(r"(?<=[^A-Za-z0-9])\d+")
 
 
 def fold(name: str) -> str:
-    """A thread or process name with its numbers folded: `worker-3` ->
-    `worker-#`, `rocksdb:low0` -> `rocksdb:low#`, `kworker/u4:2` ->
-    `kworker/u4:#` (a digit inside a word, `jbd2`, `loop0`, stays)."""
+    """A thread or process name with its numbers folded: those after a
+    separator, `worker-3` -> `worker-#`, `kworker/u4:2` -> `kworker/u4:#`;
+    a number that is part of a word stays (`python3`, `jbd2/loop0-#`)."""
     return _NUMBER.sub("#", name)
 
 

@@ -31,6 +31,9 @@ SWEEPS = {
     "pmutex": ("PMUTEX", "tmpfs", "1,2"),
     # fsync of a private file: the flush bio's completion lock (submit_bio_wait)
     "dwsl_ext4": ("DWSL", "ext4", "2"),
+    # applications (issue 9): roles, sleep kinds, wake-ups, attribution that adds up
+    "rocksdb_tmpfs": ("rocksdb-fillrandom", "tmpfs", "1,2"),
+    "dbench_ext4": ("dbench", "ext4", "1,2"),
 }
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
@@ -38,14 +41,30 @@ COMMANDS = {
     "ext4_fsync": ("ext4", "2", ["sh", "-c", "for i in $(seq 1 {n}); do (while :; do dd if=/dev/zero "
                                  "of={dir}/f$i bs=4k count=4 conv=fsync 2>/dev/null; done) & done; wait"]),
 }
+# name: (workers, command, throughput regex): sweeps of a program of tests/programs
+# (built here with gcc -O2, no frame pointers, as Debian builds)
+PROGRAM_SWEEPS = {
+    # main joins N workers on one global mutex, two pool threads idle on a condvar
+    "pool": ("1,2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
+}
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
+# records with per-thread data (schema /2) keep what the roles are computed
+# from: every thread, and more of the per-thread off-CPU and futex aggregates
+KEEP_ROLES = {"offcpu": 200, "futex": 80, "wakeups": 80}
 
 
 def trim(rec: dict) -> dict:
     raw = rec["probe"]["raw"]
-    for key, n in KEEP.items():
-        sort_key = "count" if key == "cpu_samples" else "total_ns"
-        raw[key] = sorted(raw.get(key, []), key=lambda e: -e[sort_key])[:n]
+    roles = "tasks" in raw
+    for key, n in (KEEP | KEEP_ROLES if roles else KEEP).items():
+        sort_key = {"cpu_samples": "count", "wakeups": "wait_ns"}.get(key, "total_ns")
+        if key in raw:
+            raw[key] = sorted(raw[key], key=lambda e: -e[sort_key])[:n]
+    if raw.get("futex") is not None:
+        used_f = {e.get("user_stack") or f"{e['tgid']}:{e['stack']}" for e in raw["futex"]}
+        raw["user_stacks"] = {k: v for k, v in (raw.get("user_stacks") or {}).items() if k in used_f}
+        used_a = {f"{e['tgid']}:{e['uaddr']}" for e in raw["futex"]}
+        raw["futex_addresses"] = {k: v for k, v in (raw.get("futex_addresses") or {}).items() if k in used_a}
     used = {str(e["stack"]) for e in raw["contention"] + raw["offcpu"]}
     raw["stacks"] = {k: v for k, v in raw["stacks"].items() if k in used}
     used = {str(e["stack"]) for e in raw["cpu_samples"]}
@@ -63,7 +82,7 @@ def trim(rec: dict) -> dict:
     kept = {a for lock in rec["locks"] for a in lock["addresses"]}
     for snap in series.get("snapshots", []):
         snap["locks"] = [e for e in snap["locks"] if e[0] in kept]
-    rec["offcpu"] = rec["offcpu"][:10]
+    rec["offcpu"] = rec["offcpu"][:40 if roles else 10]   # with roles, the attribution reads them all
     return rec
 
 
@@ -73,11 +92,21 @@ def main() -> int:
     jobs.update({name: ["run", "--fs", fs, "--workers", workers, "--name", name.replace("_", "-"), "--", *cmd]
                  for name, (fs, workers, cmd) in COMMANDS.items()})
     only = set(sys.argv[1:])
+    programs = tempfile.mkdtemp()
+    for name, (workers, cmd, regex) in PROGRAM_SWEEPS.items():
+        exe = Path(programs, name)
+        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{name}.c")],
+                       check=True)
+        jobs[name] = ["sweep", "--workers", workers, "--name", name, "--throughput-regex", regex, "--",
+                      *[c.replace("{program}", str(exe)) for c in cmd]]
     for name, args in jobs.items():
         if only and name not in only:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            opts = ["--duration", "2", "--warmup", "0.5", "--out", tmp]
+            # a program of tests/programs runs for its own time (it prints its
+            # throughput at the end)
+            opts = (["--out", tmp] if name in PROGRAM_SWEEPS else
+                    ["--duration", "2", "--warmup", "0.5", "--out", tmp])
             if os.environ.get("RECORD_SCRATCH"):
                 opts += ["--scratch", os.environ["RECORD_SCRATCH"]]
             i = args.index("--") if "--" in args else len(args)
