@@ -188,7 +188,11 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
     roles = [_role(name, ts, name in workers, reasons[name]) for name, ts in by_role.items()]
     roles.sort(key=lambda r: (not r.worker, -(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.other_ns)))
     edges = wakeups.role_edges(raw.wakeups or [], {t.tid: t.role for t in threads.values()}, fold)
-    path = wakeups.path_roles(edges, workers)
+    # the path of the work: who wakes the threads that do it (not a main
+    # thread that only waits for them)
+    role_of = {t.tid: t.role for t in threads.values()}
+    path = wakeups.path_roles(wakeups.role_edges([w for w in raw.wakeups or [] if w.wakee_tid in working],
+                                                 role_of, fold), workers)
     for r in roles:
         r.path = r.name in path
     return RoleAnalysis(roles, threads, edges, path, primitive, lock_part)

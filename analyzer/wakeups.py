@@ -63,7 +63,9 @@ def role_edges(wakes: list, role_of: dict[int, str], name_of: Callable[[str], st
 def path_roles(edges: list[RoleEdge], workers: set[str]) -> set[str]:
     """The worker roles and the traced roles they wait for: a role whose
     wake-ups end at least PATH_SHARE of the sleep time the worker roles were
-    woken from (a client blocked on its server is explained by the server)."""
+    woken from (a client blocked on its server is explained by the server).
+    `edges`: the wake-ups of the threads that do the work (roles.py leaves
+    out a worker role's threads that only wait, such as a joining main)."""
     into = [e for e in edges if e.wakee in workers]
     total = sum(e.wait_ns for e in into)
     out = set(workers)

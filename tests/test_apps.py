@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conftest import DATA, REPO, e2e_missing, lockscope
+from lockscope.analyzer import attribution
 from lockscope import apps, record
 from lockscope.apps import TableError
 from lockscope.errors import EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
@@ -221,6 +222,11 @@ def test_rocksdb_fillrandom_end_to_end(tmp_path, scratch):
         assert f"--threads={n}" in r.command and "--benchmarks=fillrandom" in r.command
         assert "--num=100000" in r.command and r.params == {"keys": 100000, "value_size": 100}
         assert r.application.prepare is None
+        # the diagnosis of a program lockscope did not write: db_bench's threads
+        # do the work; the flush/compaction pool waiting for work is idle, no lock
+        assert "db_bench" in r.worker_roles and not {"rocksdb:low", "rocksdb:high"} & r.worker_roles
+        assert not [lk for lk in r.locks if "_ZN" in lk.name or "BGThread" in lk.name and lk.kind == "pthread_cond"]
+        assert not [w for w in attribution.waits(r) if "BGThread" in w]
 
 
 @pytest.mark.e2e
@@ -239,3 +245,6 @@ def test_dbench_end_to_end(tmp_path, scratch):
         assert r.command[-1] == str(n) and r.command[r.command.index("-t") + 1] == "2"
         assert "MB/s" in r.throughput_unit
         assert r.ops_per_sec < 100_000          # MB/s, not operations
+        # the parent waiting for its clients is idle, not lost capacity
+        assert r.worker_roles == {"dbench"}
+        assert not [w for w in attribution.waits(r).values() if w.lock_class == "child/signal wait"]

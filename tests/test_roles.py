@@ -157,3 +157,36 @@ def test_a_condvar_wait_is_a_lock_wait_only_when_a_working_peer_woke_it():
                                        ("python3", "python3"), ("rocksdb:low", "rocksdb:low")])
 def test_role_names_fold_numbers_after_a_separator(comm, role):
     assert roles.role_name("x", comm) == role
+
+
+# ---- end to end: the plain threaded program under `lockscope run` ----
+
+@pytest.mark.e2e
+def test_threaded_program_end_to_end(tmp_path):
+    """Workers on one global mutex, a main thread that joins, a pool idle on
+    its condition variable, built without frame pointers: the hot mutex is
+    the top lock, named by its symbol, and neither the join nor the pool's
+    wait is a lock or counted as work."""
+    import shutil
+    import subprocess
+    from conftest import REPO, e2e_missing, lockscope
+    from lockscope import record
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        pytest.skip("a C compiler (gcc) is needed to build tests/programs/pool.c")
+    exe = tmp_path / "pool"
+    subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "pool.c")], check=True)
+    p = lockscope("run", "--workers", "2", "--out", str(tmp_path / "out"), "--throughput-regex",
+                  r"ops/s: ([0-9.]+)", "--", str(exe), "{n}", "2")
+    assert p.returncode == 0, p.stderr
+    (path,) = (tmp_path / "out" / "runs").glob("*.json")
+    rec = record.load(path)
+    assert rec.ops_per_sec and rec.ops_per_sec > 0
+    assert rec.worker_roles == {"worker-#"}
+    assert {"pool", "bg-#"} <= {r.name for r in rec.roles if not r.worker}
+    assert rec.locks[0].name == "pthread_mutex hot_lock in pool", [lk.name for lk in rec.locks[:3]]
+    assert not [lk for lk in rec.locks if lk.kind in ("pthread_join", "pthread_cond")]
+    assert "roles (worker-equivalents" in p.stdout and "worker-#" in p.stdout
