@@ -63,13 +63,16 @@ class SleepKinds:
             for rule in self.futex_rules:
                 if rule.matches(name):
                     return rule.primitive, rule.kind
-        return UNKNOWN_PRIMITIVE, LOCK
+        return UNKNOWN_PRIMITIVE, HANDOFF
 
     def primitive_kind(self, primitive: str) -> str:
+        """A futex no rule recognises (a program's or a runtime's own: a
+        static Go or Rust binary parking its threads) is decided like a
+        condition variable: a lock wait when a working peer woke it."""
         for rule in self.futex_rules:
             if rule.primitive == primitive:
                 return rule.kind
-        return LOCK
+        return HANDOFF
 
 
 @functools.lru_cache(maxsize=1)

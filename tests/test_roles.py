@@ -139,7 +139,7 @@ def test_every_offcpu_class_has_a_sleep_kind():
     (["__lll_lock_wait", "__pthread_mutex_cond_lock", "pthread_cond_wait"], "pthread_mutex", sleepkinds.LOCK),
     (["__futex_abstimed_wait_common", "__pthread_rwlock_wrlock_full64"], "pthread_rwlock", sleepkinds.LOCK),
     (["do_futex_wait", "__new_sem_wait_slow64"], "semaphore", sleepkinds.HANDOFF),
-    ([], "futex", sleepkinds.LOCK),
+    ([], "futex", sleepkinds.HANDOFF),      # a program's or runtime's own futex: by who woke it
 ])
 def test_futex_primitive_from_the_c_library_frames(functions, primitive, kind):
     assert sleepkinds.default().futex_primitive(0, functions) == (primitive, kind)
