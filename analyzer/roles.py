@@ -179,7 +179,11 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
     reasons = _choose_workers(by_role, window_ns)
     workers = {r for r, why in reasons.items() if why.startswith("counted")}
     working = {t.tid for t in threads.values() if t.working and t.role in workers}
-    lock_part = wakeups.handoff_lock_parts(raw.wakeups or [], [(th.tid, e.uaddr) for th, e in handoffs
+    futex_ns: dict[tuple, int] = defaultdict(int)
+    for e in raw.futex or []:
+        futex_ns[(e.tid, e.uaddr)] += e.total_ns
+    wakes = wakeups.estimate_waits(raw.wakeups or [], futex_ns)
+    lock_part = wakeups.handoff_lock_parts(wakes, [(th.tid, e.uaddr) for th, e in handoffs
                                                                 if th.tid in working], working)
     for th, e in handoffs:
         part = e.total_ns * lock_part.get((th.tid, e.uaddr), 0.0)
@@ -187,11 +191,11 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
         th.kinds[LOCK] += part
     roles = [_role(name, ts, name in workers, reasons[name]) for name, ts in by_role.items()]
     roles.sort(key=lambda r: (not r.worker, -(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.other_ns)))
-    edges = wakeups.role_edges(raw.wakeups or [], {t.tid: t.role for t in threads.values()}, fold)
+    edges = wakeups.role_edges(wakes, {t.tid: t.role for t in threads.values()}, fold)
     # the path of the work: who wakes the threads that do it (not a main
     # thread that only waits for them)
     role_of = {t.tid: t.role for t in threads.values()}
-    path = wakeups.path_roles(wakeups.role_edges([w for w in raw.wakeups or [] if w.wakee_tid in working],
+    path = wakeups.path_roles(wakeups.role_edges([w for w in wakes if w.wakee_tid in working],
                                                  role_of, fold), workers)
     for r in roles:
         r.path = r.name in path

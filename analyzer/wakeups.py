@@ -6,6 +6,7 @@ variable or semaphore wait."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Callable
 
 from lockscope.record import RoleEdge
@@ -17,6 +18,27 @@ PATH_SHARE = 0.10                # a role that ends this much of the workers' wa
 
 def _weight(w) -> int:
     return w.wait_ns or w.count
+
+
+def estimate_waits(wakes: list, futex_ns: dict[tuple, int]) -> list:
+    """The wake-ups with the sleep time they ended estimated from the futex
+    waits where the probe could not see it: a thread is often woken on its
+    way to sleep, before it switched out (the probe then records 0), and
+    sleeps anyway until it runs again. A futex wake-up gets its share, by
+    count, of the woken thread's measured wait on that futex
+    (`futex_ns`: (tid, uaddr) -> ns); other wake-ups keep what the probe
+    measured."""
+    counts: dict[tuple, int] = defaultdict(int)
+    for w in wakes:
+        if w.uaddr:
+            counts[(w.wakee_tid, w.uaddr)] += w.count
+    out = []
+    for w in wakes:
+        key = (w.wakee_tid, w.uaddr)
+        if w.uaddr and futex_ns.get(key) and counts[key]:
+            w = replace(w, wait_ns=max(w.wait_ns, round(futex_ns[key] * w.count / counts[key])))
+        out.append(w)
+    return out
 
 
 def handoff_lock_parts(wakes: list, waits: list[tuple[int, int]], working: set[int]) -> dict[tuple, float]:
