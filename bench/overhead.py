@@ -10,6 +10,7 @@ reported. Separate runs on a shared VM differ by +-10% from one another; this
 way the noise is that of adjacent seconds of one run.
 
     sudo python3 bench/overhead.py [--workloads MWRM,MWRL] [--phases 8] [--phase 2]
+    sudo python3 bench/overhead.py --compare-probe /tmp/lockscope-probe.before   # a change, side by side
 
 A ratio of 0.95 means the workload kept 95% of its throughput under the
 probes. Not a test: the figures go in bench/README.md.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,8 +65,20 @@ class Progress:
         return (b_ops - a_ops) / ((b_t - a_t) / 1e9)
 
 
-def measure(workload: str, fs: str, workers: int, phases: int, phase: float, futex: bool | None = True) -> dict:
-    """futex None: probed phases alternate without and with futex tracing"""
+def _use_probe(path: str | None) -> None:
+    """The lockscope-probe the next ProbeSession runs: path, or this tree's."""
+    if path is None:
+        os.environ.pop("LOCKSCOPE_PROBE", None)
+    else:
+        os.environ["LOCKSCOPE_PROBE"] = path
+
+
+def measure(workload: str, fs: str, workers: int, phases: int, phase: float, futex: bool | None = True,
+            other_probe: str | None = None) -> dict:
+    """futex None: probed phases alternate without and with futex tracing;
+    other_probe: probed phases alternate between that lockscope-probe binary
+    and this tree's, both with futex tracing"""
+    own_probe = os.environ.get("LOCKSCOPE_PROBE")
     total = phases * 2 + 1
     duration = total * (phase + 1.5) + 5
     with scratch.mounted(fs, *scratch_root) as m:
@@ -83,9 +97,11 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                     time.sleep(phase)
                     alone.append(prog.rate(t0, time.monotonic_ns()))
                 else:
-                    on = bool((i // 2) % 2 == 0) if futex is None else futex
+                    on = bool((i // 2) % 2 == 0) if futex is None or other_probe else futex
                     with_futex.append(on)
-                    with ProbeSession(futex=on) as probe:
+                    if other_probe:          # "on": this tree's binary
+                        _use_probe(own_probe if on else other_probe)
+                    with ProbeSession(futex=True if other_probe else on) as probe:
                         for pid in prog.ready["worker_pids"]:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]
@@ -101,6 +117,12 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
             proc.kill()
             proc.wait()
     ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
+    if other_probe:
+        _use_probe(own_probe)
+        this = [r for r, f in zip(ratios, with_futex) if f]
+        other = [r for r, f in zip(ratios, with_futex) if not f]
+        return {"ratio_this": statistics.median(this), "ratio_other": statistics.median(other),
+                "ratios_this": this, "ratios_other": other}
     if futex is None:
         on = [r for r, f in zip(ratios, with_futex) if f]
         off = [r for r, f in zip(ratios, with_futex) if not f]
@@ -127,11 +149,22 @@ def main() -> int:
     ap.add_argument("--no-futex", action="store_true", help="probe without the futex (user-space lock) tracing")
     ap.add_argument("--compare-futex", action="store_true",
                     help="probed phases alternate without and with futex tracing; print both median ratios")
+    ap.add_argument("--compare-probe", metavar="PATH",
+                    help="probed phases alternate between the lockscope-probe binary at PATH (e.g. a copy "
+                         "built before a change) and this tree's; print both median ratios")
     ap.add_argument("--scratch", type=Path, help="where the file system is made (default: lockscope's)")
     a = ap.parse_args()
     if a.scratch:
         scratch_root.append(a.scratch)
     preflight()
+    if a.compare_probe:
+        print(f"{'workload':<8} {'ratio ' + Path(a.compare_probe).name:>24} {'ratio this tree':>15}")
+        for wl in a.workloads.split(","):
+            r = measure(wl, a.fs, a.workers, a.phases, a.phase, other_probe=a.compare_probe)
+            print(f"{wl:<8} {r['ratio_other']:>24.3f} {r['ratio_this']:>15.3f}  "
+                  f"(ratios {[round(x, 3) for x in r['ratios_other']]} / {[round(x, 3) for x in r['ratios_this']]})",
+                  flush=True)
+        return 0
     if a.compare_futex:
         print(f"{'workload':<8} {'ratio no futex':>14} {'ratio futex':>11}  {'futex waits/s':>13}")
         for wl in a.workloads.split(","):

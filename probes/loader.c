@@ -163,10 +163,7 @@ static int load(struct probe *p, const struct options *o)
 	err = attach_sampling(p, o->sample_hz);
 	if (err)
 		return err;
-	err = load_objects(p, o->system_wide);
-	if (err)
-		return err;
-	return 0;
+	return load_objects(p, o->system_wide);
 }
 
 static void usage(FILE *f)
