@@ -85,6 +85,10 @@ def experiment(e: Experiment) -> dict:
         "timeview": _unavailable(e.timeview, asdict),
         "cpi": [_cpi(p) for p in e.points],
         "named_share": named or {"unavailable": e.named_share_missing},
+        # per point: the roles, which were counted as the work and why, and
+        # who woke whom (records of schema /2; absent in older ones)
+        "roles": [{"workers": r.workers, "roles": [asdict(ro) for ro in r.roles],
+                   "wait_for": [asdict(ed) for ed in r.wait_for]} for r in e.records if r.roles],
     }
 
 
