@@ -77,20 +77,7 @@ struct {
 	__type(value, struct ustack_copy);
 } copy_buf SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FCNT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} futex_counters SEC(".maps");
-
-static __always_inline void fcount(__u32 c)
-{
-	__u64 *v = bpf_map_lookup_elem(&futex_counters, &c);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
+COUNTERS_MAP(futex_counters, FCNT__MAX, fcount);
 
 /* the user registers and stack top of a sampled wait, unless its futex key
  * has a copy; sched_switch runs in prev's context: its user memory */

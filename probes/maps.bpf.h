@@ -50,6 +50,22 @@ struct {
 		__type(value, struct wait_stat);               \
 	} name SEC(".maps")
 
+/* a program's event counters (one per-CPU slot per counter of its list,
+ * summed by the loader), and `fn(c)`, which adds one to counter c */
+#define COUNTERS_MAP(name, count, fn)                                  \
+	struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);               \
+		__uint(max_entries, count);                            \
+		__type(key, __u32);                                    \
+		__type(value, __u64);                                  \
+	} name SEC(".maps");                                           \
+	static __always_inline void fn(__u32 c)                        \
+	{                                                              \
+		__u64 *v = bpf_map_lookup_elem(&name, &c);             \
+		if (v)                                                 \
+			__sync_fetch_and_add(v, 1);                    \
+	}
+
 /* stacks of up to MAX_STACK_DEPTH frames, by stack id */
 #define STACK_MAP(name, entries)                                        \
 	struct {                                                        \

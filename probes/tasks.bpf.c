@@ -65,20 +65,7 @@ struct {
 	__type(value, struct wakeup_stat);
 } wakeups SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TCNT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} task_counters SEC(".maps");
-
-static __always_inline void tcount(__u32 c)
-{
-	__u64 *v = bpf_map_lookup_elem(&task_counters, &c);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
+COUNTERS_MAP(task_counters, TCNT__MAX, tcount);
 
 static __always_inline void take_names(struct task_times *tt, struct task_struct *t)
 {
