@@ -39,8 +39,9 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     a = at.attribution
     if a is not None and at.lost_capacity > 0 and a.unexplained / at.lost_capacity > 0.5:
         out += (f" Most of the loss ({pct(a.unexplained / at.lost_capacity)}) is in no wait: the workers were "
-                f"on CPU then (spinning, cache-line contention or more work per operation: see the CPU "
-                f"flame graph).")
+                f"on CPU then (spinning or yielding before they block, cache-line contention, or more work "
+                f"per operation; the CPU samples have kernel stacks only, so time spent in user space "
+                f"shows there as one frame).")
     return out
 
 
