@@ -48,7 +48,7 @@ setup(
     packages=["lockscope", "lockscope.analyzer", "lockscope.reports", "lockscope.templates"],
     package_dir={"lockscope": "lockscope", "lockscope.analyzer": "analyzer",
                  "lockscope.reports": "reports", "lockscope.templates": "templates"},
-    package_data={"lockscope": ["apps.toml"], "lockscope.analyzer": ["locks.toml", "lockfields.toml"],
+    package_data={"lockscope": ["apps.toml"], "lockscope.analyzer": ["*.toml"],
                   "lockscope.templates": ["*.j2"]},
     install_requires=["jinja2>=3.1", "matplotlib>=3.6", "scipy>=1.9", "pyelftools>=0.29"],
     extras_require={"test": ["pytest>=7"]},
