@@ -67,15 +67,22 @@ def fit(points: list[tuple[float, float]]) -> UslFit:
                          f"(with a CPU each); {len(pts)} measured")
     n = np.array([p[0] for p in pts])
     x = np.array([p[1] for p in pts])
-    lam0 = x[0] / n[0]
+    # Fitted on throughput / its largest value, lambda scaled back: the
+    # solver's gradient tolerance is absolute, so on raw values in small
+    # units (a few ops per hour counted per second) it stopped early and the
+    # coefficients depended on the unit (specsdm91 scaled by 1e-6: alpha
+    # 0.027720 instead of 0.027728).
+    scale = float(x.max())
+    lam0 = x[0] / n[0] / scale
     try:
         with warnings.catch_warnings():   # 3 points, 3 parameters: no covariance, the fit is still exact
             warnings.simplefilter("ignore", OptimizeWarning)
-            (lam, alpha, beta), _ = curve_fit(usl, n, x, p0=[lam0, 0.01, 0.0001],
+            (lam, alpha, beta), _ = curve_fit(usl, n, x / scale, p0=[lam0, 0.01, 0.0001],
                                               bounds=([0.0, 0.0, 0.0], [np.inf, np.inf, np.inf]),
                                               x_scale=[lam0, 0.1, 0.01], maxfev=20000)
     except (RuntimeError, ValueError) as e:
         raise ValueError(f"the least-squares fit did not converge: {e}") from e
+    lam *= scale
     pred = usl(n, lam, alpha, beta)
     ss_res = float(np.sum((x - pred) ** 2))
     ss_tot = float(np.sum((x - x.mean()) ** 2))
