@@ -71,17 +71,19 @@ def latex_escape(text: str) -> str:
 
 def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks found by lockscope.",
              label: str = "tab:lockscope-bottlenecks") -> str:
-    """A booktabs table (\\usepackage{booktabs}); every string escaped."""
+    """A booktabs table (\\usepackage{booktabs}); every string escaped. The
+    root-cause column wraps (ragged right) at a third of the line width, so
+    that the table fits the text width of a one-column article."""
     def pct(x):
         return "--" if x is None else latex_escape(f"{x:.0%}")
 
-    lines = [r"\begin{table}[t]", r"\centering", r"\small",
-             r"\begin{tabular}{llrrlr}", r"\toprule",
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\setlength{\tabcolsep}{4pt}",
+             r"\begin{tabular}{llrrp{0.34\linewidth}r}", r"\toprule",
              r"Workload & FS & Collapse & Speedup & Root-cause lock & Explained \\", r"\midrule"]
     for r in rows:
         collapse = "--" if r.collapse_workers is None else f"{r.collapse_workers}"
         speed = "--" if r.speedup is None else f"{r.speedup:.2f}"
-        cause = "--" if r.root_cause is None else (
+        cause = "--" if r.root_cause is None else r"\raggedright " + (
             latex_escape(r.root_cause) + (f" ({latex_escape(r.kind)}, {latex_escape(r.tier)})"
                                           if r.kind and r.tier else ""))
         lines.append(f"{latex_escape(r.workload)} & {latex_escape(r.fs)} & {collapse} & {speed} & "

@@ -25,7 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator  # noqa: E402
 
 from lockscope.analyzer.attribution import WhatIf  # noqa: E402
 from lockscope.analyzer.results import Experiment, TimeView, Unavailable  # noqa: E402
@@ -90,19 +90,42 @@ def _files(fig) -> dict[str, bytes]:
 
 
 def _si(x: float, _pos=None) -> str:
+    """A throughput tick with a unit prefix: 850, 12k, 1.5M (never an offset
+    or scientific notation)."""
     for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
             v = x / div
             return f"{v:.0f}{suf}" if v == int(v) or abs(v) >= 100 else f"{v:.3g}{suf}"
-    return f"{x:g}"
+    return f"{x:.0f}" if x == int(x) else f"{x:.3g}"
 
 
-def _workers_axis(ax, workers: list[float]) -> None:
-    ax.set_xlabel("workers")
-    if len(workers) <= 12:
-        ax.set_xticks(sorted(set(workers)))
+def _count(x: float, _pos=None) -> str:
+    return f"{x:.0f}"
+
+
+MAX_FIXED_TICKS = 12
+
+
+def _workers_axis(ax, workers: Iterable[float], xlabel: bool = True) -> None:
+    """Integer ticks only on an axis of worker counts: the measured counts
+    when there are few, else integers chosen by matplotlib."""
+    if xlabel:
+        ax.set_xlabel("workers")
+    counts = sorted({int(w) for w in workers if w == int(w)})
+    if 0 < len(counts) <= MAX_FIXED_TICKS:
+        ax.xaxis.set_major_locator(FixedLocator(counts))
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(_count))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _throughput_axis(ax, unit: str | None, n: int = 30) -> None:
+    """A throughput axis: unit prefixes on the ticks (850, 12k, 1.5M), the
+    experiment's unit in the label."""
+    unit = label(unit or "", n)
+    ax.set_ylabel(f"throughput, {unit}" if "(" in unit else f"throughput ({unit})" if unit else "throughput")
+    ax.yaxis.set_major_formatter(FuncFormatter(_si))
 
 
 def _ideal(exp: Experiment) -> list[float]:
@@ -198,14 +221,13 @@ def throughput(exp: Experiment, small: bool = False) -> str:
     w = [p.workers for p in exp.points]
     fig, ax = plt.subplots(figsize=(2.6, 1.5) if small else (4.8, 3.0))
     xs = _throughput_lines(ax, exp, SMALL_LOOK if small else REPORT_LOOK)
+    _workers_axis(ax, w, xlabel=not small)
     if small:
-        ax.set_xticks(sorted(set(w)))
         ax.grid(False)
         ax.tick_params(labelsize=7.5)
         ax.yaxis.set_major_locator(MaxNLocator(3))
     else:
-        _workers_axis(ax, w)
-        ax.set_ylabel(f"throughput ({label(exp.unit, 20)})")
+        _throughput_axis(ax, exp.unit, 20)
         ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(0, -0.18), ncol=2)
     ax.set_xlim(min(xs + [0.5]) - 0.3, max(xs) + 0.3)
     ax.set_ylim(bottom=0)
@@ -219,11 +241,10 @@ def paper_throughput(exp: Experiment) -> dict[str, bytes]:
     extrapolates), the what-if bound, the collapse point: PDF and SVG."""
     fig, ax = plt.subplots(figsize=(3.3, 2.2))
     _throughput_lines(ax, exp, PAPER_LOOK)
-    ax.set_xlabel("workers")
-    ax.set_ylabel(exp.unit)
+    _workers_axis(ax, [p.workers for p in exp.points])
+    _throughput_axis(ax, exp.unit)
     ax.set_ylim(bottom=0)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
-    ax.set_title(exp.title, fontsize=8)
+    ax.set_title(label(exp.title), fontsize=8)
     ax.legend(frameon=False, fontsize=6)
     return _files(fig)
 
@@ -236,10 +257,10 @@ def compare_curves(e: dict) -> str:
     w = [c["workers"] for c in e["curve"]]
     ax.plot(w, [c["a"] for c in e["curve"]], "o-", color=BLUE, ms=3, label="A")
     ax.plot(w, [c["b"] for c in e["curve"]], "s-", color=RED, ms=3, label="B")
-    ax.set_xticks(w)
-    ax.set_xlabel("workers")
+    _workers_axis(ax, w)
+    units = dict.fromkeys(u for u in (e.get("unit"), e.get("unit_b")) if u)
+    _throughput_axis(ax, " / ".join(units))
     ax.set_ylim(bottom=0)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
     ax.legend(frameon=False)
     return _svg(fig, {"Date": None})
 
@@ -260,9 +281,8 @@ def whatif(exp: Experiment) -> str | None:
             label=label(data.label, 70))
     ax.plot(w, [p.ops_per_sec for p in pts], "o-", color=BLUE, ms=5, lw=1.5, label="measured", zorder=3)
     _workers_axis(ax, w + [x.workers for x in c])
-    ax.set_ylabel(f"throughput ({label(exp.unit, 20)})")
+    _throughput_axis(ax, exp.unit, 20)
     ax.set_ylim(bottom=0)
-    ax.yaxis.set_major_formatter(FuncFormatter(_si))
     ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(0, -0.18))
     return _svg(fig)
 

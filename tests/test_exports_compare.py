@@ -31,7 +31,7 @@ def test_export_writes_table_figures_and_records(tmp_path):
     tex = (out / "bottlenecks.tex").read_text()
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
     assert (r"MWRM & tmpfs & 2 & " + f"{two.ops_per_sec / one.ops_per_sec:.2f}" +
-            r" & sb-\textgreater{}s\_vfs\_rename\_mutex of tmpfs at \textless{}scratch\textgreater{} (mutex, verified) & "
+            r" & \raggedright sb-\textgreater{}s\_vfs\_rename\_mutex of tmpfs at \textless{}scratch\textgreater{} (mutex, verified) & "
             in tex)
     assert f"{float(mwrm['explained_share']):.0%}".replace("%", r"\%") + r" \\" in tex
     figs = sorted(p.name for p in (out / "figures").iterdir())
