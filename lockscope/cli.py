@@ -17,12 +17,22 @@ from lockscope.errors import EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, Lockscop
 
 # ---- commands -------------------------------------------------------------
 
+def reclaim(scratch_root) -> None:
+    """Before a run: release what a killed lockscope left under the scratch
+    root (mounts, loop devices, directories of lockscope processes that are
+    dead; those of one still running are left alone), and say what."""
+    from lockscope import scratch
+    for what in scratch.clean_leftovers(scratch_root):
+        print(f"lockscope: reclaimed from a killed run: {what}", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
     from lockscope.runner import run_point
     from lockscope.settings import default_out, point_spec
 
     spec = point_spec(args, command)
     validate.require_run_environment(spec.probe)
+    reclaim(args.scratch)
     out = args.out or default_out(spec.id)
     rec = run_point(spec)
     path = out / "runs" / f"{spec.id}.json"
@@ -42,6 +52,7 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
 
     spec = sweep_spec(args, command)
     validate.require_run_environment(spec.probe)
+    reclaim(args.scratch)
     out = args.out or default_out("sweep")
     outcome = run_sweep(spec, out)
     print(f"{len(outcome.done)} points measured, {len(outcome.skipped)} already there, "

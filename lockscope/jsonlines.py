@@ -11,6 +11,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
+from lockscope import watchdog
 from lockscope.errors import LockscopeError
 
 
@@ -24,7 +25,9 @@ def spawn_gated(argv: Sequence[str], before_exec: Callable[[int], None] | None, 
     add the pid to the probe's filter), then let it exec. Nothing the command
     does, forks included, escapes the filter."""
     if before_exec is None:
-        return subprocess.Popen(list(argv), **popen_kw)
+        proc = subprocess.Popen(list(argv), **popen_kw)
+        _guard(proc, popen_kw)
+        return proc
     r, w = os.pipe()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", _GATE, "lockscope-gate", *argv],
@@ -35,6 +38,7 @@ def spawn_gated(argv: Sequence[str], before_exec: Callable[[int], None] | None, 
         raise
     finally:
         os.close(r)
+    _guard(proc, popen_kw)
     try:
         before_exec(proc.pid)
         os.write(w, b"go\n")
@@ -44,6 +48,13 @@ def spawn_gated(argv: Sequence[str], before_exec: Callable[[int], None] | None, 
     finally:
         os.close(w)
     return proc
+
+
+def _guard(proc: subprocess.Popen, popen_kw: dict) -> None:
+    """A child in a process group of its own dies with lockscope, SIGKILL
+    included (lockscope/watchdog.py)."""
+    if popen_kw.get("start_new_session"):
+        watchdog.guard_group(proc.pid)
 
 
 def kill_group(proc: subprocess.Popen, grace: float = 2.0) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from lockscope import watchdog
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 
 DEFAULT_SCRATCH = Path(os.environ.get("LOCKSCOPE_SCRATCH", "/tmp/lockscope"))
@@ -308,6 +309,7 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int
     scratch_root = Path(scratch_root)
     with contextlib.ExitStack() as stack:
         scratch_root.mkdir(parents=True, exist_ok=True)
+        watchdog.guard_scratch(scratch_root)     # released even if lockscope is killed
         point = scratch_root / f"{name}-{os.getpid()}-{next(_counter)}"
         point.mkdir()
         stack.callback(shutil.rmtree, point, ignore_errors=True)
