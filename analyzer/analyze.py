@@ -6,6 +6,7 @@ analyzer/analysis_json.py turns the result into `lockscope analyze --json`."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from lockscope import record
@@ -18,6 +19,11 @@ TOP_LOCKS = 8
 NO_CPI = "this record has no CPI (recorded before CPI was measured)"
 
 
+# run records skipped as unreadable by load_records in this process, each
+# "FILE: what is wrong"; the command line exits 2 when there are any
+SKIPPED: list[str] = []
+
+
 def load_records(path: Path) -> list[RunRecord]:
     """Run records of a results directory (DIR/runs/*.json), of a directory
     of records, or one record file."""
@@ -28,12 +34,22 @@ def load_records(path: Path) -> list[RunRecord]:
     files = [f for f in files if f.name != "sweep.json"]
     if not files:
         raise UsageError(f"no run records in {path}", "run `lockscope run` or `lockscope sweep` with --out there")
-    out = []
+    out, bad = [], []
     for f in files:
         try:
             out.append(record.load(f))
-        except (ValueError, json.JSONDecodeError) as e:
-            raise UsageError(f"{f}: not a readable run record: {e}") from e
+        except (ValueError, OSError) as e:
+            why = str(e) if isinstance(e, ValueError) else f"{f}: cannot be read ({e.strerror})"
+            bad.append(why)
+    if bad and not out:
+        raise UsageError(f"no readable run record in {path}: {bad[0]}" +
+                         (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+                         "rerun the sweep with the same --out: it measures unreadable points again")
+    for why in bad:
+        # a bad record is skipped, not fatal: the command works with the
+        # others, and the command line exits 2 at the end (SKIPPED)
+        print(f"lockscope: warning: skipping run record {why}", file=sys.stderr)
+        SKIPPED.append(why)
     return out
 
 

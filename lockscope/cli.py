@@ -5,6 +5,7 @@ validate, and what run and sweep measure in settings."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from lockscope import atomicio, record, scratch, textout, validate
 from lockscope.cliargs import build_parser, split_command
-from lockscope.errors import EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
+from lockscope.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
 
 
 # ---- commands -------------------------------------------------------------
@@ -34,6 +35,7 @@ def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
     validate.require_run_environment(spec.probe)
     reclaim(args.scratch)
     out = args.out or default_out(spec.id)
+    validate.check_writable_dir(out)       # before anything is mounted or loaded
     rec = run_point(spec)
     path = out / "runs" / f"{spec.id}.json"
     record.save(rec, path)
@@ -54,6 +56,7 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
     validate.require_run_environment(spec.probe)
     reclaim(args.scratch)
     out = args.out or default_out("sweep")
+    validate.check_writable_dir(out)       # before anything is mounted or loaded
     outcome = run_sweep(spec, out)
     print(f"{len(outcome.done)} points measured, {len(outcome.skipped)} already there, "
           f"{len(outcome.failed)} failed; results in {out}\nnext: lockscope report {out}")
@@ -103,6 +106,8 @@ def cmd_compare(args) -> int:
     from lockscope.reports.compare import compare, render_html, render_text
 
     doc = compare(args.a, args.b, args.fs_a, args.fs_b, args.workload)
+    if args.html:
+        validate.check_writable_file(args.html, "--html")
     if args.html:
         html = render_html(doc)
         atomicio.write_text(args.html, html)
@@ -188,6 +193,20 @@ def _install_signal_handlers() -> None:
         signal.signal(s, on_signal)
 
 
+def _os_error(e: OSError) -> int:
+    """A file system refused a write or a read lockscope's checks could not
+    foresee (the disk filled up, a mount turned read-only): one line, and
+    exit 3 for what the machine lacks (space), else 2 (the path)."""
+    where = f": {e.filename}" if e.filename else ""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        print(f"lockscope: error: no space left on the device{where}", file=sys.stderr)
+        print("  fix: free space and rerun the same command: finished points are kept and skipped",
+              file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    print(f"lockscope: error: {e.strerror or e}{where}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv, command = split_command(argv)
@@ -199,22 +218,35 @@ def main(argv: list[str] | None = None) -> int:
     if command is not None and args.cmd not in ("run", "sweep"):
         parser.error(f"'--' and a command only go with run and sweep, not {args.cmd}")
     _install_signal_handlers()
+    from lockscope.analyzer import analyze
+    analyze.SKIPPED.clear()
     try:
         if args.cmd == "run":
-            return cmd_run(args, command)
-        if args.cmd == "sweep":
-            return cmd_sweep(args, command)
-        return {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
-                "export": cmd_export, "compare": cmd_compare}[args.cmd](args)
+            code = cmd_run(args, command)
+        elif args.cmd == "sweep":
+            code = cmd_sweep(args, command)
+        else:
+            code = {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
+                    "export": cmd_export, "compare": cmd_compare}[args.cmd](args)
+        if analyze.SKIPPED and code == 0:
+            # README, "Troubleshooting": bad records are skipped with a warning
+            # each, the output holds the others, and the exit code says so
+            print(f"lockscope: error: {len(analyze.SKIPPED)} unreadable run record"
+                  f"{'s were' if len(analyze.SKIPPED) > 1 else ' was'} skipped (named above); "
+                  "the output holds the other points", file=sys.stderr)
+            return EXIT_USAGE
+        return code
     except LockscopeError as e:
         print(f"lockscope: error: {e.message}", file=sys.stderr)
         if e.fix:
             print(f"  fix: {e.fix}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            return 0
+        return _os_error(e)
     except (KeyboardInterrupt, Interrupted) as e:
         sig = "SIGINT" if isinstance(e, KeyboardInterrupt) else signal.Signals(e.signum).name
         print(f"lockscope: interrupted ({sig}); probes, workers and file systems were released, "
               "finished points are kept", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0

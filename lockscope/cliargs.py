@@ -25,8 +25,9 @@ examples:
   lockscope export results/sweep            # PDF/SVG figures, CSV/LaTeX table: results/sweep/exports
   lockscope compare results/before results/after [--html compare.html]
 
-exit codes: 0 ok, 1 a run failed, 2 bad input, 3 this machine lacks something (root, BTF, a tool),
-130 interrupted (finished points are kept).
+exit codes: 0 ok, 1 a run failed, 2 bad input (also a path that cannot be written, a spoiled run record,
+skipped with a warning, or an --out another sweep uses), 3 this machine lacks something (root, BTF,
+a tool, disk space), 130 interrupted (finished points are kept). README.md, "Troubleshooting", lists them.
 """
 
 

@@ -64,6 +64,17 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "an integer",
+            float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _expect(ok: bool, want: str, value: Any) -> None:
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"expected {want}, got {_kind(value)} {shown}")
+
+
 def _convert(tp: Any, value: Any) -> Any:
     if value is None:
         return None
@@ -72,11 +83,24 @@ def _convert(tp: Any, value: Any) -> Any:
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
         return _convert(inner[0], value) if len(inner) == 1 else value
     if origin is list:
+        _expect(isinstance(value, list), "a list", value)
         (item,) = typing.get_args(tp) or (Any,)
         return [_convert(item, v) for v in value]
     if origin is dict and len(typing.get_args(tp)) == 2:
+        _expect(isinstance(value, dict), "an object", value)
         key, item = typing.get_args(tp)
-        return {(int(k) if key is int else k): _convert(item, v) for k, v in value.items()}
+        try:
+            return {(int(k) if key is int else k): _convert(item, v) for k, v in value.items()}
+        except (TypeError, ValueError) as e:
+            raise ValueError(str(e) if "expected" in str(e) else f"bad key: {e}") from None
+    if tp is bool:
+        _expect(isinstance(value, bool), "true or false", value)
+    elif tp is int:
+        _expect(isinstance(value, int) and not isinstance(value, bool), "an integer", value)
+    elif tp is float:
+        _expect(isinstance(value, (int, float)) and not isinstance(value, bool), "a number", value)
+    elif tp is str:
+        _expect(isinstance(value, str), "a string", value)
     if hasattr(tp, "from_json"):
         return tp.from_json(value)
     if dataclasses.is_dataclass(tp):
@@ -104,9 +128,16 @@ def from_dict(cls: type, data: dict) -> Any:
     for f in dataclasses.fields(cls):
         key = json_name(f)
         if key in data:
-            kwargs[f.name] = _field_from_json(f, hints[f.name], data[key])
+            try:
+                kwargs[f.name] = _field_from_json(f, hints[f.name], data[key])
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                msg = str(e)
+                # name the field's path: "locks.stacks.count: expected an integer ..."
+                inner = msg.split(": ", 1) if msg.startswith("field ") else None
+                raise ValueError(f"field {key}." + inner[0][6:] + ": " + inner[1] if inner
+                                 else f"field {key}: {msg}") from None
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{cls.__name__}: missing field '{key}'")
+            raise ValueError(f"missing field '{key}'")
     return cls(**kwargs)
 
 

@@ -307,9 +307,23 @@ def save(record: RunRecord, path: Path) -> None:
 
 
 def load(path: Path) -> RunRecord:
+    """Read a run record; ValueError naming the file and what is wrong when it
+    is not one (cut short, not JSON, a field missing or of the wrong type)."""
     with open(path) as f:
-        data = json.load(f)
+        text = f.read()
+    if not text.strip():
+        raise ValueError(f"{path}: empty file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        # lockscope ends every record with "}\n": one without it was cut
+        how = "cut short" if not text.rstrip().endswith("}") else "not valid JSON"
+        raise ValueError(f"{path}: {how} ({e.msg}: line {e.lineno} column {e.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a lockscope run record (a JSON {type(data).__name__}, not an object)")
     schema = data.get("schema", "")
+    if not isinstance(schema, str):
+        raise ValueError(f"{path}: not a lockscope run record (schema {schema!r})")
     if not schema.startswith("lockscope.run/"):
         raise ValueError(f"{path}: not a lockscope run record (schema {schema!r})")
     if schema not in READS:
@@ -318,4 +332,7 @@ def load(path: Path) -> RunRecord:
     # /1 has none of /2's additions (roles, wait_for, Lock.roles, OffCpu.role
     # and kind): they read as empty, and the analysis counts every traced
     # task as a worker, as /1 did
-    return from_dict(RunRecord, data)
+    try:
+        return from_dict(RunRecord, data)
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        raise ValueError(f"{path}: {e}") from None

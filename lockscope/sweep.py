@@ -3,13 +3,16 @@ per point written atomically under DIR/runs/. Rerunning the same sweep skips
 finished points, so a killed sweep resumes and loses nothing."""
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Iterator, TextIO
 
 from lockscope import apps, atomicio, record, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
@@ -90,9 +93,57 @@ def _fmt_time(s: float) -> str:
     return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
 
 
+LOCK = ".lockscope-sweep.lock"
+
+
+@contextlib.contextmanager
+def sweep_lock(out: Path) -> Iterator[None]:
+    """Hold OUT/.lockscope-sweep.lock for one sweep: a second sweep into the
+    same directory refuses, naming the owner's pid. The lock is a flock, so
+    the kernel releases it on every exit path, a kill -9 included; a lock
+    file left by a dead process is reclaimed. The file is removed on the way
+    out (a waiter that locked the removed file tries again)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UsageError(f"{out} is in use by another sweep (pid {owner}; lock {path})",
+                             "wait for it to finish, or give this sweep another --out") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)              # the owner removed it while we waited: lock the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
 def run_sweep(spec: SweepSpec, out: Path, log: TextIO = sys.stderr) -> SweepOutcome:
     out = Path(out)
     points = spec.points()
+    with sweep_lock(out):
+        return _run_sweep(spec, points, out, log)
+
+
+def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO) -> SweepOutcome:
     manifest_path = out / MANIFEST
     manifest = {}
     if manifest_path.exists():

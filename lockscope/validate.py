@@ -171,3 +171,67 @@ def require_run_environment(probe: bool) -> None:
     elif os.geteuid() != 0:
         raise EnvironmentProblem("lockscope needs root to mount its scratch file systems",
                                  "run it with sudo (or as root)")
+
+
+# file systems that hold no files of their own: a results directory there
+# fails at the first write (or writes into the kernel's interfaces)
+VIRTUAL_FS = {"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+              "bpf", "configfs", "pstore", "efivarfs", "fusectl", "mqueue", "hugetlbfs", "binfmt_misc",
+              "autofs", "nsfs", "rpc_pipefs", "selinuxfs"}
+
+
+def _mount_of(path: Path) -> tuple[str, str, set[str]]:
+    """(mount point, file-system type, mount options) of an existing path:
+    the longest mount point of /proc/self/mountinfo that holds it."""
+    best = ("/", "", set())
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return best
+    real = os.path.realpath(path)
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if len(f) < 6 or not r:
+            continue
+        mnt = f[4].replace("\\040", " ")
+        if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[0]):
+            best = (mnt, r[0], set(f[5].split(",")))
+    return best
+
+
+def check_writable_dir(path: Path, option: str = "--out") -> None:
+    """A directory lockscope will write results into (it may not exist yet):
+    not on a virtual file system, not a file, and writable where it is or
+    where it would be created. Refusals are usage errors naming the path;
+    nothing is created."""
+    path = Path(path)
+    fix = f"give {option} a writable directory on a real file system"
+    probe = path
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if os.path.lexists(probe) and not probe.is_dir():
+        raise UsageError(f"{option} {path}: {probe} is {'a broken link' if not probe.exists() else 'not a directory'}",
+                         fix)
+    mnt, fstype, opts = _mount_of(probe)
+    if fstype in VIRTUAL_FS:
+        raise UsageError(f"{option} {path}: {mnt} is a virtual file system ({fstype}) that cannot hold results", fix)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        why = (f"{mnt} is mounted read-only" if "ro" in opts or _read_only(probe)
+               else f"{probe} is not writable by this user")
+        raise UsageError(f"{option} {path}: {why}", fix)
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_writable_file(path: Path, option: str) -> None:
+    """A file lockscope will write (e.g. compare --html): its directory is checked."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory", f"give {option} a file name")
+    check_writable_dir(path.parent, option)

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from lockscope import atomicio
+from lockscope import atomicio, record, validate
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
@@ -111,6 +111,7 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     results_dir = Path(results_dir)
     out_dir = Path(out_dir) if out_dir else results_dir / "exports"
     records = load_records(results_dir)
+    validate.check_writable_dir(out_dir, "exports directory")
     exps = analyze(records)
     written: list[Path] = []
     for e in exps:
@@ -124,6 +125,10 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     for f in sorted(src.glob("*.json")) if results_dir.is_dir() else [results_dir]:
         if f.name == "sweep.json":
             continue
+        try:
+            record.load(f)
+        except (ValueError, OSError):
+            continue              # skipped with a warning by load_records
         dest = out_dir / "runs" / f.name
         atomicio.write_bytes(dest, f.read_bytes())
         written.append(dest)

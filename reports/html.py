@@ -20,7 +20,7 @@ import datetime
 import shlex
 from pathlib import Path
 
-from lockscope import __version__, atomicio, record
+from lockscope import __version__, atomicio, record, validate
 from lockscope.analyzer import scaling
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
@@ -90,6 +90,7 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
     results_dir = Path(results_dir)
     exps = analyze(load_records(results_dir))
     out_dir = Path(out_dir) if out_dir else results_dir / "report"
+    validate.check_writable_dir(out_dir, "report directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     renderer = flamegraph.renderer()
     names: list[str] = []

@@ -179,3 +179,227 @@ def test_worker_counts_parse_lists_and_ranges():
     assert parse_workers("4,1-3, 2") == [1, 2, 3, 4]
     with pytest.raises(UsageError, match="expected a count, a list"):
         parse_workers("3-1")
+
+
+# ---- bad paths, bad run records, busy and full results directories (issue 12) ----
+#
+# Every case: one `lockscope: error:` line (with its `fix:`), the exit code of
+# README.md's "Troubleshooting" table, no traceback, and for run and sweep
+# nothing created or mounted. The tables below are that table's rows.
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")
+
+
+def tmpfs(path, size="1m"):
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    return path
+
+
+def umount(path):
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A read-only tmpfs holding a copy of a recorded sweep in sweep/ (root
+    ignores mode bits, a read-only mount refuses root too)."""
+    ro = tmpfs(tmp_path / "ro")
+    try:
+        shutil.copytree(REPO / "tests" / "data" / "pool", ro / "sweep")
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        yield ro
+    finally:
+        umount(ro)
+
+
+def assert_one_error(p, code, *needles):
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("lockscope: error:")]
+    assert len(errors) == 1, p.stderr
+    for n in needles:
+        assert n in p.stderr, (n, p.stderr)
+
+
+# where --out points -> what the error says (exit 2, before anything is mounted or loaded)
+BAD_OUT = [
+    ("/proc/lockscope-x", "/proc is a virtual file system (proc)"),
+    ("/sys/fs/lockscope-x", "is a virtual file system (sysfs)"),
+    ("/proc/self/status", "/proc/self/status is not a directory"),
+    ("/etc/hostname/x", "/etc/hostname is not a directory"),
+    ("{ro}/out", "is mounted read-only"),
+]
+
+
+@needs_root
+@pytest.mark.parametrize("cmd", ["run", "sweep"])
+@pytest.mark.parametrize("out,message", BAD_OUT, ids=[o for o, _ in BAD_OUT])
+def test_bad_out_directory_is_refused_before_anything_runs(tmp_path, read_only, cmd, out, message):
+    out = out.format(ro=read_only)
+    existed = os.path.exists(out)
+    scratch = tmp_path / "scratch"
+    p = lockscope(cmd, "MWRM", "--workers", "1", "--duration", "1", "--no-probe", "--out", out,
+                  "--scratch", str(scratch), timeout=60)
+    assert_one_error(p, 2, f"--out {out}", message, "fix: give --out a writable directory")
+    assert not scratch.exists() and os.path.exists(out) == existed
+
+
+@needs_root
+@pytest.mark.parametrize("args,code,message", [
+    (["report", "{ro}/sweep"], 2, "report directory {ro}/sweep/report: {ro} is mounted read-only"),
+    (["report", "{ro}/sweep", "--out", "/proc/lockscope-x"], 2, "/proc is a virtual file system"),
+    (["export", "{ro}/sweep"], 2, "exports directory {ro}/sweep/exports: {ro} is mounted read-only"),
+    (["compare", "{ro}/sweep", "{ro}/sweep", "--html", "{ro}/c.html"], 2, "--html {ro}: {ro} is mounted read-only"),
+    (["report", "{ro}/nope"], 2, "{ro}/nope does not exist"),
+], ids=["report-ro", "report-proc", "export-ro", "compare-html-ro", "report-missing"])
+def test_result_commands_refuse_unwritable_outputs(read_only, args, code, message):
+    p = lockscope(*[a.format(ro=read_only) for a in args], timeout=120)
+    assert_one_error(p, code, message.format(ro=read_only))
+
+
+# a run record spoiled by hand or by a cut copy -> what the warning says about it
+BAD_RECORDS = [
+    ("cut", lambda t: t[:len(t) // 2], "cut short ("),
+    ("not-json", lambda t: "x" + t, "not valid JSON (Expecting value: line 1 column 1)"),
+    ("empty", lambda t: "", "empty file"),
+    ("list", lambda t: "[1, 2]", "not a lockscope run record (a JSON list, not an object)"),
+    ("no-workers", lambda t: json.dumps({k: v for k, v in json.loads(t).items() if k != "workers"}),
+     "missing field 'workers'"),
+    ("workers-text", lambda t: json.dumps({**json.loads(t), "workers": "two"}),
+     "field workers: expected an integer, got a string 'two'"),
+    ("locks-object", lambda t: json.dumps({**json.loads(t), "locks": {"a": 1}}),
+     "field locks: expected a list, got an object"),
+    ("nested-type", lambda t: json.dumps({**json.loads(t), "cpu": {"user": "lots"}}),
+     "field cpu.user: expected a number, got a string 'lots'"),
+    ("schema", lambda t: json.dumps({**json.loads(t), "schema": "lockscope.run/9"}),
+     "run record schema lockscope.run/9 is not supported"),
+]
+
+
+def spoiled(tmp_path, how):
+    d = tmp_path / "sweep"
+    shutil.copytree(REPO / "tests" / "data" / "pool", d)
+    runs = sorted((d / "runs").glob("*.json"))
+    bad = runs[-1]
+    bad.write_text(how(bad.read_text()))
+    return d, bad
+
+
+@pytest.mark.parametrize("name,how,message", BAD_RECORDS, ids=[b[0] for b in BAD_RECORDS])
+def test_bad_run_record_is_skipped_with_a_warning_and_exit_2(tmp_path, name, how, message):
+    """A bad record is skipped: the command's output holds the good points,
+    a warning names the file and what is wrong, and the exit code is 2."""
+    d, bad = spoiled(tmp_path, how)
+    p = lockscope("analyze", str(d), "--json", timeout=120)
+    assert_one_error(p, 2, f"lockscope: warning: skipping run record {bad}: {message}", "1 unreadable run record")
+    assert json.loads(p.stdout)["experiments"], "the good points are analyzed"
+
+
+@pytest.mark.parametrize("cmd", ["report", "export", "compare"])
+def test_every_result_command_skips_a_bad_record(tmp_path, cmd):
+    d, bad = spoiled(tmp_path, BAD_RECORDS[0][1])
+    args = {"report": [str(d)], "export": [str(d)], "compare": [str(d), str(REPO / "tests" / "data" / "pool")]}
+    p = lockscope(cmd, *args[cmd], timeout=120)
+    assert_one_error(p, 2, f"skipping run record {bad}: cut short")
+    if cmd == "report":
+        assert (d / "report" / "index.html").exists()
+    if cmd == "export":
+        assert (d / "exports" / "bottlenecks.csv").exists()
+        assert not (d / "exports" / "runs" / bad.name).exists(), "a bad record is not exported"
+    if cmd == "compare":
+        assert p.stdout
+
+
+def test_only_bad_run_records_stop_the_command(tmp_path):
+    d = tmp_path / "sweep"
+    (d / "runs").mkdir(parents=True)
+    (d / "runs" / "a.json").write_text('{"schema": "lockscope.run/2", "id": ')
+    p = lockscope("report", str(d), timeout=60)
+    assert_one_error(p, 2, f"no readable run record in {d}: {d}/runs/a.json: cut short")
+    assert not (d / "report").exists()
+
+
+# ---- two sweeps into one --out; a full disk ----
+
+def quick_sweep(out, *extra, seconds="1", wait=False):
+    """The cheapest real sweep: a command, no probes, no file system."""
+    args = [sys.executable, "-m", "lockscope", "sweep", "--no-probe", "--workers", "1", *extra,
+            "--duration", seconds, "--warmup", "0", "--out", str(out), "--", "/bin/sleep", "30"]
+    if wait:
+        return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@needs_root
+def test_a_second_sweep_into_the_same_out_refuses_naming_the_owner(tmp_path):
+    import time
+    out = tmp_path / "out"
+    first = quick_sweep(out, seconds="4")
+    try:
+        lock = out / ".lockscope-sweep.lock"
+        deadline = time.monotonic() + 30
+        while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = quick_sweep(out, wait=True)
+        assert_one_error(second, 2, f"{out} is in use by another sweep (pid {first.pid}",
+                         "fix: wait for it to finish, or give this sweep another --out")
+    finally:
+        _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert not lock.exists(), "the lock is removed on the way out"
+    assert json.loads((out / "runs" / "sleep-none-w1.json").read_text())["workers"] == 1
+
+
+@needs_root
+def test_a_stale_or_killed_sweeps_lock_is_reclaimed(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = out / ".lockscope-sweep.lock"
+    lock.write_text("999999999\n")                     # left by a dead pid
+    p = quick_sweep(out, wait=True)
+    assert p.returncode == 0, p.stderr
+    assert not lock.exists()
+    # a sweep killed with SIGKILL holds nothing: the kernel drops its flock
+    holder = subprocess.run([sys.executable, "-c", f"""
+import os
+from pathlib import Path
+from lockscope.sweep import sweep_lock
+with sweep_lock(Path({str(out)!r})):
+    os.kill(os.getpid(), 9)
+"""], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert holder.returncode == -9 and lock.exists()
+    p = quick_sweep(out, wait=True)
+    assert p.returncode == 0, p.stderr
+    assert "1 of 1 points already measured" in p.stderr and not lock.exists()
+
+
+@needs_root
+def test_a_full_disk_keeps_finished_points_and_the_sweep_resumes(tmp_path):
+    out = tmpfs(tmp_path / "out", size="256k")
+    try:
+        p = quick_sweep(out, wait=True)                 # the point with 1 worker is finished
+        assert p.returncode == 0, p.stderr
+        filler = out / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill the disk to the last block
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        p = subprocess.run([sys.executable, "-m", "lockscope", "sweep", "--no-probe", "--workers", "1,2",
+                            "--duration", "1", "--warmup", "0", "--out", str(out), "--", "/bin/sleep", "30"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert_one_error(p, 3, "lockscope: error: no space left on the device",
+                         "fix: free space and rerun the same command")
+        assert json.loads((out / "runs" / "sleep-none-w1.json").read_text())["workers"] == 1
+        assert not list(out.glob("**/.*.tmp")), "no partial file is left"
+        filler.unlink()
+        p = quick_sweep(out, "--workers", "1,2", wait=True)
+        assert p.returncode == 0, p.stderr
+        assert "1 points measured, 1 already there" in p.stdout
+        assert {f.name for f in (out / "runs").glob("*.json")} == {"sleep-none-w1.json", "sleep-none-w2.json"}
+    finally:
+        umount(out)
