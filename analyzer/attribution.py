@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lockscope.analyzer import sleepkinds
 from lockscope.record import OffCpu, RunRecord
 
 LOCK = "lock"                    # Wait.type of a lock wait
@@ -20,8 +21,7 @@ NONLOCK = "nonlock"              # Wait.type of off-CPU time outside lock waits
 USER_SPACE = "user space"        # Lock.component of the user-space (futex) locks
 FUTEX_WAIT = "futex wait"        # the off-CPU class of sleeps in the futex syscall
 OTHER_CPU = "CPU of other roles"  # Wait.lock_class of the CPU other roles took from the workers
-IDLE, FUTEX_KIND = "idle", "futex"
-MIN_SHOWN = 0.001                # CPU of another role below this share of the window is not a line   # OffCpu.kind (analyzer/sleepkinds.py)
+MIN_SHOWN = 0.001                # CPU of another role below this share of the window is not a line
 
 WAIT_LABELS = {
     "preempted": "off-CPU: preempted (runnable, waiting for a CPU)",
@@ -126,7 +126,7 @@ def _role_waits(rec: RunRecord) -> dict[str, Wait]:
             out[lk.name] = _lock_wait(lk, ns, rec.workers, window_ns)
     by_class: dict[str, int] = {}
     for o in rec.offcpu:
-        if o.role not in workers or o.in_lock_wait or o.kind in (IDLE, FUTEX_KIND, LOCK):
+        if o.role not in workers or o.in_lock_wait or o.kind in (sleepkinds.IDLE, sleepkinds.FUTEX, sleepkinds.LOCK):
             continue             # idle, or a futex sleep (counted under its lock or idle)
         cls = nonlock_class(o)
         by_class[cls] = by_class.get(cls, 0) + o.wait_ns

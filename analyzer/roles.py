@@ -149,19 +149,19 @@ def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[
     return handoffs
 
 
-def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int) -> dict[str, str]:
-    """role -> why it is (or is not) counted as the measured work."""
+def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int) -> dict[str, tuple[bool, str]]:
+    """role -> (counted as the measured work, why)."""
     busy = {r: sum(t.busy_ns for t in ts) for r, ts in roles.items()}
     top = max(busy.values(), default=0)
     we = (lambda ns: ns / window_ns) if window_ns else (lambda ns: 0.0)
     out = {}
     for r, b in busy.items():
         if top > 0 and b >= WORKER_SHARE * top:
-            out[r] = (f"counted: busy {we(b):.2f} worker-equivalents"
+            out[r] = (True, f"counted: busy {we(b):.2f} worker-equivalents"
                       + (" (the busiest role)" if b == top else f", at least {WORKER_SHARE:.0%} of the busiest role's {we(top):.2f}"))
         else:
-            out[r] = (f"not counted: busy {we(b):.2f} worker-equivalents, under {WORKER_SHARE:.0%} of the busiest "
-                      f"role's {we(top):.2f}" if top > 0 else "not counted: never busy")
+            out[r] = (False, f"not counted: busy {we(b):.2f} worker-equivalents, under {WORKER_SHARE:.0%} of the "
+                      f"busiest role's {we(top):.2f}" if top > 0 else "not counted: never busy")
     return out
 
 
@@ -176,8 +176,8 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
     by_role: dict[str, list[ThreadTimes]] = defaultdict(list)
     for t in threads.values():
         by_role[t.role].append(t)
-    reasons = _choose_workers(by_role, window_ns)
-    workers = {r for r, why in reasons.items() if why.startswith("counted")}
+    chosen = _choose_workers(by_role, window_ns)
+    workers = {r for r, (counted, _) in chosen.items() if counted}
     working = {t.tid for t in threads.values() if t.working and t.role in workers}
     futex_ns: dict[tuple, int] = defaultdict(int)
     for e in raw.futex or []:
@@ -189,12 +189,12 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
         part = e.total_ns * lock_part.get((th.tid, e.uaddr), 0.0)
         th.kinds[IDLE] -= part
         th.kinds[LOCK] += part
-    roles = [_role(name, ts, name in workers, reasons[name]) for name, ts in by_role.items()]
+    roles = [_role(name, ts, *chosen[name]) for name, ts in by_role.items()]
     roles.sort(key=lambda r: (not r.worker, -(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.other_ns)))
-    edges = wakeups.role_edges(wakes, {t.tid: t.role for t in threads.values()}, fold)
+    role_of = {t.tid: t.role for t in threads.values()}
+    edges = wakeups.role_edges(wakes, role_of, fold)
     # the path of the work: who wakes the threads that do it (not a main
     # thread that only waits for them)
-    role_of = {t.tid: t.role for t in threads.values()}
     path = wakeups.path_roles(wakeups.role_edges([w for w in wakes if w.wakee_tid in working],
                                                  role_of, fold), workers)
     for r in roles:

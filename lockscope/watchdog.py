@@ -27,13 +27,18 @@ from pathlib import Path
 _proc: subprocess.Popen | None = None
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _start_time(pid: int) -> int | None:
     """Field 22 of /proc/PID/stat: start time in clock ticks since boot."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
 
 
 def _tell(line: str) -> None:
@@ -75,13 +80,8 @@ def guard_scratch(root: Path) -> None:
 def _members(pgid: int, since: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:   # zombies are dead
+        fields = _stat(d.name) if d.name.isdigit() else None
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:   # zombies are dead
             out.append(int(d.name))
     return out
 

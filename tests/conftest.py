@@ -78,3 +78,19 @@ def bpftool_progs() -> list[str]:
         return []
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
     return [p.get("name", "") for p in json.loads(out or "[]")]
+
+
+def our_processes() -> list[tuple[str, str]]:
+    """(pid, comm) of every live lockscope-probe and lockscope-workload
+    process (a zombie is dead, waiting to be reaped)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                comm = (d / "comm").read_text().strip()
+                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if comm in ("lockscope-probe", "lockscope-workl") and state != "Z":
+                out.append((d.name, comm))
+    return out

@@ -11,22 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, bpftool_progs, lockscope
+from conftest import REPO, bpftool_progs, lockscope, our_processes
 from lockscope import record, scratch as sc
-
-
-def our_processes():
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                comm = (d / "comm").read_text().strip()
-                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if comm in ("lockscope-probe", "lockscope-workl") and state != "Z":
-                out.append((d.name, comm))
-    return out
 
 
 def assert_released(scratch_root):

@@ -14,24 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, e2e_missing, lockscope
+from conftest import REPO, e2e_missing, lockscope, our_processes
 from lockscope import scratch as sc
 
 OURS = ("lockscope-probe", "lockscope-workl")
-
-
-def _own_processes() -> list[str]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                comm = (d / "comm").read_text().strip()
-                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if comm in OURS and state != "Z":       # a zombie is dead, waiting to be reaped
-                out.append(f"{comm} ({d.name}, {state})")
-    return out
 
 
 def _bpf_programs() -> list[str]:
@@ -42,7 +28,7 @@ def _bpf_programs() -> list[str]:
 
 def _state(root: Path) -> dict:
     r = str(root.resolve())
-    return {"processes": _own_processes(), "bpf": _bpf_programs(),
+    return {"processes": [f"{comm} ({pid})" for pid, comm in our_processes()], "bpf": _bpf_programs(),
             "mounts": [m[1] for m in sc.mounts() if m[1].startswith(r)],
             "loops": [d for d, backing in sc.loop_devices() if backing.startswith(r)]}
 
