@@ -58,7 +58,7 @@ def _attribution(p: PointView) -> dict:
 
 def _usl(u: UslFit) -> dict:
     return {"alpha": u.alpha, "beta": u.beta, "lambda": u.lam, "r2": u.r2, "points_used": u.points_used,
-            "peak_workers": u.peak_workers, "peak_throughput": u.peak_throughput,
+            "peak_workers": u.peak_workers, "peak_throughput": u.peak_throughput, "peak": u.peak_text(),
             "peak_extrapolated": u.peak_extrapolated, "curve": [asdict(c) for c in u.curve()]}
 
 

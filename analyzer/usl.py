@@ -5,7 +5,8 @@
 alpha is contention (serialization), beta coherency (crosstalk), lambda the
 throughput of one worker without either. Fitted by least squares
 (scipy.optimize.curve_fit) with alpha, beta >= 0. The predicted peak is at
-N* = sqrt((1 - alpha) / beta); past the largest measured worker count it is an
+N* = sqrt((1 - alpha) / beta), or 1 when alpha + beta >= 1 (no gain from a
+second worker); past the largest measured worker count it is an
 extrapolation and says so. Only points where every worker has a CPU are
 fitted: oversubscribed points measure the CPU limit, not the law."""
 from __future__ import annotations
@@ -37,8 +38,20 @@ class UslFit:
     r2: float
     points_used: int
     max_measured: float
-    peak_workers: float | None       # None: no peak (beta = 0 or alpha >= 1)
+    peak_workers: float | None       # None: no peak (beta = 0, alpha < 1); 1.0 when alpha >= 1
     peak_throughput: float | None
+
+    def peak_text(self, unit: str = "ops/s") -> str:
+        """The predicted peak in words (the figures, the text and the HTML say the same)."""
+        if self.peak_workers is None:
+            if self.alpha > 0:
+                return f"no peak: with coherency beta = 0 the throughput rises toward lambda/alpha = {self.lam / self.alpha:,.0f} {unit}"
+            return "no peak: linear scaling (alpha = beta = 0)"
+        if self.alpha >= 1 or self.peak_workers <= 1.0:
+            return ("peak at 1 worker: contention alpha + beta >= 1, so every added worker costs more "
+                    "than it adds")
+        return (f"peak {self.peak_throughput:,.0f} {unit} at {self.peak_workers:.1f} workers"
+                + (" (extrapolated beyond the measured points)" if self.peak_extrapolated else ""))
 
     @property
     def peak_extrapolated(self) -> bool:
@@ -88,8 +101,11 @@ def fit(points: list[tuple[float, float]]) -> UslFit:
     ss_tot = float(np.sum((x - x.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
     peak_n = peak_x = None
-    if beta > 1e-12 and alpha < 1:
-        peak_n = math.sqrt((1 - alpha) / beta)
+    if alpha >= 1 or alpha + beta >= 1:
+        # X(N) is highest at N = 1 over N >= 1 (its slope there is lambda * (1 - alpha - beta))
+        peak_n, peak_x = 1.0, float(lam)
+    elif beta > 1e-12:
+        peak_n = max(1.0, math.sqrt((1 - alpha) / beta))
         peak_x = float(usl(peak_n, lam, alpha, beta))
     return UslFit(float(alpha), float(beta), float(lam), r2, len(pts), float(n.max()), peak_n, peak_x)
 

@@ -98,9 +98,7 @@ def experiment_lines(e: Experiment) -> list[str]:
 def _usl_line(u: UslFit | Unavailable, unit: str) -> str:
     if isinstance(u, Unavailable):
         return f"  USL fit: unavailable: {u.reason}"
-    peak = (f"peak {u.peak_throughput:,.0f} {unit} at {u.peak_workers:.1f} workers"
-            + (" (extrapolated beyond the measured points)" if u.peak_extrapolated else "")
-            if u.peak_workers is not None else "no peak (coherency beta = 0)")
+    peak = u.peak_text(unit)
     return (f"  USL fit ({u.points_used} points): alpha {u.alpha:.4f}, beta {u.beta:.5f}, "
             f"lambda {u.lam:,.0f} {unit}, R2 {u.r2:.3f}; {peak}")
 

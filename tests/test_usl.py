@@ -101,3 +101,26 @@ def test_usl_fit_does_not_depend_on_the_throughput_unit(unit):
     assert f.lam == pytest.approx(ref.lam * unit, rel=1e-6)
     assert f.peak_workers == pytest.approx(ref.peak_workers, rel=1e-6)
     assert f.r2 == pytest.approx(ref.r2, abs=1e-9)
+
+
+# DWOM on tmpfs, 1..16 workers on a 16-CPU machine (lockscope sweep, 2026-11-23):
+# one shared file's i_rwsem makes every added worker cost more than it adds
+DWOM_16CPU = [(1, 2856035), (2, 2220202), (4, 1441467), (8, 1458214), (12, 1301239), (16, 1339580)]
+
+
+def test_retrograde_from_one_worker_peaks_at_one_worker():
+    """A curve that falls from N = 1 fits alpha > 1; the peak is then the
+    1-worker point, said in words (the report crashed on a missing peak)."""
+    f = usl.fit(DWOM_16CPU)
+    assert f.alpha + f.beta >= 1
+    assert f.peak_workers == 1.0 and f.peak_throughput == pytest.approx(f.lam)
+    assert f.peak_text("ops/s").startswith("peak at 1 worker")
+
+
+def test_retrograde_fit_renders_in_the_experiment_page():
+    from lockscope.reports import templating
+    env = templating.environment()
+    src = env.loader.get_source(env, "experiment.html.j2")[0]
+    row = next(line for line in src.splitlines() if "predicted peak" in line)
+    out = env.from_string("{% set u = fit %}" + row).render(fit=usl.fit(DWOM_16CPU), e={"unit": "ops/s"})
+    assert "peak at 1 worker" in out
