@@ -65,10 +65,20 @@ class ElfSymbols:
     segments: list[tuple[int, int, int, int]] = field(default_factory=list)  # (p_offset, p_filesz, p_vaddr, p_flags)
     source: str = ""                                                    # which file the symbols came from
 
+    @property
+    def first_load(self) -> tuple[int, int] | None:
+        """(p_offset, p_vaddr) of the loadable segment the image starts with."""
+        if not self.segments:
+            return None
+        off, _, vaddr, _ = min(self.segments, key=lambda s: s[2])
+        return off, vaddr
+
     def vaddr_of_mapping(self, offset: int, perms: str) -> int | None:
-        """The ELF virtual address mapped at file offset `offset` (a mapping's
+        """A guess, for a mapping whose image start is not in the maps: the
+        ELF virtual address mapped at file offset `offset` (a mapping's
         start) with permissions `perms` ('r-xp'): the loadable segment with
-        the same permissions containing that page."""
+        the same permissions containing that page. Ambiguous when two
+        segments share a file page (AddressSpace uses the load bias)."""
         want = (("w" in perms[:3]) << 1) | ("x" in perms[:3])
         best = None
         for off, size, vaddr, flags in self.segments:
@@ -228,10 +238,41 @@ class AddressSpace:
             fm = m
         path = _file_path(fm.path)
         syms = self._symbols(path)
-        start_vaddr = syms.vaddr_of_mapping(fm.offset, fm.perms) if syms else None
+        if syms is None:
+            return path, fm.offset + (addr - fm.start), None
+        bias = self._load_bias(i if fm is m else i - 1, path, syms)
+        if bias is not None:
+            return path, addr - bias, syms
+        start_vaddr = syms.vaddr_of_mapping(fm.offset, fm.perms)
         if start_vaddr is None:
             return path, fm.offset + (addr - fm.start), None
         return path, start_vaddr + (addr - fm.start), syms
+
+    def _load_bias(self, i: int, path: str, syms: ElfSymbols) -> int | None:
+        """The load bias of the image of `path` that mapping i belongs to: the
+        address its first loadable segment was mapped at, less that segment's
+        page-aligned virtual address. Every address of the image is then its
+        ELF address plus the bias, also where two segments share one file
+        page (two writable LOAD segments of a Rust or lld binary, whose
+        second mapping starts at a file offset inside the first). The image
+        start is the lowest mapping of the file at that page's offset found
+        walking down from mapping i over the file's mappings and the gaps
+        between them; None when the maps do not show it."""
+        first = syms.first_load
+        if first is None:
+            return None
+        want = first[0] & ~(PAGE - 1)
+        start = None
+        for j in range(i, -1, -1):
+            mj = self.maps[j]
+            if _file_path(mj.path) == path:
+                if mj.offset == want:
+                    start = mj.start
+            elif mj.path:
+                break                       # another file or region
+        if start is None:
+            return None
+        return start - (first[1] & ~(PAGE - 1))
 
     def code_location(self, addr: int) -> tuple[str, int] | None:
         """(file, ELF virtual address) of an address in an executable file
