@@ -34,9 +34,9 @@ from pathlib import Path
 
 from typing import Any
 
-from lockscope.analyzer import demangle, sleepkinds, unwind
+from lockscope.analyzer import demangle, libraries, sleepkinds, unwind
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
-from lockscope.jsondata import from_dict, from_list, parse_addr
+from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
 from lockscope.record import Lock
 
@@ -48,9 +48,6 @@ DEBUG_ROOT = Path("/usr/lib/debug")
 PAGE = 4096
 COMPONENT = "user space"
 
-# C library (and dynamic loader) files: their frames are the lock's
-# implementation, not the caller
-_RUNTIME = re.compile(r"^(libc|libpthread|ld-linux[\w.-]*|ld|libstdc\+\+|libgcc_s)[.-]")
 
 
 # ---- ELF symbols (pyelftools) ---------------------------------------------
@@ -421,7 +418,10 @@ def frame_file(frame: str) -> str:
 
 
 def in_runtime(frame: str) -> bool:
-    return bool(_RUNTIME.match(frame_file(frame)))
+    """Whether a frame is a library's (the C library, libstdc++, Rust's std,
+    a runtime: analyzer/libraries.toml), the lock's implementation rather
+    than the program's code that took it."""
+    return libraries.default().is_library(frame_file(frame), frame_function(frame))
 
 
 def futex_kind(op: int, frames: list[str]) -> str:
@@ -432,7 +432,8 @@ def futex_kind(op: int, frames: list[str]) -> str:
 
 
 def runtime_functions(frames: list[str]) -> list[str]:
-    """The C library (runtime) functions at the top of a user stack."""
+    """The library functions at the top of a user stack (the C library's,
+    Rust std's, a runtime's), innermost first."""
     out = []
     for fr in frames:
         if not in_runtime(fr):
@@ -442,7 +443,8 @@ def runtime_functions(frames: list[str]) -> list[str]:
 
 
 def site(frames: list[str]) -> str:
-    """The innermost frame outside the C library with a function name."""
+    """The program's own code that took a lock: the innermost frame outside
+    the libraries (libraries.toml) with a function name."""
     for fr in frames:
         if not in_runtime(fr) and not fr.startswith("["):
             return frame_function(fr)
@@ -469,7 +471,9 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     where = raw.futex_address(e)
     if where.region == "object":
         base = os.path.basename(where.file)
-        sym = where.symbol + (f"+0x{where.symbol_offset:x}" if where.symbol_offset else "")
+        # the lock object, not the futex word in it (a glibc rwlock has two)
+        offset = sleepkinds.default().object_start(kind, where.symbol_offset or 0)
+        sym = where.symbol + (f"+0x{offset:x}" if offset else "")
         name, cls, tier = f"{kind} {sym} in {base}", f"{kind} {where.symbol}", "verified"
         obj = f"{where.symbol} ({where.file})"
     else:
@@ -518,7 +522,7 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None) -> lis
             if roles is None and table.primitive_kind(kind) == sleepkinds.IDLE:
                 continue
             acc = _futex_lock(e, kind, frames, raw, groups)
-            acc.addresses.add(futex_key(e))
+            acc.addresses.add(f"{e.tgid}:{format_addr(table.object_start(kind, e.uaddr))}")
             wait = round(sh.wait_ns * scale)
             acc.add(round(sh.count * scale), wait, sh.max_ns, OP_NAMES.get(e.op, str(e.op)))
             acc.add_stack(tuple(frames[:MAX_FRAMES]), "futex", round(sh.count * scale), wait,
