@@ -10,9 +10,10 @@ RESULTS ?= results/default
 # binutils: c++filt, the demangler of C++ and Rust names in user stacks
 # rocksdb-tools, dbench: the application workloads (lockscope/apps.toml)
 # texlive-latex-recommended: pdflatex and booktabs, to compile-test the exported bottlenecks.tex
+# g++, rustc: the C++ and Rust test programs of tests/test_langs.py (a rustc already on PATH, e.g. rustup's, is used first)
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
                 linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg kmod binutils \
-                chromium rocksdb-tools dbench texlive-latex-recommended
+                chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps tools install build report test bench clean

@@ -33,6 +33,8 @@ class FutexRule:
     primitive: str
     functions: tuple[str, ...]
     kind: str
+    words: tuple[int, ...] = (0,)     # offsets of the object's futex words
+    align: int = 4                     # the object's alignment
 
     def matches(self, function: str) -> bool:
         return any(fnmatch.fnmatchcase(function, p) for p in self.functions)
@@ -43,7 +45,9 @@ class SleepKinds:
         with open(path, "rb") as f:
             data = tomllib.load(f)
         self.classes: dict[str, str] = dict(data["classes"])
-        self.futex_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r["kind"]) for r in data["futex"]]
+        self.futex_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r["kind"],
+                                      tuple(sorted(r.get("words", [0]), reverse=True)), r.get("align", 4))
+                            for r in data["futex"]]
         bad = {k for k in self.classes.values() if k not in KINDS + (FUTEX,)} | \
             {r.kind for r in self.futex_rules if r.kind not in (LOCK, IDLE, HANDOFF)}
         if bad:
@@ -54,8 +58,9 @@ class SleepKinds:
         return self.classes.get(wait_class, OTHER)
 
     def futex_primitive(self, op: int, runtime_functions: list[str]) -> tuple[str, str]:
-        """(primitive, kind) of a futex wait: its op, then the C library
-        functions of its user stack (innermost first, names as symbolized)."""
+        """(primitive, kind) of a futex wait: its op, then the library
+        functions of its user stack (innermost first, names as symbolized
+        and demangled)."""
         if op in (FUTEX_LOCK_PI, FUTEX_LOCK_PI2):
             return "pthread_mutex", LOCK
         for fn in runtime_functions:
@@ -64,6 +69,18 @@ class SleepKinds:
                 if rule.matches(name):
                     return rule.primitive, rule.kind
         return UNKNOWN_PRIMITIVE, HANDOFF
+
+    def object_start(self, primitive: str, addr: int) -> int:
+        """The start of the lock object a futex word at `addr` (an address,
+        or an offset in an aligned object) belongs to: one entry per lock
+        object, however many futex words it has (a glibc rwlock's two)."""
+        for rule in self.futex_rules:
+            if rule.primitive == primitive:
+                for w in rule.words:
+                    if addr >= w and (addr - w) % rule.align == 0:
+                        return addr - w
+                break
+        return addr
 
     def primitive_kind(self, primitive: str) -> str:
         """A futex no rule recognises (a program's or a runtime's own: a

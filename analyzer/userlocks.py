@@ -34,9 +34,9 @@ from pathlib import Path
 
 from typing import Any
 
-from lockscope.analyzer import demangle, sleepkinds, unwind
+from lockscope.analyzer import demangle, libraries, sleepkinds, unwind
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
-from lockscope.jsondata import from_dict, from_list, parse_addr
+from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
 from lockscope.record import Lock
 
@@ -48,9 +48,6 @@ DEBUG_ROOT = Path("/usr/lib/debug")
 PAGE = 4096
 COMPONENT = "user space"
 
-# C library (and dynamic loader) files: their frames are the lock's
-# implementation, not the caller
-_RUNTIME = re.compile(r"^(libc|libpthread|ld-linux[\w.-]*|ld|libstdc\+\+|libgcc_s)[.-]")
 
 
 # ---- ELF symbols (pyelftools) ---------------------------------------------
@@ -65,10 +62,20 @@ class ElfSymbols:
     segments: list[tuple[int, int, int, int]] = field(default_factory=list)  # (p_offset, p_filesz, p_vaddr, p_flags)
     source: str = ""                                                    # which file the symbols came from
 
+    @property
+    def first_load(self) -> tuple[int, int] | None:
+        """(p_offset, p_vaddr) of the loadable segment the image starts with."""
+        if not self.segments:
+            return None
+        off, _, vaddr, _ = min(self.segments, key=lambda s: s[2])
+        return off, vaddr
+
     def vaddr_of_mapping(self, offset: int, perms: str) -> int | None:
-        """The ELF virtual address mapped at file offset `offset` (a mapping's
+        """A guess, for a mapping whose image start is not in the maps: the
+        ELF virtual address mapped at file offset `offset` (a mapping's
         start) with permissions `perms` ('r-xp'): the loadable segment with
-        the same permissions containing that page."""
+        the same permissions containing that page. Ambiguous when two
+        segments share a file page (AddressSpace uses the load bias)."""
         want = (("w" in perms[:3]) << 1) | ("x" in perms[:3])
         best = None
         for off, size, vaddr, flags in self.segments:
@@ -228,10 +235,41 @@ class AddressSpace:
             fm = m
         path = _file_path(fm.path)
         syms = self._symbols(path)
-        start_vaddr = syms.vaddr_of_mapping(fm.offset, fm.perms) if syms else None
+        if syms is None:
+            return path, fm.offset + (addr - fm.start), None
+        bias = self._load_bias(i if fm is m else i - 1, path, syms)
+        if bias is not None:
+            return path, addr - bias, syms
+        start_vaddr = syms.vaddr_of_mapping(fm.offset, fm.perms)
         if start_vaddr is None:
             return path, fm.offset + (addr - fm.start), None
         return path, start_vaddr + (addr - fm.start), syms
+
+    def _load_bias(self, i: int, path: str, syms: ElfSymbols) -> int | None:
+        """The load bias of the image of `path` that mapping i belongs to: the
+        address its first loadable segment was mapped at, less that segment's
+        page-aligned virtual address. Every address of the image is then its
+        ELF address plus the bias, also where two segments share one file
+        page (two writable LOAD segments of a Rust or lld binary, whose
+        second mapping starts at a file offset inside the first). The image
+        start is the lowest mapping of the file at that page's offset found
+        walking down from mapping i over the file's mappings and the gaps
+        between them; None when the maps do not show it."""
+        first = syms.first_load
+        if first is None:
+            return None
+        want = first[0] & ~(PAGE - 1)
+        start = None
+        for j in range(i, -1, -1):
+            mj = self.maps[j]
+            if _file_path(mj.path) == path:
+                if mj.offset == want:
+                    start = mj.start
+            elif mj.path:
+                break                       # another file or region
+        if start is None:
+            return None
+        return start - (first[1] & ~(PAGE - 1))
 
     def code_location(self, addr: int) -> tuple[str, int] | None:
         """(file, ELF virtual address) of an address in an executable file
@@ -380,7 +418,10 @@ def frame_file(frame: str) -> str:
 
 
 def in_runtime(frame: str) -> bool:
-    return bool(_RUNTIME.match(frame_file(frame)))
+    """Whether a frame is a library's (the C library, libstdc++, Rust's std,
+    a runtime: analyzer/libraries.toml), the lock's implementation rather
+    than the program's code that took it."""
+    return libraries.default().is_library(frame_file(frame), frame_function(frame))
 
 
 def futex_kind(op: int, frames: list[str]) -> str:
@@ -391,7 +432,8 @@ def futex_kind(op: int, frames: list[str]) -> str:
 
 
 def runtime_functions(frames: list[str]) -> list[str]:
-    """The C library (runtime) functions at the top of a user stack."""
+    """The library functions at the top of a user stack (the C library's,
+    Rust std's, a runtime's), innermost first."""
     out = []
     for fr in frames:
         if not in_runtime(fr):
@@ -401,7 +443,8 @@ def runtime_functions(frames: list[str]) -> list[str]:
 
 
 def site(frames: list[str]) -> str:
-    """The innermost frame outside the C library with a function name."""
+    """The program's own code that took a lock: the innermost frame outside
+    the libraries (libraries.toml) with a function name."""
     for fr in frames:
         if not in_runtime(fr) and not fr.startswith("["):
             return frame_function(fr)
@@ -428,7 +471,9 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     where = raw.futex_address(e)
     if where.region == "object":
         base = os.path.basename(where.file)
-        sym = where.symbol + (f"+0x{where.symbol_offset:x}" if where.symbol_offset else "")
+        # the lock object, not the futex word in it (a glibc rwlock has two)
+        offset = sleepkinds.default().object_start(kind, where.symbol_offset or 0)
+        sym = where.symbol + (f"+0x{offset:x}" if offset else "")
         name, cls, tier = f"{kind} {sym} in {base}", f"{kind} {where.symbol}", "verified"
         obj = f"{where.symbol} ({where.file})"
     else:
@@ -477,7 +522,7 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None) -> lis
             if roles is None and table.primitive_kind(kind) == sleepkinds.IDLE:
                 continue
             acc = _futex_lock(e, kind, frames, raw, groups)
-            acc.addresses.add(futex_key(e))
+            acc.addresses.add(f"{e.tgid}:{format_addr(table.object_start(kind, e.uaddr))}")
             wait = round(sh.wait_ns * scale)
             acc.add(round(sh.count * scale), wait, sh.max_ns, OP_NAMES.get(e.op, str(e.op)))
             acc.add_stack(tuple(frames[:MAX_FRAMES]), "futex", round(sh.count * scale), wait,

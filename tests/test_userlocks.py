@@ -76,6 +76,57 @@ def test_user_stack_frames_are_symbolized(running_program):
     assert space.symbolize(8) == "[unknown]"
 
 
+
+RUST_PROGRAM = r"""
+use std::io::Read;
+use std::sync::Mutex;
+static LEDGER: Mutex<u64> = Mutex::new(7);
+static mut COUNTS: [u64; 4] = [0; 4];
+fn main() {
+    let g = LEDGER.lock().unwrap();
+    println!("{:p} {:p}", &LEDGER, std::ptr::addr_of!(COUNTS));
+    drop(g);
+    let _ = std::io::stdin().read(&mut [0u8; 1]);
+}
+"""
+
+
+def _shared_writable_page(binary: str) -> bool:
+    """Whether a writable LOAD segment of `binary` starts in a file page the
+    writable segment before it also covers."""
+    from elftools.elf.elffile import ELFFile
+    with open(binary, "rb") as f:
+        segs = sorted((s["p_offset"], s["p_filesz"]) for s in ELFFile(f).iter_segments()
+                      if s["p_type"] == "PT_LOAD" and s["p_flags"] & 2)
+    return any(b[0] & ~(userlocks.PAGE - 1) < a[0] + a[1] for a, b in zip(segs, segs[1:]))
+
+
+def test_a_rust_static_resolves_to_its_symbol_where_writable_segments_share_a_page(tmp_path):
+    """rustc links with two writable LOAD segments (RELRO data, then .data
+    and .bss) whose file ranges share a page: the second's mapping starts at
+    a file offset inside the first. Addresses come from the load bias, so the
+    `static` is found, not something 0x1000 away (issue 16)."""
+    rustc = shutil.which("rustc")
+    if not rustc:
+        pytest.skip("rustc not found: the Rust test program cannot be built")
+    (tmp_path / "ledger.rs").write_text(RUST_PROGRAM)
+    binary = str(tmp_path / "ledger")
+    subprocess.run([rustc, "-O", "-o", binary, str(tmp_path / "ledger.rs")], check=True, capture_output=True)
+    assert _shared_writable_page(binary), "rustc's layout changed: no two writable segments share a page"
+    proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        ledger, counts = (int(a, 16) for a in proc.stdout.readline().split())
+        maps = open(f"/proc/{proc.pid}/maps").read().splitlines()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    space = userlocks.AddressSpace(userlocks.parse_maps(maps))
+    for addr, name in ((ledger, "LEDGER"), (counts, "COUNTS")):
+        r = space.resolve_data(addr)
+        assert r.region == "object" and r.symbol_offset == 0, (name, r)
+        assert "6ledger" in r.symbol and name in r.symbol, r.symbol
+
+
 # futex part of a real PMUTEX run (2 workers, 1 s window), as the record keeps it
 RAW = from_dict(RawProbe, {
     "futex_probe": {"attached": True, "open_at_stop": 0},
