@@ -20,6 +20,7 @@ from lockscope.analyzer import kimage, lockfields, sharing, sleepkinds
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.lockfields import LockField
+from lockscope.analyzer.userlocks import COMPONENT as USER_SPACE
 from lockscope.analyzer.slab import consistent as slab_consistent
 from lockscope.jsondata import format_addr
 from lockscope.probedata import Contention, FileObject, RawProbe, SlabEntry, TaskObject
@@ -280,6 +281,22 @@ def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None
             lk.waiters, lk.shared_by, lk.sharing = sharing.classify(acc.addresses, by_addr, static)
         out.append(lk)
     return heaviest_first(out)
+
+
+def rename_static(rec, table: "kimage.SymbolTable") -> bool:
+    """Name a record's static kernel locks by their variables in `table`
+    (`lockscope analyze --vmlinux`): the kernel locks are named again from
+    the raw data, the user-space ones kept. False when the record has no
+    image bounds (recorded before issue 11, or without the probe)."""
+    raw = rec.probe.raw
+    if raw is None or raw.kernel_image is None:
+        return False
+    kimage.resolve_static(raw.kernel_image, {e.lock for e in raw.contention}, table)
+    window = int(round(rec.probe.window_s * 1e9))
+    kernel = add_sampled_spin(name_locks(raw, rec.workers, window), raw, rec.workers, window)
+    user = [lk for lk in rec.locks if lk.component == USER_SPACE]
+    rec.locks = sorted(kernel + user, key=lambda lk: -lk.wait_ns)
+    return True
 
 
 NAMED_TIERS = ("verified", "inferred")

@@ -245,3 +245,11 @@ def test_flock_workers_wait_on_the_global_file_rwsem(tmp_path, scratch):
         [(lk.name, lk.tier) for lk in kernel[:3]]
     assert top.sharing == sharing.GLOBAL and top.waiters >= 2
     assert rec.probe.raw.kernel_image.bounds
+
+
+def test_analyze_vmlinux_names_recorded_global_locks_verified():
+    p = lockscope("analyze", str(DATA / "flocker"), "--vmlinux", str(K / "System.map"))
+    assert p.returncode == 0, p.stderr
+    assert "the most contended lock is file_rwsem (percpu-rwsem, verified; one global lock" in p.stdout
+    p = lockscope("analyze", str(DATA / "shared_tmpfs"), "--vmlinux", str(K / "System.map"))
+    assert p.returncode == 0 and "have no kernel image bounds" in p.stderr
