@@ -235,7 +235,8 @@ class Wakeup:
 
 @dataclass
 class Waiter:
-    """A thread seen waiting on a lock address in the sampled waits (one in
+    """A thread seen waiting on a lock address in the sampled waits (every
+    rwsem, per-CPU rwsem and rt_mutex wait; one spin or mutex wait in
     RawProbe.waiter_every, at random): how many of the samples."""
     lock: int = field(metadata=HEX)
     tid: int = 0

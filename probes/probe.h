@@ -37,7 +37,7 @@ struct wait_stat {
 };
 
 /* waiters: a (lock, thread) pair of a sampled wait (contention.bpf.c) */
-#define WAITER_EVERY   16        /* one wait in this many, at random, is sampled */
+#define WAITER_EVERY   16        /* one spin or mutex wait in this many, at random, is sampled */
 #define WAITER_ENTRIES 8192
 struct waiter_key {
 	__u64 lock;

@@ -183,8 +183,7 @@ def test_records_without_the_image_name_as_before():
 
 def test_mwcm_shared_directory_rwsem_is_one_instance_waited_on_by_both_workers():
     rec = load("sharing_tmpfs/MWCM-tmpfs-w2")
-    top = names(rec)[0]
-    assert top.name == "inode->i_rwsem of <scratch>/share (tmpfs, dir)"
+    top = lock(names(rec), "inode->i_rwsem of <scratch>/share (tmpfs, dir)")
     assert (top.instances, top.waiters, top.sharing) == (1, 2, sharing.SHARED)
     assert sharing.clause(top, rec.workers) == \
         "the same inode->i_rwsem of one shared <scratch>/share, waited on by all 2 workers"
