@@ -7,7 +7,8 @@ global lock, one object shared by the workers, or one per worker
 Unit tests read real-format files (tests/data/kimage: an excerpt of this
 machine's /proc/kallsyms, which lists no variables, its /proc/iomem kernel
 resources, and a System.map excerpt whose file_rwsem is at the address the
-flocker run found it; its neighbours' addresses are illustrative) and
+flocker run found it; its neighbours' addresses are illustrative; and a
+/proc/modules excerpt in its format, this kernel having no modules) and
 recorded real runs (tests/data/flocker, tests/data/sharing_tmpfs)."""
 import shutil
 import subprocess
@@ -65,6 +66,14 @@ def test_without_iomem_the_section_markers_bound_the_static_data():
     for a in (FILE_RWSEM, 0xffffffff83b3a000):
         assert kimage.region(img, a)[0] == kimage.STATIC_KERNEL
     assert kimage.region(img, DIRECT_MAP)[0] == kimage.DYNAMIC
+
+
+def test_module_data_is_static_and_named_by_module_where_its_range_says():
+    img = kimage.read(K / "kallsyms", K / "iomem", K / "modules")
+    assert [m.name for m in img.modules] == ["ext4", "loop"]
+    assert kimage.region(img, 0xffffffffc0a00000 + 0x1000) == (kimage.STATIC_MODULE, "ext4")
+    # since 6.4 a module's data is an allocation of its own in the module area
+    assert kimage.region(img, 0xffffffffc2000000) == (kimage.STATIC_MODULE, None)
 
 
 def test_kallsyms_without_variables_is_no_symbol_table():
