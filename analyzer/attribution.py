@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lockscope.analyzer import sleepkinds
+from lockscope.analyzer import sharing, sleepkinds
 from lockscope.record import OffCpu, RunRecord
 
 LOCK = "lock"                    # Wait.type of a lock wait
@@ -44,6 +44,7 @@ class Wait:
     kind: str | None = None       # locks: mutex, rwsem, spinlock, pthread_mutex, ...
     lock_class: str | None = None  # locks: the lock's class; other waits: the off-CPU class
     instances: int | None = None  # locks: distinct addresses
+    sharing: str | None = None    # locks: one global lock, shared, one per worker (analyzer/sharing.py)
 
     @property
     def is_lock(self) -> bool:
@@ -90,7 +91,8 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
 
 def _lock_wait(lk, ns: float, workers: int, window_ns: float) -> Wait:
     we = ns / window_ns
-    return Wait(lk.name, LOCK, we, we / workers, int(ns), lk.tier, lk.kind, lk.lock_class, lk.instances)
+    return Wait(lk.name, LOCK, we, we / workers, int(ns), lk.tier, lk.kind, lk.lock_class, lk.instances,
+                sharing.clause(lk, workers))
 
 
 def _add_nonlock(out: dict[str, Wait], by_class: dict[str, int], workers: int, window_ns: float) -> None:

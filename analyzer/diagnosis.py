@@ -2,6 +2,7 @@
 wait that explains it (or why lockscope cannot say)."""
 from __future__ import annotations
 
+from lockscope.analyzer import sharing
 from lockscope.analyzer.attribution import RootCause
 from lockscope.analyzer.results import PointView
 from lockscope.analyzer.scaling import Collapse
@@ -17,12 +18,16 @@ def _top_lock(rec: RunRecord) -> str:
     if not rec.probe.attached:
         return "lock waits were not measured (probes disabled)"
     top = rec.locks[0] if rec.locks else None
-    return (f"the most contended lock is {top.name} ({top.kind}, {top.tier}): "
-            f"{pct(top.wait_share)} of worker time" if top else "no lock contention was recorded")
+    if not top:
+        return "no lock contention was recorded"
+    how = sharing.clause(top, rec.workers)
+    return (f"the most contended lock is {top.name} ({top.kind}, {top.tier}{'; ' + how if how else ''}): "
+            f"{pct(top.wait_share)} of worker time")
 
 
 def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause | None,
-              attached: bool) -> str:
+              rec: RunRecord) -> str:
+    attached = rec.probe.attached
     at = next(p for p in pts if p.workers == collapse.workers)
     head = (f"{on} stops scaling at {collapse.workers} workers (speedup {at.speedup:.2f}, "
             f"efficiency {at.efficiency:.0%}: {collapse.reason})")
@@ -31,7 +36,9 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
                        "(look at the CPU breakdown: the loss may be on CPU, e.g. cache-line contention)."
                        if attached else "; lock waits were not measured (probes disabled).")
     w = root.wait
-    what = (f"waits on {w.name} ({w.kind}, {w.tier})" if w.is_lock
+    lk = next((lk for lk in rec.locks if lk.name == w.name), None) if w.is_lock else None
+    how = sharing.clause(lk, rec.workers) if lk else None
+    what = (f"waits on {w.name} ({w.kind}, {w.tier}{'; ' + how if how else ''})" if w.is_lock
             else f"is {w.name.removeprefix('off-CPU: ')}")
     out = (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
@@ -57,4 +64,5 @@ def sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: Roo
     if collapse is None:
         return (f"{on} scales to {last.workers} workers (speedup {last.speedup:.2f}, "
                 f"{last.efficiency:.0%} efficiency); {_top_lock(recs[-1])}.")
-    return _collapse(on, pts, collapse, root, recs[-1].probe.attached)
+    rec = next((r for r in recs if r.workers == collapse.workers), recs[-1])
+    return _collapse(on, pts, collapse, root, rec)

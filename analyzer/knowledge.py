@@ -47,6 +47,15 @@ class Rule:
     component: str = ""
     explain: str = ""
     ref: str = ""
+    # where the lock lives (analyzer/kimage.py): one variable of the kernel
+    # image or a module (global), or a field of an object allocated at run
+    # time (dynamic); neither: either can be (wait queues, percpu_counter)
+    global_: bool = False
+    dynamic: bool = False
+
+    def fits(self, static: bool | None) -> bool:
+        """Whether the lock can live where its address is (None: unknown)."""
+        return static is None or not (self.global_ and not static or self.dynamic and static)
 
     def matches(self, kind: str, site: str, head: list[str]) -> bool:
         if kind not in self.kinds:
@@ -69,8 +78,12 @@ class Knowledge:
         self.rules = [Rule(name=r["name"], lock_class=r["class"], kinds=tuple(r["kinds"]),
                            site=tuple(r.get("site", ())), frames=tuple(r.get("frames", ())),
                            depth=int(r.get("depth", 4)), component=r.get("component", ""),
-                           explain=r.get("explain", ""), ref=r.get("ref", ""))
+                           explain=r.get("explain", ""), ref=r.get("ref", ""),
+                           global_=bool(r.get("global", False)), dynamic=bool(r.get("dynamic", False)))
                       for r in data["rule"]]
+        for r in self.rules:
+            if r.global_ and r.dynamic:
+                raise ValueError(f"{path}: rule {r.name!r} is both global and dynamic")
         self.offcpu_rules = [OffCpuRule(wait_class=r["class"], frames=tuple(r["frames"]),
                                         depth=int(r.get("depth", 10)), explain=r.get("explain", ""),
                                         ref=r.get("ref", ""))
@@ -144,13 +157,20 @@ class Knowledge:
                 return rule
         return None
 
-    def infer(self, kind: str, frames: list[str]) -> Rule | None:
+    def infer(self, kind: str, frames: list[str], static: bool | None = None) -> Rule | None:
+        """The first rule matching the lock type and stack that can live
+        where the address is (`static`: in static data of the kernel image or
+        a module; None: unknown); failing that, the first one that matches
+        regardless (the caller checks `fits`)."""
         site = self.site(frames)
         head = self.functions(frames)
+        first = None
         for rule in self.rules:
             if rule.matches(kind, site, head):
-                return rule
-        return None
+                if rule.fits(static):
+                    return rule
+                first = first or rule
+        return first
 
 
 @functools.lru_cache(maxsize=1)

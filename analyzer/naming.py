@@ -16,10 +16,11 @@ import os
 import stat
 from dataclasses import dataclass
 
-from lockscope.analyzer import lockfields, sleepkinds
+from lockscope.analyzer import kimage, lockfields, sharing, sleepkinds
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.lockfields import LockField
+from lockscope.analyzer.userlocks import COMPONENT as USER_SPACE
 from lockscope.analyzer.slab import consistent as slab_consistent
 from lockscope.jsondata import format_addr
 from lockscope.probedata import Contention, FileObject, RawProbe, SlabEntry, TaskObject
@@ -160,15 +161,16 @@ def _add_wait_locks(table: dict[int, Verified], layout: dict) -> None:
             table[addr + off] = Verified(cls, cls + v.name[len(v.lock_class):], v.object, v.component, explain)
 
 
-def _vote(entries: list[Contention], raw: RawProbe, kb: Knowledge):
+def _vote(entries: list[Contention], raw: RawProbe, kb: Knowledge, static: bool | None = None):
     """The rule matching the most wait among an address's stacks: one stack
-    can mislead when a lock is inlined into many callers."""
+    can mislead when a lock is inlined into many callers. Rules that can
+    live where the address is (`static`, see Knowledge.infer) come first."""
     votes: dict[str, list] = {}
     for e in entries:
-        rule = kb.infer(lock_kind(e.flags)[0], raw.frames(e.stack))
+        rule = kb.infer(lock_kind(e.flags)[0], raw.frames(e.stack), static)
         if rule:
             votes.setdefault(rule.name, [rule, 0])[1] += e.total_ns + 1
-    return max(votes.values(), key=lambda v: v[1])[0] if votes else None
+    return max(votes.values(), key=lambda v: (v[0].fits(static), v[1]))[0] if votes else None
 
 
 def _add_stacks(acc: LockAcc, entries: list[Contention], raw: RawProbe, kb: Knowledge) -> None:
@@ -178,6 +180,37 @@ def _add_stacks(acc: LockAcc, entries: list[Contention], raw: RawProbe, kb: Know
         fr = raw.frames(sh.entry.stack)
         key = tuple(kb.caller_frames(fr)[:MAX_FRAMES]) if fr else ()
         acc.add_stack(key, kb.syscall(fr) if fr else None, sh.count, sh.wait_ns, sh.sampled)
+
+
+def _where(raw: RawProbe, addr: int) -> tuple[bool | None, str]:
+    """(whether the address is static data of the kernel image or a module,
+    None when the record cannot say; in words: "the kernel image", "module
+    ext4"...)."""
+    img = raw.kernel_image
+    if img is None:
+        return None, ""
+    where, module = kimage.region(img, addr)
+    if where == kimage.STATIC_KERNEL:
+        return True, "the kernel image"
+    if where == kimage.STATIC_MODULE:
+        return True, f"module {module}" if module else "a module"
+    return False, ""
+
+
+def _symbol_lock(addr: int, sym: str, kind: str, rule, raw: RawProbe, groups: dict[str, LockAcc]) -> LockAcc:
+    """A static lock resolved to its variable (kallsyms with data symbols, a
+    System.map or a vmlinux): verified."""
+    var = sym.split("+", 1)[0]
+    same = rule is not None and rule.global_ and rule.lock_class == var
+    name = rule.name if same and sym == var else sym
+    acc = groups.get(name) or LockAcc(name, var if sym == var else sym, "verified", kind)
+    acc.object = acc.object or "kernel image (static data)"
+    src = raw.kernel_image.symbols_from or "a symbol table"
+    acc.explain = acc.explain or (f"static variable {sym} of the kernel image (address resolved with {src})"
+                                  + (f": {rule.explain}" if same and rule.explain else ""))
+    if same:
+        acc.component, acc.rule = rule.component, rule.ref or rule.name
+    return acc
 
 
 def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[str, LockAcc],
@@ -191,14 +224,37 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
         acc.object = acc.object or v.object
         acc.component, acc.explain = acc.component or v.component, acc.explain or v.explain
         return acc
-    rule = _vote(with_stack, raw, kb)
-    if rule:
-        acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
-        acc.component, acc.explain, acc.rule = rule.component, rule.explain, rule.ref or rule.name
-        return acc
+    static, image = _where(raw, addr)
+    rule = _vote(with_stack, raw, kb, static)
     site = kb.site(raw.frames(with_stack[0].stack)) if with_stack else NO_STACK
+    sym = raw.kernel_image.symbols.get(format_addr(addr)) if static else None
+    if sym:
+        return _symbol_lock(addr, sym, kind, rule, raw, groups)
+    if rule and rule.fits(static):
+        acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
+        acc.component, acc.rule = rule.component, rule.ref or rule.name
+        acc.explain = acc.explain or (f"static data of {image}, one global lock; taken in {site}: {rule.explain}"
+                                      if static and rule.global_ else rule.explain)
+        return acc
+    doubt = ""
+    if rule:        # the rule names a lock that cannot live at this address
+        doubt = (f"; the rule {rule.name!r} matches the stack but names "
+                 + ("a lock of an object allocated at run time" if static else "a global variable")
+                 + ", which this address is not")
+    if static:
+        name = f"static {kind} of {image} taken in {site}"
+        acc = groups.get(name) or LockAcc(name, name, "site", kind)
+        acc.object = acc.object or f"{image} (static data)"
+        acc.explain = acc.explain or (
+            f"one global lock: its address is static data of {image}, but this kernel exports no data "
+            f"symbols and no rule of the knowledge base names a global lock taken there, so the variable "
+            f"is not known (--vmlinux with a System.map or vmlinux names it){doubt}")
+        return acc
     name = f"{kind} @ {site}"
-    return groups.get(name) or LockAcc(name, name, "site", kind)
+    acc = groups.get(name) or LockAcc(name, name, "site", kind)
+    if doubt:
+        acc.explain = acc.explain or f"not in static data{doubt}"
+    return acc
 
 
 def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
@@ -216,8 +272,31 @@ def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None
         for e in entries:
             acc.add(e.count, e.total_ns, e.max_ns, lock_kind(e.flags)[1])
         _add_stacks(acc, entries, raw, kb)
-    return heaviest_first([acc.to_lock(workers, window_ns, lambda k: k[0] if k else NO_STACK, format_addr)
-                           for acc in groups.values()])
+    by_addr = sharing.threads_by_address(raw)
+    out = []
+    for acc in groups.values():
+        lk = acc.to_lock(workers, window_ns, lambda k: k[0] if k else NO_STACK, format_addr)
+        static = all(_where(raw, a)[0] for a in acc.addresses)
+        if raw.waiters is not None or static:
+            lk.waiters, lk.shared_by, lk.sharing = sharing.classify(acc.addresses, by_addr, static)
+        out.append(lk)
+    return heaviest_first(out)
+
+
+def rename_static(rec, table: "kimage.SymbolTable") -> bool:
+    """Name a record's static kernel locks by their variables in `table`
+    (`lockscope analyze --vmlinux`): the kernel locks are named again from
+    the raw data, the user-space ones kept. False when the record has no
+    image bounds (recorded before issue 11, or without the probe)."""
+    raw = rec.probe.raw
+    if raw is None or raw.kernel_image is None:
+        return False
+    kimage.resolve_static(raw.kernel_image, {e.lock for e in raw.contention}, table)
+    window = int(round(rec.probe.window_s * 1e9))
+    kernel = add_sampled_spin(name_locks(raw, rec.workers, window), raw, rec.workers, window)
+    user = [lk for lk in rec.locks if lk.component == USER_SPACE]
+    rec.locks = sorted(kernel + user, key=lambda lk: -lk.wait_ns)
+    return True
 
 
 NAMED_TIERS = ("verified", "inferred")

@@ -71,7 +71,17 @@ def cmd_analyze(args) -> int:
     from lockscope.analyzer.analysis_json import to_json
     from lockscope.analyzer.analyze import analyze, load_records
 
-    exps = analyze(load_records(args.dir))
+    recs = load_records(args.dir)
+    if args.vmlinux:
+        from lockscope import validate
+        from lockscope.analyzer import kimage, naming
+        table = kimage.load_symbols(validate.check_vmlinux(args.vmlinux))
+        old = [r.id for r in recs if not naming.rename_static(r, table)]
+        if old:
+            print(f"lockscope: warning: --vmlinux: {len(old)} record(s) have no kernel image bounds "
+                  f"(recorded before lockscope named global locks), their names are kept: {', '.join(old[:3])}",
+                  file=sys.stderr)
+    exps = analyze(recs)
     if args.json:
         json.dump(to_json(exps), sys.stdout, indent=1)
         print()

@@ -81,6 +81,10 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
                    f"percentiles every this many seconds of the timed window (default {DEFAULT_INTERVAL:g}; 0: off)")
     p.add_argument("--no-latency", action="store_true",
                    help="count operations without timing each one (no latency histograms)")
+    p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
+                   help="a System.map or vmlinux of the running kernel: names the global locks (static data of "
+                        "the kernel image) by their variable, verified (default: /proc/kallsyms, when it lists "
+                        "variables)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +126,9 @@ def _add_result_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="scaling curves, collapse points and root causes of a results directory")
     p.add_argument("dir", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
+                   help="a System.map or vmlinux of the kernel the records were made on: names their global "
+                        "locks by variable (verified)")
 
     _writer(sub, "report", "report directory (default DIR/report)", help="write DIR/report/index.html")
     _writer(sub, "export", "exports directory (default DIR/exports)",

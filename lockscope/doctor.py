@@ -104,7 +104,9 @@ def diagnose(scratch_root: Path = scratch.DEFAULT_SCRATCH) -> dict:
     checks.append(_check("fentry/fexit", None, "not used: lockscope attaches to tracepoints (tp_btf)"))
     checks.append(_check("global data symbols (KALLSYMS_ALL)", syms["rename_lock"],
                          "present" if syms["rename_lock"] else
-                         "absent: global locks are named by the rules of the knowledge base (inferred tier)"))
+                         "absent: a lock in the kernel image's static data is one global lock, named by the rules "
+                         "of the knowledge base (inferred tier); --vmlinux with a System.map or vmlinux names "
+                         "its variable (verified)"))
     hw_ok, hw_why = hwcounters.availability()
     checks.append(_check("hardware counters (cycles, instructions)", hw_ok,
                          hw_why + ("" if hw_ok else "; CPI is reported as unavailable")))

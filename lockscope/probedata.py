@@ -234,6 +234,38 @@ class Wakeup:
 
 
 @dataclass
+class Waiter:
+    """A thread seen waiting on a lock address in the sampled waits (every
+    rwsem, per-CPU rwsem and rt_mutex wait; one spin or mutex wait in
+    RawProbe.waiter_every, at random): how many of the samples."""
+    lock: int = field(metadata=HEX)
+    tid: int = 0
+    count: int = 0
+
+
+@dataclass
+class ModuleRange:
+    """A loaded module's core allocation (/proc/modules)."""
+    name: str
+    start: int = field(metadata=HEX)
+    size: int = 0
+
+
+@dataclass
+class KernelImage:
+    """Where the running kernel's image keeps its static data (analyzer/kimage.py),
+    and the names of the contended static addresses where a symbol table gave them."""
+    text: int = field(metadata=HEX)               # runtime _text (the KASLR offset against a System.map)
+    modules_start: int = field(default=0, metadata=HEX)
+    data: list[int] = field(default_factory=list)  # [start, end) of .data (or of all static data)
+    bss: list[int] = field(default_factory=list)   # [start, end) of .bss, when known apart
+    bounds: str = ""                               # where the bounds came from
+    modules: list[ModuleRange] = field(default_factory=list)
+    symbols: dict[str, str] = field(default_factory=dict)   # "0x..." -> "var" or "var+0x8"
+    symbols_from: Optional[str] = optional()      # /proc/kallsyms, or the --vmlinux file
+
+
+@dataclass
 class RawProbe:
     """The probe's aggregated output as kept in a run record."""
     contention: list[Contention] = field(default_factory=list)
@@ -254,6 +286,9 @@ class RawProbe:
     futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
     tasks: Optional[list[TaskTimes]] = optional()      # per-thread times (since issue 9)
     wakeups: Optional[list[Wakeup]] = optional()       # who woke whom (since issue 9)
+    kernel_image: Optional[KernelImage] = optional()   # static data bounds, symbols (since issue 11)
+    waiters: Optional[list[Waiter]] = optional()       # sampled (lock, thread) pairs (since issue 11)
+    waiter_every: Optional[int] = optional()
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

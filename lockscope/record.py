@@ -57,6 +57,11 @@ class Lock:
     stacks: list[StackSummary] = field(default_factory=list)
     # user-space locks: wait_ns by the role of the waiting thread (analyzer/roles.py)
     roles: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
+    # kernel locks, from the sampled waiters (analyzer/sharing.py; absent in older records):
+    # threads seen waiting, most on one instance, and global | shared | per-thread | one-thread
+    waiters: Optional[int] = optional()
+    shared_by: Optional[int] = optional()
+    sharing: Optional[str] = optional()
 
 
 @dataclass

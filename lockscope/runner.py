@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import naming, roles, slab, userlocks
+from lockscope.analyzer import kimage, naming, roles, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.jsondata import from_dict, from_list
-from lockscope.probedata import (Contention, CpuSample, MapUse, Objects, OffCpuWait, ProgramStats, RawProbe,
-                                 Series, Slab, TaskTimes, Wakeup, heaviest)
+from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
+                                 RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
 from lockscope.record import (Application, Cpi, FsDetail, Host, Interval, Latency, ProbeInfo, RunRecord,
                               WorkerResult)
 
@@ -62,6 +62,7 @@ class PointSpec:
     throughput_unit: str | None = None  # of throughput_regex's number (default: ops/s)
     self_timed: bool = False           # the command stops itself after `duration` (it was told so)
     application: dict | None = None    # an application workload: apps.App.identity()
+    vmlinux: Path | None = None        # System.map or vmlinux naming static locks (--vmlinux)
 
     @property
     def id(self) -> str:
@@ -81,7 +82,20 @@ def host_info() -> Host:
                 ncpus=os.cpu_count(), cpus_allowed=len(os.sched_getaffinity(0)), cpu_model=model)
 
 
-def raw_from_probe(data: dict, mountpoint: Path | None) -> RawProbe:
+def kernel_image(addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
+    """The kernel image's static data bounds, and the variables at the
+    static addresses among `addrs` when a symbol table says (--vmlinux, or
+    /proc/kallsyms when it lists variables)."""
+    img = kimage.read()
+    if img is None:
+        return None
+    table = kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols()
+    if table is not None:
+        kimage.resolve_static(img, addrs, table)
+    return img
+
+
+def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = None) -> RawProbe:
     """The probe's output as kept in the record: heaviest aggregates, their
     stacks symbolized, the objects, and the mounts they live on."""
     sym = Symbolizer()
@@ -89,6 +103,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> RawProbe:
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
     samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
     used = {e.stack for e in contention + offcpu}
+    kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
     return RawProbe(
@@ -105,6 +120,9 @@ def raw_from_probe(data: dict, mountpoint: Path | None) -> RawProbe:
         # per-thread times and wake-ups (absent when the per-thread probe did not load)
         tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
         wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,
+        kernel_image=kernel_image({e.lock for e in contention}, vmlinux),
+        waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
+        waiter_every=data.get("waiter_every"),
         **userlocks.resolve(data))
 
 
@@ -215,7 +233,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         # the driver's own warnings (e.g. MWUL may run out of pre-created files)
         driver_warnings = [f"workload: {line.split(': warning: ', 1)[1]}"
                            for line in wl.stderr_tail(20000).splitlines() if ": warning: " in line]
-        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else None
+        raw = raw_from_probe(data, fs.mountpoint if fs else None, spec.vmlinux) if data else None
         fs_detail = from_dict(FsDetail, fs.describe() if fs else {"setup": NO_FS})
         fs_warnings = fs.warnings if fs else []
 
@@ -321,7 +339,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         data = probe.stop() if probe else None
         if not completed:
             kill_group(proc)
-        raw = raw_from_probe(data, fs.mountpoint if fs else None) if data else None
+        raw = raw_from_probe(data, fs.mountpoint if fs else None, spec.vmlinux) if data else None
         stdout, stderr = _tail(out, 1 << 20), _tail(err)
         fs_detail = from_dict(FsDetail, fs.describe() if fs else {"setup": NO_FS})
 

@@ -61,7 +61,7 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
     cpus = validate.parse_cpus(args.cpus)
     common = dict(workload=s.names[0], workers=s.workers[0], duration=s.duration, warmup=s.warmup,
                   probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
-                  system_wide=args.system_wide)
+                  system_wide=args.system_wide, vmlinux=validate.check_vmlinux(args.vmlinux))
     if command:
         validate.check_command(command)
         fs = args.fs or NO_FS
@@ -123,7 +123,8 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
                      command=command, throughput_regex=args.throughput_regex, probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=validate.parse_cpus(args.cpus),
                      sample_hz=args.sample_hz, system_wide=args.system_wide, params=params,
-                     interval=args.interval, latency=not args.no_latency)
+                     interval=args.interval, latency=not args.no_latency,
+                     vmlinux=str(validate.check_vmlinux(args.vmlinux) or "") or None)
     spec.device, spec.unavailable_fs = device, unavailable
     return spec
 

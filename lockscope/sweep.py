@@ -42,6 +42,7 @@ class SweepSpec:
     interval: float = 0.0
     latency: bool = True
     device: str | None = None          # --device: a checked block device for the disk setups
+    vmlinux: str | None = None         # --vmlinux: System.map or vmlinux naming static locks
     unavailable_fs: dict[str, str] = field(default_factory=dict)   # setups skipped here -> why
 
     def points(self) -> list[PointSpec]:
@@ -59,7 +60,8 @@ class SweepSpec:
                     out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
                                          sample_hz=self.sample_hz, system_wide=self.system_wide,
-                                         device=self.device, **what))
+                                         device=self.device,
+                                         vmlinux=Path(self.vmlinux) if self.vmlinux else None, **what))
         return out
 
 

@@ -2,6 +2,7 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
+from lockscope.analyzer import sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
 from lockscope.analyzer.usl import UslFit
@@ -50,7 +51,7 @@ def summarize(rec: RunRecord) -> str:
         for lk in rec.locks[:5]:
             st = lk.stacks[0] if lk.stacks else None
             where = f"  {' <- '.join(st.frames[:3])}" + (f" [{st.syscall}]" if st and st.syscall else "") if st else ""
-            inst = f"{lk.instances} instance{'s' if lk.instances != 1 else ''}"
+            inst = sharing.clause(lk, rec.workers) or f"{lk.instances} instance{'s' if lk.instances != 1 else ''}"
             lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
     for w in rec.warnings:
         lines.append(f"warning: {w}")

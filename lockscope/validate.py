@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import sys
 from pathlib import Path
 
@@ -161,6 +162,21 @@ def check_device(path: str | None, confirm: str | None, fss: list[str]) -> str |
                              "choose --fs among " + ", ".join(n for n, s in scratch.FS_SETUPS.items()
                                                                 if s.needs_device))
     return blockdev
+
+
+def check_vmlinux(path: Path | None) -> Path | None:
+    """--vmlinux: a readable System.map or vmlinux with data symbols."""
+    if path is None:
+        return None
+    from lockscope.analyzer import kimage
+    try:
+        kimage.load_symbols(path)
+    except OSError as e:
+        raise UsageError(f"--vmlinux {path}: {e.strerror or e}", "give the System.map or vmlinux of this kernel")
+    except (ValueError, IndexError, struct.error) as e:
+        raise UsageError(f"--vmlinux {e}" if str(e).startswith(str(path)) else f"--vmlinux {path}: {e}",
+                         "give the System.map or vmlinux of this kernel")
+    return Path(path).resolve()
 
 
 def require_run_environment(probe: bool) -> None:

@@ -49,6 +49,7 @@ void collect_clear(struct probe *p)
 	clear_map(p->cskel->maps.cpu_samples);
 	clear_map(p->cskel->maps.stacks);
 	clear_map(p->cskel->maps.sample_stacks);
+	clear_map(p->cskel->maps.waiters);
 	if (zero)
 		bpf_map_update_elem(bpf_map__fd(p->cskel->maps.cpus), &key, zero, BPF_ANY);
 	free(zero);
@@ -233,6 +234,32 @@ static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
 	return n;
 }
 
+/* "waiters": (lock, thread, sampled waits) of the sampled waits; how many */
+static unsigned int emit_waiters(struct jw *w, const struct probe *p)
+{
+	int fd = bpf_map__fd(p->cskel->maps.waiters);
+	struct waiter_key key, *prev = NULL;
+	unsigned int n = 0;
+	__u64 count;
+
+	jw_ku64(w, "waiter_every", WAITER_EVERY);
+	jw_key(w, "waiters");
+	jw_arr(w);
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &count))
+			continue;
+		jw_obj(w);
+		jw_khex(w, "lock", key.lock);
+		jw_ku64(w, "tid", key.tid);
+		jw_ku64(w, "count", count);
+		jw_obj_end(w);
+		n++;
+	}
+	jw_arr_end(w);
+	return n;
+}
+
 /* the stacks of the ids collected since the last call */
 static void emit_stack_map(struct jw *w, const char *name, struct bpf_map *map, struct id_set *set)
 {
@@ -271,13 +298,14 @@ static void emit_all_programs(struct jw *w, const struct probe *p)
 
 void collect_json(struct probe *p, struct jw *w)
 {
-	unsigned int nlock, noff, nsamp;
+	unsigned int nlock, noff, nsamp, nwait;
 	struct cpu_state *cpu_st = read_cpu_states(p);
 	__u64 merged;
 
 	nlock = emit_lock_stats(w, p, cpu_st, &merged);
 	noff = emit_offcpu_stats(w, p);
 	nsamp = emit_cpu_samples(w, p);
+	nwait = emit_waiters(w, p);
 	emit_stack_map(w, "stacks", p->cskel->maps.stacks, &wait_stack_ids);
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(w);
@@ -294,6 +322,7 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_map_use(w, "lock_stats", p->cskel->maps.lock_stats, nlock);
 	emit_map_use(w, "offcpu_stats", p->cskel->maps.offcpu_stats, noff);
 	emit_map_use(w, "cpu_samples", p->cskel->maps.cpu_samples, nsamp);
+	emit_map_use(w, "waiters", p->cskel->maps.waiters, nwait);
 	futex_map_use_json(w);
 	tasks_map_use_json(w);
 	jw_obj_end(w);

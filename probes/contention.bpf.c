@@ -102,6 +102,39 @@ STACK_MAP(stacks, STACK_ENTRIES);
  * never push lock-wait stacks out of theirs */
 STACK_MAP(sample_stacks, SAMPLE_STACK_ENTRIES);
 
+/* ---- waiters (issue 11): which threads wait on each lock ------------------
+ * One lock address waited on by every worker is one shared object; one per
+ * worker is not. A thread in lock_stats' key would multiply its entries and
+ * cost every wait; instead, from contention_begin, where the task waits
+ * anyway, every rwsem, per-CPU rwsem and rt_mutex wait (the task is about
+ * to sleep) and a random one in WAITER_EVERY of the spinning and mutex waits
+ * (mutexes begin again under their wait_lock) add their (lock, thread) pair
+ * here. A lock waited on often is seen from all its waiters. Random, not
+ * every Nth: a loop that waits on the same locks in the same order would
+ * alias. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, WAITER_ENTRIES);
+	__type(key, struct waiter_key);
+	__type(value, __u64);
+} waiters SEC(".maps");
+
+static __always_inline void sample_waiter(__u64 lock, __u32 flags)
+{
+	struct waiter_key k = { .lock = lock };
+	__u64 one = 1, *n;
+
+	if ((flags & (LCB_F_SPIN | LCB_F_MUTEX)) && bpf_get_prandom_u32() % WAITER_EVERY)
+		return;
+	k.tid = (__u32)bpf_get_current_pid_tgid();
+	n = bpf_map_lookup_elem(&waiters, &k);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&waiters, &k, &one, BPF_NOEXIST);
+}
+/* ---- end of waiters ------------------------------------------------------- */
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static __always_inline struct cpu_state *this_cpu(void)
@@ -277,6 +310,7 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 	cs = this_cpu();
 	if (!cs)
 		return 0;
+	sample_waiter((__u64)lock, flags);
 
 	if (spinning(flags)) {
 		struct spin_wait *w;

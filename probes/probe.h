@@ -36,6 +36,15 @@ struct wait_stat {
 	__u64 max_ns;
 };
 
+/* waiters: a (lock, thread) pair of a sampled wait (contention.bpf.c) */
+#define WAITER_EVERY   16        /* one spin or mutex wait in this many, at random, is sampled */
+#define WAITER_ENTRIES 8192
+struct waiter_key {
+	__u64 lock;
+	__u32 tid;
+	__u32 pad;
+};
+
 /* off-CPU time of the tracked tasks */
 struct offcpu_key {
 	__s32 stack_id;     /* kernel stack at switch-out */

@@ -34,6 +34,8 @@ SWEEPS = {
     # applications (issue 9): roles, sleep kinds, wake-ups, attribution that adds up
     "rocksdb_tmpfs": ("rocksdb-fillrandom", "tmpfs", "1,2"),
     "dbench_ext4": ("dbench", "ext4", "1,2"),
+    # issue 11: the sampled waiters: one i_rwsem shared by both workers (MWCM), private directories (MWCL)
+    "sharing_tmpfs": ("MWCM,MWCL", "tmpfs", "2"),
 }
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
@@ -46,6 +48,8 @@ COMMANDS = {
 PROGRAM_SWEEPS = {
     # main joins N workers on one global mutex, two pool threads idle on a condvar
     "pool": ("1,2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
+    # issue 11: workers flock() files of their own while /proc/locks is read: the global file_rwsem
+    "flocker": ("2", ["{program}", "{n}", "2", "{dir}"], "ops/s: ([0-9.]+)"),
 }
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 # records with per-thread data (schema /2) keep what the roles are computed
@@ -73,6 +77,8 @@ def trim(rec: dict) -> dict:
     files = raw["objects"].get("files", [])
     raw["objects"]["files"] = [f for f in files if scratch and f["path"].startswith(scratch)][:50]
     kept = {e["lock"] for e in raw["contention"]}
+    if raw.get("waiters") is not None:
+        raw["waiters"] = [e for e in raw["waiters"] if e["lock"] in kept]
     if "slab" in raw:
         raw["slab"]["entries"] = [e for e in raw["slab"].get("entries", []) if e["addr"] in kept]
     for lock in rec["locks"]:
@@ -97,7 +103,8 @@ def main() -> int:
         exe = Path(programs, name)
         subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{name}.c")],
                        check=True)
-        jobs[name] = ["sweep", "--workers", workers, "--name", name, "--throughput-regex", regex, "--",
+        fs = ["--fs", "tmpfs"] if "{dir}" in cmd else []
+        jobs[name] = ["sweep", "--workers", workers, *fs, "--name", name, "--throughput-regex", regex, "--",
                       *[c.replace("{program}", str(exe)) for c in cmd]]
     for name, args in jobs.items():
         if only and name not in only:
