@@ -17,10 +17,6 @@
 #include "futex.h"
 #include "futex.skel.h"
 
-#ifndef __NR_futex_waitv
-#define __NR_futex_waitv 449
-#endif
-
 #define MAX_PROCS 256
 
 static const char *fcounter_names[FCNT__MAX] = { FUTEX_COUNTERS(COUNTER_NAME) };

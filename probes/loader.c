@@ -152,6 +152,8 @@ static int load(struct probe *p, const struct options *o)
 	if (!p->cskel)
 		return -errno;
 	p->cskel->rodata->system_wide = o->system_wide;
+	p->cskel->rodata->nr_futex = __NR_futex;
+	p->cskel->rodata->nr_futex_waitv = __NR_futex_waitv;
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
 	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
 	err = contention_bpf__load(p->cskel);
