@@ -314,7 +314,7 @@ static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u6
 		cs->stacked[slot] = tag;
 	if (cs->walks < stack_budget || !seen || *seen < STACKS_PER_LOCK) {
 		cs->walks++;
-		if (seen)
+		if (seen && *seen < STACKS_PER_LOCK)    /* read only after: no shared write */
 			__sync_fetch_and_add(seen, 1);
 		else
 			bpf_map_update_elem(&stacked_locks, &key, &one, BPF_ANY);

@@ -216,8 +216,8 @@ static void add_open_waits(uint64_t t_stop, size_t *cap)
 		struct fentry *e;
 
 		tprev = &tid;
-		if (bpf_map_lookup_elem(fd, &tid, &o) || o.start >= t_stop)
-			continue;
+		if (bpf_map_lookup_elem(fd, &tid, &o) || !o.start || o.start >= t_stop)
+			continue;     /* start 0: the thread's last wait closed */
 		ok.tgid = o.tgid;
 		ok.op = o.op;
 		ok.uaddr = o.uaddr;

@@ -209,7 +209,7 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 		if (have_futex) {
 			struct ufutex_open *o = bpf_map_lookup_elem(&futex_open, &key.wakee_tid);
 
-			if (o)
+			if (o && o->start)       /* 0: its last wait closed */
 				key.uaddr = o->uaddr;
 		}
 	}
