@@ -18,6 +18,10 @@ are not in run_time_ns; bench/overhead.py's ratios include them.
 
     sudo python3 bench/probe_cost.py [--workloads MWRM,PMUTEX,MWRL] [--phases 3] [--phase 2]
     sudo python3 bench/probe_cost.py --workers 1 --cpus 0        # one CPU
+    sudo python3 bench/probe_cost.py --compare-probe /tmp/lockscope-probe.before   # before / after
+
+With --compare-probe, probed phases alternate between that lockscope-probe
+binary and this tree's (same workload run, same background): two tables.
 
 One table per workload, medians over the phases. The table in bench/README.md
 is this output.
@@ -40,7 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from lockscope import paths, scratch  # noqa: E402
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
-from overhead import INTERVAL, Progress  # noqa: E402
+from overhead import INTERVAL, Progress, _use_probe  # noqa: E402
 
 BPF_ENABLE_STATS = 32       # enum bpf_cmd
 BPF_STATS_RUN_TIME = 0
@@ -100,15 +104,19 @@ def cpu_ns(pid: int) -> int:
     return sum(int((t / "schedstat").read_text().split()[0]) for t in Path(f"/proc/{pid}/task").iterdir())
 
 
-def measure(workload: str, a) -> dict:
-    total = a.phases * 2 + 1
+def measure(workload: str, a) -> dict[str, dict]:
+    """{binary label: results}; two labels with --compare-probe"""
+    own_probe = os.environ.get("LOCKSCOPE_PROBE")
+    binaries = [("other", a.compare_probe), ("this", own_probe)] if a.compare_probe else [("this", own_probe)]
+    total = a.phases * len(binaries) * 2 + 1
     duration = total * (a.phase + 1.5) + 5
     cmd = [str(paths.workload_binary()), "run", "--workload", workload, "--workers", str(a.workers),
            "--duration", str(duration), "--warmup", "1", "--interval", str(INTERVAL)]
     if a.cpus:
         cmd += ["--cpus", a.cpus]
-    rows: dict[str, list[tuple[float, float, float]]] = {}
-    ratios, counters = [], []
+    rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {b: {} for b, _ in binaries}
+    counters: dict[str, list[dict]] = {b: [] for b, _ in binaries}
+    which: list[str] = []
     with scratch.mounted(a.fs, *([a.scratch] if a.scratch else [])) as m:
         proc = subprocess.Popen(cmd + ["--dir", str(m.mountpoint)], stdout=subprocess.PIPE, text=True)
         try:
@@ -122,6 +130,9 @@ def measure(workload: str, a) -> dict:
                     time.sleep(a.phase)
                     alone.append(prog.rate(t0, time.monotonic_ns()))
                     continue
+                label, binary = binaries[(i // 2) % len(binaries)]
+                which.append(label)
+                _use_probe(binary)
                 with ProbeSession(futex=not a.no_futex, sample_hz=a.sample_hz) as probe:
                     for pid in prog.ready["worker_pids"]:
                         probe.track(pid)
@@ -133,29 +144,36 @@ def measure(workload: str, a) -> dict:
                     s1, c1, w1 = prog_stats(lpid), cpu_ns(lpid), time.monotonic_ns()
                     data = probe.stop()
                 probed.append(prog.rate(t0, data["t_stop_ns"]))
-                counters.append({k: v / (data["window_ns"] / 1e9) for k, v in data["counters"].items()
+                counters[label].append({k: v / (data["window_ns"] / 1e9) for k, v in data["counters"].items()
                                  if isinstance(v, (int, float))})
                 wall = (w1 - w0) / 1e9
                 for name in s1:
                     cnt = s1[name][0] - s0.get(name, (0, 0))[0]
                     ns = s1[name][1] - s0.get(name, (0, 0))[1]
-                    rows.setdefault(name, []).append((cnt / wall, ns / cnt if cnt else 0.0, ns / wall / 1e7))
-                rows.setdefault("(user space: lockscope-probe)", []).append((0.0, 0.0, (c1 - c0) / wall / 1e7))
+                    rows[label].setdefault(name, []).append((cnt / wall, ns / cnt if cnt else 0.0, ns / wall / 1e7))
+                rows[label].setdefault("(user space: lockscope-probe)", []).append((0.0, 0.0, (c1 - c0) / wall / 1e7))
                 time.sleep(0.3)
         finally:
             proc.kill()
             proc.wait()
+            _use_probe(own_probe)
     ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
-    med = {k: tuple(statistics.median(x[j] for x in v) for j in range(3)) for k, v in rows.items()}
-    keys = sorted({k for c in counters for k in c})
-    return {"rows": med, "ratio": statistics.median(ratios), "ratios": ratios,
-            "alone": statistics.median(alone), "probed": statistics.median(probed),
-            "counters": {k: statistics.median(c.get(k, 0) for c in counters) for k in keys}}
+    out = {}
+    for label, _ in binaries:
+        med = {k: tuple(statistics.median(x[j] for x in v) for j in range(3)) for k, v in rows[label].items()}
+        keys = sorted({k for c in counters[label] for k in c})
+        mine = [r for r, w in zip(ratios, which) if w == label]
+        out[label] = {"rows": med, "ratio": statistics.median(mine), "ratios": mine,
+                      "alone": statistics.median(alone),
+                      "probed": statistics.median(p for p, w in zip(probed, which) if w == label),
+                      "counters": {k: statistics.median(c.get(k, 0) for c in counters[label]) for k in keys}}
+    return out
 
 
-def print_table(workload: str, r: dict, a) -> None:
+def print_table(workload: str, r: dict, a, label: str) -> None:
     cpus = a.cpus or "all"
-    print(f"\n{workload}, {a.workers} worker(s), CPUs {cpus}, --sample-hz {a.sample_hz}: alone "
+    probe = f" [{a.compare_probe}]" if label == "other" else " [this tree]" if a.compare_probe else ""
+    print(f"\n{workload}{probe}, {a.workers} worker(s), CPUs {cpus}, --sample-hz {a.sample_hz}: alone "
           f"{r['alone']:,.0f} ops/s, probed {r['probed']:,.0f}, ratio {r['ratio']:.3f} "
           f"({min(r['ratios']):.3f}..{max(r['ratios']):.3f}; indicative on a busy machine)")
     print(f"| program | events/s | ns/event | CPU% |\n|---|---|---|---|")
@@ -180,6 +198,8 @@ def main() -> int:
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase (default 2)")
     ap.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ)
     ap.add_argument("--no-futex", action="store_true")
+    ap.add_argument("--compare-probe", metavar="PATH",
+                    help="probed phases alternate between the lockscope-probe at PATH and this tree's")
     ap.add_argument("--counters", action="store_true", help="also print the probe's counters per second")
     ap.add_argument("--scratch", type=Path, help="where the file system is made (default: lockscope's)")
     a = ap.parse_args()
@@ -187,7 +207,8 @@ def main() -> int:
     fd = enable_stats()
     try:
         for wl in a.workloads.split(","):
-            print_table(wl, measure(wl, a), a)
+            for label, r in measure(wl, a).items():
+                print_table(wl, r, a, label)
             sys.stdout.flush()
     finally:
         os.close(fd)
