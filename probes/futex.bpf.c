@@ -19,7 +19,8 @@
  *
  * The loader adds the waits still open at stop, up to the stop time. The
  * user stack (frame pointers) is taken at the switch-out, for the first
- * waits of each futex and then one in STACK_EVERY; the others are counted
+ * waits of each futex and then one in STACK_EVERY of the futex sleeps on
+ * each CPU (a per-CPU count: nothing every CPU writes); the others are counted
  * under stack STACK_NOT_SAMPLED and the analyzer spreads them over the
  * futex's sampled stacks. The first sampled wait of each futex key also
  * keeps the user registers and the top USTACK_BYTES of the user stack
@@ -38,7 +39,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define EEXIST 17
 #define TASK_DEAD 0x80
-/* user stacks: the first waits of every futex, then one wait in STACK_EVERY */
+/* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8
 #define STACK_EVERY 64
 
