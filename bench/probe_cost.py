@@ -13,6 +13,11 @@ walks) is read from /proc. Per part:
     ns/event   run_time_ns / run_cnt
     CPU%       run time per second of wall time, in % of one CPU
 
+The programs run for every task's events and return early for the others':
+on a busy machine ns/event mixes the two. The two lines under each table
+divide the programs' whole run time by the workload's own events (the probe's
+counters): per kernel lock wait, and per switch-out of a workload thread.
+
 The CPU-sampling interrupt and the tracepoints' dispatch outside the programs
 are not in run_time_ns; bench/overhead.py's ratios include them.
 
@@ -184,6 +189,19 @@ def print_table(workload: str, r: dict, a, label: str) -> None:
         ns_s = f"{ns:,.0f}" if ev else ""
         print(f"| {name} | {ev_s} | {ns_s} | {pct:.2f} |")
     print(f"| **total** | | | **{total:.2f}** |")
+    # the programs also run (and return early) for other tasks' events: per
+    # event of the workload's, their whole run time over its event count
+    rows, c = r["rows"], r["counters"]
+    ns_per_s = {k: v[2] * 1e7 for k, v in rows.items()}
+    waits = c.get("contentions", 0)
+    switches = c.get("task_switches", 0) or c.get("offcpu_spans", 0)
+    if waits:
+        lock = ns_per_s.get("lksc_cont_begin", 0) + ns_per_s.get("lksc_cont_end", 0)
+        print(f"per kernel lock wait of the workload (contention_begin + end): {lock / waits:,.0f} ns")
+    if switches:
+        sw = sum(v for k, v in ns_per_s.items() if k.endswith("switch") or k == "lksc_tasks_waking")
+        print(f"per switch-out of a workload thread (3 sched_switch programs + sched_waking): "
+              f"{sw / switches:,.0f} ns")
     if a.counters:
         print("counters/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in r["counters"].items() if v))
 

@@ -48,8 +48,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define OFFCPU_RESTACK_EVERY 64
 
 const volatile bool system_wide = false;
-/* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all */
-const volatile __u32 stack_budget = 20;
+/* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all
+ * (the loader's --stack-rate, default 500/s: 5) */
+const volatile __u32 stack_budget = 5;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
 const volatile long nr_futex = -1;
 const volatile long nr_futex_waitv = -1;
