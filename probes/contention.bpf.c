@@ -330,12 +330,14 @@ static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u6
 SEC("tp_btf/contention_begin")
 int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 {
-	__u64 now = bpf_ktime_get_ns();   /* the wait starts here */
 	struct cpu_state *cs;
 	struct task_state *ts;
+	__u64 now;
 
+	/* the filter first: every task's waits come here */
 	if (!enabled || !tgid_tracked(bpf_get_current_pid_tgid() >> 32))
 		return 0;
+	now = bpf_ktime_get_ns();         /* the wait starts here */
 	cs = this_cpu();
 	if (!cs)
 		return 0;
@@ -405,18 +407,20 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 SEC("tp_btf/contention_end")
 int BPF_PROG(lksc_cont_end, void *lock, int ret)
 {
-	__u64 now = bpf_ktime_get_ns();
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ts;
+	__u64 now;
 	__u32 d;
 
 	if (!cs)
 		return 0;
+	/* the clock only for a wait of ours: every task's waits end here */
 	d = cs->depth;
 	if (d > 0 && d <= MAX_SPIN_NEST) {
 		struct spin_wait *w = &cs->spins[(d - 1) & (MAX_SPIN_NEST - 1)];
 
 		if (w->lock == (__u64)lock) {
+			now = bpf_ktime_get_ns();
 			cs->depth = d - 1;
 			push_wait(cs, w->lock, w->flags, w->stack, now - w->start, now);
 			return 0;
@@ -430,6 +434,7 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 			count(cs, CNT_UNMATCHED_END);
 		return 0;
 	}
+	now = bpf_ktime_get_ns();
 	ts->lock = 0;
 	if (ts->lock_flags & LCB_F_MUTEX)
 		/* mutex waits end with preemption disabled */

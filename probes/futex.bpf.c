@@ -119,7 +119,7 @@ static __always_inline void copy_user_stack(struct pt_regs *regs, const struct u
 }
 
 /* prev (the current task) goes to sleep: inside a futex wait? */
-static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 now)
+static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 *now)
 {
 	struct ufutex_open w = {};
 	struct pt_regs *regs;
@@ -166,7 +166,9 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 
 		copy_user_stack(regs, &key);
 	}
-	w.start = now;
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	w.start = *now;
 	/* the thread's entry stays from one wait to the next (start 0 between
 	 * them): written in place, no allocation, no bucket lock */
 	{
@@ -178,7 +180,7 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 			o->op = w.op;
 			o->stack_id = w.stack_id;
 			barrier();
-			o->start = now;
+			o->start = w.start;
 		} else if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_NOEXIST)) {
 			fcount(FCNT_OPEN_FULL);
 		}
@@ -186,7 +188,7 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 }
 
 /* next runs again: close its futex wait, if one is open */
-static __always_inline void wait_ends(struct task_struct *next, __u64 now)
+static __always_inline void wait_ends(struct task_struct *next, __u64 *now)
 {
 	struct ufutex_open *w;
 	struct wait_stat *s;
@@ -197,7 +199,9 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 now)
 	w = bpf_map_lookup_elem(&futex_open, &tid);
 	if (!w || !w->start)
 		return;
-	delta = now - w->start;
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	delta = *now - w->start;
 	key.tgid = w->tgid;
 	key.op = w->op;
 	key.uaddr = w->uaddr;
@@ -227,20 +231,19 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(lksc_futex_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
-	__u64 now;
+	__u64 now = 0;      /* the clock, read once, when a wait of ours needs it */
 
 	/* after stop, open waits stay in futex_open: the loader counts them up
 	 * to the stop time */
 	if (!enabled)
 		return 0;
-	now = bpf_ktime_get_ns();
 	if (prev_state & TASK_DEAD) {        /* exits: its entry goes */
 		__u32 tid = BPF_CORE_READ(prev, pid);
 
 		bpf_map_delete_elem(&futex_open, &tid);
 	} else if (!preempt && prev_state) { /* going to sleep, not preempted */
-		wait_begins(ctx, prev, now);
+		wait_begins(ctx, prev, &now);
 	}
-	wait_ends(next, now);
+	wait_ends(next, &now);
 	return 0;
 }
