@@ -481,7 +481,7 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 {
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ts;
-	__u64 now;
+	__u64 now = 0;      /* the clock only when a tracked thread switches */
 
 	if (!cs)
 		return 0;
@@ -495,10 +495,10 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	if (!enabled)
 		return 0;
 	flush_pending(cs);
-	now = bpf_ktime_get_ns();
 
 	if (BPF_CORE_READ(prev, pid) && tgid_tracked(BPF_CORE_READ(prev, tgid))) {
 		ts = task_state_of(prev, true);
+		now = bpf_ktime_get_ns();
 		if (ts) {
 			ts->off_stack = offcpu_stack(ctx, cs, prev, ts, !preempt && prev_state);
 			/* preempted: runnable, whatever state it was about to enter */
@@ -519,6 +519,8 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 			.tid = BPF_CORE_READ(next, pid),
 		};
 
+		if (!now)
+			now = bpf_ktime_get_ns();
 		if (now > ts->off_start) {
 			add_wait(cs, &offcpu_stats, &key, now - ts->off_start, CNT_OFFCPU_FULL);
 			count(cs, CNT_OFFCPU);
