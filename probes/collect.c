@@ -136,10 +136,10 @@ static __u64 merge_pending(const struct probe *p, const struct cpu_state *cpu_st
 		for (__u32 i = 0; i < np; i++) {
 			const struct pending_wait *pw = &cpu_st[c].pending[i];
 			struct lock_key k = { .lock = pw->lock, .flags = pw->flags, .stack_id = pw->stack };
-			struct wait_stat one = { .count = 1, .total_ns = pw->delta, .max_ns = pw->delta };
+			struct wait_stat one = { .count = pw->count, .total_ns = pw->delta, .max_ns = pw->max };
 
 			if (merge_entry(e, &k, &one) == 0)
-				merged++;
+				merged += pw->count;
 		}
 	}
 	return merged;

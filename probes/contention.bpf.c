@@ -34,6 +34,7 @@
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
 #include "maps.bpf.h"
+#include "futex_wait.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -41,10 +42,18 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define STALE_SPIN_NS 1000000000ULL
 #define SAMPLE_WINDOW_NS 10000000ULL
 #define STACKS_PER_LOCK 8
+#define FLUSH_AFTER_NS 1000000ULL
+/* a thread sleeping in a futex wait again reuses its last off-CPU stack for
+ * that op; one such sleep in OFFCPU_RESTACK_EVERY walks it again */
+#define OFFCPU_RESTACK_EVERY 64
 
 const volatile bool system_wide = false;
-/* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all */
-const volatile __u32 stack_budget = 20;
+/* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all
+ * (the loader's --stack-rate, default 500/s: 5) */
+const volatile __u32 stack_budget = 5;
+/* syscall numbers of this architecture, set by the loader (from its headers) */
+const volatile long nr_futex = -1;
+const volatile long nr_futex_waitv = -1;
 
 /* set by the loader: counting on/off, and the window's generation (task
  * storage cannot be cleared from user space: older slots are ignored) */
@@ -61,6 +70,9 @@ struct task_state {
 	__u32 off_state;
 	__u32 off_in_lock;
 	__u32 gen;
+	__s32 futex_stack;     /* the last off-CPU stack of a futex wait, */
+	__u32 futex_op;        /* of this op + 1 (0: none) */
+	__u32 futex_sleeps;    /* futex sleeps since */
 };
 
 struct {
@@ -176,7 +188,8 @@ static __always_inline struct task_state *task_state_of(struct task_struct *task
 	return ts;
 }
 
-static __always_inline void add_wait(struct cpu_state *cs, void *map, void *key, __u64 delta, __u32 full)
+static __always_inline void add_waits(struct cpu_state *cs, void *map, void *key, __u32 n, __u64 total,
+				      __u64 max, __u32 full)
 {
 	struct wait_stat *s = bpf_map_lookup_elem(map, key);
 
@@ -190,18 +203,31 @@ static __always_inline void add_wait(struct cpu_state *cs, void *map, void *key,
 			return;
 		}
 	}
-	s->count++;
-	s->total_ns += delta;
-	if (delta > s->max_ns)
-		s->max_ns = delta;
+	s->count += n;
+	s->total_ns += total;
+	if (max > s->max_ns)
+		s->max_ns = max;
+}
+
+static __always_inline void add_wait(struct cpu_state *cs, void *map, void *key, __u64 delta, __u32 full)
+{
+	add_waits(cs, map, key, 1, delta, delta, full);
+}
+
+/* n waits of one key, total and max */
+static __always_inline void aggregate_n(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u32 n,
+					__u64 total, __u64 max)
+{
+	struct lock_key key = { .lock = lock, .flags = flags, .stack_id = stack };
+
+	add_waits(cs, &lock_stats, &key, n, total, max, CNT_AGG_FULL);
+	if (cs)
+		__sync_fetch_and_add(&cs->counters[CNT_CONTENTIONS], n);
 }
 
 static __always_inline void aggregate(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 delta)
 {
-	struct lock_key key = { .lock = lock, .flags = flags, .stack_id = stack };
-
-	add_wait(cs, &lock_stats, &key, delta, CNT_AGG_FULL);
-	count(cs, CNT_CONTENTIONS);
+	aggregate_n(cs, lock, flags, stack, 1, delta, delta);
 }
 
 /* move the pending finished waits of this CPU into lock_stats; only from
@@ -221,14 +247,24 @@ static __always_inline void flush_pending(struct cpu_state *cs)
 		if (i >= n)
 			break;
 		p = &cs->pending[i];
-		aggregate(cs, p->lock, p->flags, p->stack, p->delta);
+		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max);
 	}
 	cs->npending = 0;
 	cs->busy = 0;
 }
 
+/* at a contention_begin: flush when the buffer is half full or its first
+ * entry waited FLUSH_AFTER_NS (the time series reads only the map); runs of
+ * one key take one entry, so a serialized workload flushes seldom */
+static __always_inline void flush_due(struct cpu_state *cs, __u64 now)
+{
+	if (cs->npending >= MAX_PENDING / 2 || (cs->npending && now - cs->pending_since > FLUSH_AFTER_NS))
+		flush_pending(cs);
+}
+
 /* a finished wait, from non-preemptible context */
-static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 delta)
+static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 delta,
+				      __u64 now)
 {
 	__u32 n;
 
@@ -241,6 +277,20 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 	}
 	cs->busy = 1;
 	n = cs->npending;
+	/* the same key as the last one (a serialized workload's waits, mostly
+	 * unsampled): one entry, so the flush makes one lookup for all */
+	if (n > 0 && n <= MAX_PENDING) {
+		struct pending_wait *last = &cs->pending[(n - 1) & (MAX_PENDING - 1)];
+
+		if (last->lock == lock && last->flags == flags && last->stack == stack) {
+			last->count++;
+			last->delta += delta;
+			if (delta > last->max)
+				last->max = delta;
+			cs->busy = 0;
+			return;
+		}
+	}
 	if (n >= MAX_PENDING) {
 		cs->busy = 0;
 		flush_pending(cs);
@@ -252,6 +302,10 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 	cs->pending[n].flags = flags;
 	cs->pending[n].stack = stack;
 	cs->pending[n].delta = delta;
+	cs->pending[n].max = delta;
+	cs->pending[n].count = 1;
+	if (!n)
+		cs->pending_since = now;
 	cs->npending = n + 1;
 	cs->busy = 0;
 }
@@ -275,7 +329,8 @@ static __always_inline __s32 stack_in(void *ctx, void *map, struct cpu_state *cs
 static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags, __u64 now)
 {
 	struct lock_key key = { .lock = lock, .flags = flags };
-	__u32 *seen, one = 1;
+	__u64 tag = lock ^ ((__u64)flags << 56);     /* kernel addresses: top byte 0xff */
+	__u32 *seen, one = 1, slot = (__u32)((lock >> 6) ^ flags) & (STACKED_CACHE - 1);
 
 	if (!stack_budget)
 		return stack_in(ctx, &stacks, cs);
@@ -283,10 +338,17 @@ static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u6
 		cs->window_start = now;
 		cs->walks = 0;
 	}
+	/* budget spent and the lock known to have its first stacks: no lookup */
+	if (cs->walks >= stack_budget && cs->stacked[slot] == tag) {
+		count(cs, CNT_STACK_SKIPPED);
+		return STACK_NOT_SAMPLED;
+	}
 	seen = bpf_map_lookup_elem(&stacked_locks, &key);
+	if (seen && *seen >= STACKS_PER_LOCK)
+		cs->stacked[slot] = tag;
 	if (cs->walks < stack_budget || !seen || *seen < STACKS_PER_LOCK) {
 		cs->walks++;
-		if (seen)
+		if (seen && *seen < STACKS_PER_LOCK)    /* read only after: no shared write */
 			__sync_fetch_and_add(seen, 1);
 		else
 			bpf_map_update_elem(&stacked_locks, &key, &one, BPF_ANY);
@@ -301,12 +363,14 @@ static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u6
 SEC("tp_btf/contention_begin")
 int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 {
-	__u64 now = bpf_ktime_get_ns();   /* the wait starts here */
 	struct cpu_state *cs;
 	struct task_state *ts;
+	__u64 now;
 
+	/* the filter first: every task's waits come here */
 	if (!enabled || !tgid_tracked(bpf_get_current_pid_tgid() >> 32))
 		return 0;
+	now = bpf_ktime_get_ns();         /* the wait starts here */
 	cs = this_cpu();
 	if (!cs)
 		return 0;
@@ -335,7 +399,7 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 			count(cs, CNT_SPIN_OVERFLOW);
 			return 0;
 		}
-		flush_pending(cs);          /* the task spins anyway */
+		flush_due(cs, now);         /* the task spins anyway */
 		stack = sampled_stack(ctx, cs, (__u64)lock, flags, now);
 		barrier_var(d);             /* keep the mask: the verifier needs the bound */
 		w = &cs->spins[d & (MAX_SPIN_NEST - 1)];
@@ -366,7 +430,7 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 	if (ts->lock)
 		count(cs, CNT_STALE_WAIT);
 	if (flags & LCB_F_MUTEX)
-		flush_pending(cs);          /* mutex waits run with preemption off */
+		flush_due(cs, now);         /* mutex waits run with preemption off */
 	ts->lock_stack = sampled_stack(ctx, cs, (__u64)lock, flags, now);
 	ts->lock_flags = flags;
 	ts->lock_start = now;
@@ -377,20 +441,22 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 SEC("tp_btf/contention_end")
 int BPF_PROG(lksc_cont_end, void *lock, int ret)
 {
-	__u64 now = bpf_ktime_get_ns();
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ts;
+	__u64 now;
 	__u32 d;
 
 	if (!cs)
 		return 0;
+	/* the clock only for a wait of ours: every task's waits end here */
 	d = cs->depth;
 	if (d > 0 && d <= MAX_SPIN_NEST) {
 		struct spin_wait *w = &cs->spins[(d - 1) & (MAX_SPIN_NEST - 1)];
 
 		if (w->lock == (__u64)lock) {
+			now = bpf_ktime_get_ns();
 			cs->depth = d - 1;
-			push_wait(cs, w->lock, w->flags, w->stack, now - w->start);
+			push_wait(cs, w->lock, w->flags, w->stack, now - w->start, now);
 			return 0;
 		}
 	}
@@ -402,10 +468,11 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 			count(cs, CNT_UNMATCHED_END);
 		return 0;
 	}
+	now = bpf_ktime_get_ns();
 	ts->lock = 0;
 	if (ts->lock_flags & LCB_F_MUTEX)
 		/* mutex waits end with preemption disabled */
-		push_wait(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, now - ts->lock_start);
+		push_wait(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, now - ts->lock_start, now);
 	else if (enabled)
 		aggregate(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, now - ts->lock_start);
 	return 0;
@@ -413,13 +480,42 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 
 /* ---- off-CPU -------------------------------------------------------------- */
 
+/*
+ * The kernel stack of a switch-out (a walk: about a microsecond, on the
+ * lock hand-off path of a user-space lock). A thread that sleeps in a futex
+ * wait sleeps in the same kernel stack each time for a given op (futex_wait,
+ * lock_pi, waitv: the syscall, then the futex code, then schedule): its last
+ * walked stack for that op is reused, and walked again one time in
+ * OFFCPU_RESTACK_EVERY. Other sleeps are walked each time.
+ */
+static __always_inline __s32 offcpu_stack(void *ctx, struct cpu_state *cs, struct task_struct *prev,
+					  struct task_state *ts, bool sleeps)
+{
+	struct pt_regs *regs;
+	__u64 uaddr;
+	__u32 op;
+
+	if (!sleeps || !(regs = (struct pt_regs *)bpf_task_pt_regs(prev)) ||
+	    !futex_wait_of(regs, nr_futex, nr_futex_waitv, false, &uaddr, &op))
+		return stack_in(ctx, &stacks, cs);
+	if (ts->futex_op == op + 1 && ts->futex_stack >= 0 &&
+	    ++ts->futex_sleeps % OFFCPU_RESTACK_EVERY) {
+		count(cs, CNT_OFFCPU_STACK_REUSED);
+		return ts->futex_stack;
+	}
+	ts->futex_stack = stack_in(ctx, &stacks, cs);
+	ts->futex_op = op + 1;
+	ts->futex_sleeps = 0;
+	return ts->futex_stack;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ts;
-	__u64 now;
+	__u64 now = 0;      /* the clock only when a tracked thread switches */
 
 	if (!cs)
 		return 0;
@@ -433,12 +529,12 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	if (!enabled)
 		return 0;
 	flush_pending(cs);
-	now = bpf_ktime_get_ns();
 
 	if (BPF_CORE_READ(prev, pid) && tgid_tracked(BPF_CORE_READ(prev, tgid))) {
 		ts = task_state_of(prev, true);
+		now = bpf_ktime_get_ns();
 		if (ts) {
-			ts->off_stack = stack_in(ctx, &stacks, cs);
+			ts->off_stack = offcpu_stack(ctx, cs, prev, ts, !preempt && prev_state);
 			/* preempted: runnable, whatever state it was about to enter */
 			ts->off_state = preempt ? 0 : prev_state;
 			ts->off_in_lock = ts->lock != 0;
@@ -457,6 +553,8 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 			.tid = BPF_CORE_READ(next, pid),
 		};
 
+		if (!now)
+			now = bpf_ktime_get_ns();
 		if (now > ts->off_start) {
 			add_wait(cs, &offcpu_stats, &key, now - ts->off_start, CNT_OFFCPU_FULL);
 			count(cs, CNT_OFFCPU);

@@ -19,7 +19,8 @@
  *
  * The loader adds the waits still open at stop, up to the stop time. The
  * user stack (frame pointers) is taken at the switch-out, for the first
- * waits of each futex and then one in STACK_EVERY; the others are counted
+ * waits of each futex and then one in STACK_EVERY of the futex sleeps on
+ * each CPU (a per-CPU count: nothing every CPU writes); the others are counted
  * under stack STACK_NOT_SAMPLED and the analyzer spreads them over the
  * futex's sampled stacks. The first sampled wait of each futex key also
  * keeps the user registers and the top USTACK_BYTES of the user stack
@@ -37,7 +38,8 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define EEXIST 17
-/* user stacks: the first waits of every futex, then one wait in STACK_EVERY */
+#define TASK_DEAD 0x80
+/* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8
 #define STACK_EVERY 64
 
@@ -48,7 +50,17 @@ const volatile long nr_futex_waitv = -1;
 
 bool enabled = false;
 
-/* waits seen per futex, for stack sampling */
+/* sleeps on this CPU, for the one-in-STACK_EVERY stack sampling: a per-CPU
+ * count, where a count per futex would be a cache line that every waiting
+ * CPU writes at every sleep */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_sleeps SEC(".maps");
+
+/* stacks walked per futex (up to STACKS_PER_FUTEX, then read only) */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, OPEN_ENTRIES);
@@ -107,7 +119,7 @@ static __always_inline void copy_user_stack(struct pt_regs *regs, const struct u
 }
 
 /* prev (the current task) goes to sleep: inside a futex wait? */
-static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 now)
+static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 *now)
 {
 	struct ufutex_open w = {};
 	struct pt_regs *regs;
@@ -127,13 +139,17 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	w.tgid = tgid;
 	{
 		struct ufutex_id fid = { .uaddr = w.uaddr, .tgid = tgid };
-		__u32 *seen = bpf_map_lookup_elem(&futex_seen, &fid), one = 1, n = 0;
+		__u32 *seen = bpf_map_lookup_elem(&futex_seen, &fid), one = 1, zero = 0;
+		__u64 *sleeps = bpf_map_lookup_elem(&cpu_sleeps, &zero);
+		bool walk = !seen || *seen < STACKS_PER_FUTEX;
 
-		if (seen)
-			n = (*seen)++;     /* a race only shifts the sampling */
-		else
+		if (!seen)
 			bpf_map_update_elem(&futex_seen, &fid, &one, BPF_ANY);
-		if (n < STACKS_PER_FUTEX || n % STACK_EVERY == 0) {
+		else if (walk)
+			__sync_fetch_and_add(seen, 1);     /* a race only shifts the sampling */
+		else if (sleeps && (*sleeps)++ % STACK_EVERY == 0)
+			walk = true;
+		if (walk) {
 			/* sched_switch runs in prev's context: its user stack */
 			w.stack_id = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
 		} else {
@@ -150,13 +166,29 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 
 		copy_user_stack(regs, &key);
 	}
-	w.start = now;
-	if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_ANY))
-		fcount(FCNT_OPEN_FULL);
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	w.start = *now;
+	/* the thread's entry stays from one wait to the next (start 0 between
+	 * them): written in place, no allocation, no bucket lock */
+	{
+		struct ufutex_open *o = bpf_map_lookup_elem(&futex_open, &tid);
+
+		if (o) {
+			o->uaddr = w.uaddr;
+			o->tgid = w.tgid;
+			o->op = w.op;
+			o->stack_id = w.stack_id;
+			barrier();
+			o->start = w.start;
+		} else if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_NOEXIST)) {
+			fcount(FCNT_OPEN_FULL);
+		}
+	}
 }
 
 /* next runs again: close its futex wait, if one is open */
-static __always_inline void wait_ends(struct task_struct *next, __u64 now)
+static __always_inline void wait_ends(struct task_struct *next, __u64 *now)
 {
 	struct ufutex_open *w;
 	struct wait_stat *s;
@@ -165,15 +197,17 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 now)
 	__u64 delta;
 
 	w = bpf_map_lookup_elem(&futex_open, &tid);
-	if (!w)
+	if (!w || !w->start)
 		return;
-	delta = now - w->start;
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	delta = *now - w->start;
 	key.tgid = w->tgid;
 	key.op = w->op;
 	key.uaddr = w->uaddr;
 	key.stack_id = w->stack_id;
 	key.tid = tid;
-	bpf_map_delete_elem(&futex_open, &tid);
+	w->start = 0;                        /* closed; the entry stays */
 
 	s = bpf_map_lookup_elem(&futex_stats, &key);
 	if (!s) {
@@ -197,15 +231,19 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(lksc_futex_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
-	__u64 now;
+	__u64 now = 0;      /* the clock, read once, when a wait of ours needs it */
 
 	/* after stop, open waits stay in futex_open: the loader counts them up
 	 * to the stop time */
 	if (!enabled)
 		return 0;
-	now = bpf_ktime_get_ns();
-	if (!preempt && prev_state)          /* going to sleep, not preempted */
-		wait_begins(ctx, prev, now);
-	wait_ends(next, now);
+	if (prev_state & TASK_DEAD) {        /* exits: its entry goes */
+		__u32 tid = BPF_CORE_READ(prev, pid);
+
+		bpf_map_delete_elem(&futex_open, &tid);
+	} else if (!preempt && prev_state) { /* going to sleep, not preempted */
+		wait_begins(ctx, prev, &now);
+	}
+	wait_ends(next, &now);
 	return 0;
 }

@@ -17,10 +17,6 @@
 #include "futex.h"
 #include "futex.skel.h"
 
-#ifndef __NR_futex_waitv
-#define __NR_futex_waitv 449
-#endif
-
 #define MAX_PROCS 256
 
 static const char *fcounter_names[FCNT__MAX] = { FUTEX_COUNTERS(COUNTER_NAME) };
@@ -220,8 +216,8 @@ static void add_open_waits(uint64_t t_stop, size_t *cap)
 		struct fentry *e;
 
 		tprev = &tid;
-		if (bpf_map_lookup_elem(fd, &tid, &o) || o.start >= t_stop)
-			continue;
+		if (bpf_map_lookup_elem(fd, &tid, &o) || !o.start || o.start >= t_stop)
+			continue;     /* start 0: the thread's last wait closed */
 		ok.tgid = o.tgid;
 		ok.op = o.op;
 		ok.uaddr = o.uaddr;

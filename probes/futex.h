@@ -4,6 +4,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+
+/* the futex syscalls the BPF programs recognize a wait by (futex_wait.bpf.h):
+ * futex.bpf.c, tasks.bpf.c and contention.bpf.c (its off-CPU stacks) */
+#ifndef __NR_futex_waitv
+#define __NR_futex_waitv 449
+#endif
 
 struct jw;
 

@@ -13,16 +13,26 @@
 #define FUTEX_LOCK_PI2        13
 #define FUTEX_CMD_MASK      0x7f   /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
 
-static __always_inline long syscall_nr(struct pt_regs *regs)
-{
+/*
+ * The syscall number and first two arguments in the saved user registers.
+ * bpf_task_pt_regs gives a BTF pointer: its fields are read with plain
+ * (CO-RE relocated, fault-safe) loads, not a bpf_probe_read_kernel call
+ * each; these reads are on the lock hand-off path (sched_switch,
+ * sched_waking).
+ */
 #if defined(__TARGET_ARCH_x86)
-	return BPF_CORE_READ(regs, orig_ax);
+#define SYSCALL_NR(r)   ((long)(r)->orig_ax)
+#define SYSCALL_ARG1(r) ((r)->di)
+#define SYSCALL_ARG2(r) ((r)->si)
 #elif defined(__TARGET_ARCH_arm64)
-	return BPF_CORE_READ(regs, syscallno);
+#define SYSCALL_NR(r)   ((long)(r)->syscallno)
+#define SYSCALL_ARG1(r) ((r)->orig_x0)
+#define SYSCALL_ARG2(r) ((r)->regs[1])
 #else
-	return -1;
+#define SYSCALL_NR(r)   (-1L)
+#define SYSCALL_ARG1(r) PT_REGS_PARM1_CORE_SYSCALL(r)
+#define SYSCALL_ARG2(r) PT_REGS_PARM2_CORE_SYSCALL(r)
 #endif
-}
 
 /*
  * In a futex syscall that sleeps (the syscall numbers of this architecture
@@ -35,20 +45,20 @@ static __always_inline long syscall_nr(struct pt_regs *regs)
 static __always_inline bool futex_wait_of(struct pt_regs *regs, long nr_futex, long nr_futex_waitv,
 					  bool own_memory, __u64 *uaddr, __u32 *op)
 {
-	long id = syscall_nr(regs);
+	long id = SYSCALL_NR(regs);
 
 	if (id == nr_futex) {
-		*op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
+		*op = (__u32)SYSCALL_ARG2(regs) & FUTEX_CMD_MASK;
 		if (*op != FUTEX_WAIT && *op != FUTEX_WAIT_BITSET && *op != FUTEX_LOCK_PI &&
 		    *op != FUTEX_LOCK_PI2 && *op != FUTEX_WAIT_REQUEUE_PI)
 			return false;
-		*uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		*uaddr = SYSCALL_ARG1(regs);
 		return true;
 	}
 	if (id == nr_futex_waitv) {
 		/* futex_waitv(struct futex_waitv *waiters, ...): the first futex
 		 * (struct futex_waitv { u64 val; u64 uaddr; ... }) */
-		__u64 waiters = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		__u64 waiters = SYSCALL_ARG1(regs);
 
 		*op = FUTEX_OP_WAITV;
 		if (!own_memory || bpf_probe_read_user(uaddr, sizeof(*uaddr), (void *)(waiters + 8)))

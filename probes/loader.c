@@ -152,6 +152,8 @@ static int load(struct probe *p, const struct options *o)
 	if (!p->cskel)
 		return -errno;
 	p->cskel->rodata->system_wide = o->system_wide;
+	p->cskel->rodata->nr_futex = __NR_futex;
+	p->cskel->rodata->nr_futex_waitv = __NR_futex_waitv;
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
 	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
 	err = contention_bpf__load(p->cskel);
@@ -174,7 +176,7 @@ static void usage(FILE *f)
 		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
 		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
-		"                  a few (default 2000; 0: a stack for every wait)\n"
+		"                  a few (default 500; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
 		"  --futex         also trace futex waits (user-space locks) by address and user stack\n"
 		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
@@ -374,7 +376,7 @@ static void teardown(struct probe *p)
 int main(int argc, char **argv)
 {
 	static struct probe p;
-	struct options o = { .interval_ms = 1000, .stack_rate = 2000, .sample_hz = 199,
+	struct options o = { .interval_ms = 1000, .stack_rate = 500, .sample_hz = 199,
 			     .series_ms = 250 };
 	const char *reason = "quit";
 	int sfd, rc = parse_options(argc, argv, &o);

@@ -28,7 +28,8 @@ struct {
 	__type(value, __u8);
 } tracked SEC(".maps");
 
-/* the open futex waits by thread id: filled by futex.bpf.c, read by
+/* the open futex waits by thread id (an entry per thread that waited, start
+ * 0 between its waits, deleted when it exits): filled by futex.bpf.c, read by
  * tasks.bpf.c (the loader makes it one map: bpf_map__reuse_fd of
  * futex.bpf.c's). Only in the objects that define FUTEX_OPEN_MAP before
  * including this file. */

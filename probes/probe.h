@@ -82,7 +82,9 @@ struct sample_key {
 	/* processes added to the filter by fork-following */                                   \
 	X(CNT_FORKS_TRACKED, "forks_tracked")                                                   \
 	X(CNT_SAMPLES, "cpu_samples")                /* CPU samples of tracked tasks */         \
-	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */
+	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */ \
+	/* futex sleep whose off-CPU stack is the thread's last one for that op */              \
+	X(CNT_OFFCPU_STACK_REUSED, "offcpu_stacks_reused")
 
 /* the enum of a counter list, and its names (an array indexed by it) */
 #define COUNTER_ENUM(id, name) id,
@@ -147,12 +149,22 @@ struct spin_wait {
 	__s32 stack;
 };
 
+/* finished waits of one (lock, flags, stack) in a row, coalesced: count,
+ * total, max */
 struct pending_wait {
 	__u64 lock;
 	__u64 delta;
+	__u64 max;
 	__u32 flags;
 	__s32 stack;
+	__u32 count;
+	__u32 pad;
 };
+
+/* per CPU, direct-mapped: locks (lock ^ flags) known to have had their
+ * first STACKS_PER_LOCK stacks walked, so that a wait beyond the walk budget
+ * makes no lookup in the shared stacked_locks map */
+#define STACKED_CACHE 16
 
 struct cpu_state {
 	__u32 depth;          /* open spin waits on spins[] */
@@ -160,8 +172,10 @@ struct cpu_state {
 	__u32 busy;           /* pending[] being updated: a nested end aggregates directly */
 	__u32 walks;          /* stack walks in the current sampling window */
 	__u64 window_start;
+	__u64 pending_since;  /* when pending[0] was written */
 	struct spin_wait spins[MAX_SPIN_NEST];
 	struct pending_wait pending[MAX_PENDING];
+	__u64 stacked[STACKED_CACHE];
 	__u64 counters[CNT__MAX];
 };
 

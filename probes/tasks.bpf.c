@@ -112,13 +112,13 @@ int BPF_PROG(lksc_tasks_switch, bool preempt, struct task_struct *prev,
 {
 	struct task_times *tt;
 	__u32 tid;
-	__u64 now;
+	__u64 now = 0;      /* the clock only when a tracked thread switches */
 
 	if (!enabled)
 		return 0;
-	now = bpf_ktime_get_ns();
 	tid = prev->pid;
 	if (tid && (tt = times_of(prev, tid, WAS_ON_CPU))) {
+		now = bpf_ktime_get_ns();
 		if (tt->on_start && now > tt->on_start)
 			tt->on_cpu_ns += now - tt->on_start;
 		tt->on_start = 0;
@@ -133,6 +133,8 @@ int BPF_PROG(lksc_tasks_switch, bool preempt, struct task_struct *prev,
 	}
 	tid = next->pid;
 	if (tid && (tt = times_of(next, tid, WAS_RUNNABLE))) {
+		if (!now)
+			now = bpf_ktime_get_ns();
 		if (tt->off_start && now > tt->off_start) {
 			if (tt->off_preempted)
 				tt->preempted_ns += now - tt->off_start;
@@ -209,7 +211,7 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 		if (have_futex) {
 			struct ufutex_open *o = bpf_map_lookup_elem(&futex_open, &key.wakee_tid);
 
-			if (o)
+			if (o && o->start)       /* 0: its last wait closed */
 				key.uaddr = o->uaddr;
 		}
 	}

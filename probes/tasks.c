@@ -13,14 +13,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "futex.h"          /* __NR_futex_waitv */
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "tasks.h"
 #include "tasks.skel.h"
-
-#ifndef __NR_futex_waitv
-#define __NR_futex_waitv 449
-#endif
 
 static const char *tcounter_names[TCNT__MAX] = { TASK_COUNTERS(COUNTER_NAME) };
 
