@@ -55,7 +55,13 @@ static void keep_file(const struct obj_file *r)
 	struct file_entry *e;
 	ssize_t n;
 
-	if (!u64_set_add(seen, SET_SLOTS, r->inode))
+	/* one entry per inode, or per private object where files share an
+	 * inode (the anonymous inode of every eventpoll, eventfd, ...); the
+	 * loader's own files (its bpf maps and links) one per inode: only the
+	 * paths it watches matter */
+	uint64_t key = r->private_data && r->tgid != (__u32)getpid() ? r->private_data : r->inode;
+
+	if (!u64_set_add(seen, SET_SLOTS, key))
 		return;
 	if (nfiles >= MAX_ENTRIES) {
 		dropped++;
@@ -150,6 +156,61 @@ static void lockfields_json(struct jw *w, const void *r, const struct lockfield_
 	}
 }
 
+/* the bound name of a unix socket: a path, "@name" for an abstract one */
+static void unix_name(const struct obj_file *r, char *out, size_t size)
+{
+	size_t n = r->unix_len > 2 ? r->unix_len - 2 : 0;   /* less sun_family */
+	size_t j = 0;
+
+	if (n > sizeof(r->unix_path))
+		n = sizeof(r->unix_path);
+	for (size_t i = 0; i < n && j + 1 < size; i++) {
+		char c = r->unix_path[i];
+
+		if (i == 0 && c == '\0')
+			c = '@';
+		else if (c == '\0')
+			break;
+		else if (c < 0x20 || c > 0x7e)
+			c = '?';
+		out[j++] = c;
+	}
+	out[j] = '\0';
+}
+
+/* what the iterator found behind a file (typed offline: analyzer/objlocks.py) */
+static void behind_json(struct jw *w, const struct obj_file *r)
+{
+	char name[sizeof(r->unix_path) + 1];
+
+	if (r->file)
+		jw_khex(w, "file", r->file);
+	if (r->f_release)
+		jw_khex(w, "f_release", r->f_release);
+	if (r->private_data)
+		jw_khex(w, "private_data", r->private_data);
+	if (r->i_flctx)
+		jw_khex(w, "i_flctx", r->i_flctx);
+	if (r->s_fs_info)
+		jw_khex(w, "s_fs_info", r->s_fs_info);
+	if (!r->sk)
+		return;
+	jw_khex(w, "sk", r->sk);
+	jw_ku64(w, "sk_family", r->sk_family);
+	jw_ku64(w, "sk_type", r->sk_type);
+	jw_ku64(w, "sk_protocol", r->sk_protocol);
+	if (r->sk_family == 2) {
+		jw_ku64(w, "saddr", r->saddr);
+		jw_ku64(w, "sport", r->sport);
+		jw_ku64(w, "daddr", r->daddr);
+		jw_ku64(w, "dport", r->dport);
+	} else if (r->sk_family == 1) {
+		unix_name(r, name, sizeof(name));
+		if (name[0])
+			jw_kstr(w, "unix_path", name);
+	}
+}
+
 void objects_json(struct jw *w)
 {
 	jw_key(w, "objects");
@@ -172,6 +233,7 @@ void objects_json(struct jw *w)
 		jw_khex(w, "sb", r->sb);
 		jw_khex(w, "parent_inode", r->parent_inode);
 		jw_ku64(w, "parent_ino", r->parent_ino);
+		behind_json(w, r);
 		lockfields_json(w, r, file_keys, sizeof(file_keys) / sizeof(file_keys[0]));
 		jw_obj_end(w);
 	}

@@ -24,7 +24,10 @@ PROBES = REPO / "probes"
 ARCH = {"x86_64": "x86", "aarch64": "arm64", "ppc64le": "powerpc", "s390x": "s390"}
 # keys of the iterators' records that are not lock fields
 NOT_LOCKS = {"file": {"path", "tgid", "fd", "ino", "mode", "dev", "fstype", "inode", "sb", "parent_inode",
-                      "parent_ino"},
+                      "parent_ino",
+                      # the objects behind the file (analyzer/objlocks.py)
+                      "file", "f_release", "private_data", "i_flctx", "s_fs_info", "sk", "sk_family",
+                      "sk_type", "sk_protocol", "saddr", "sport", "daddr", "dport", "unix_path"},
              "task": {"tgid", "pid", "comm", "mm", "cpu"}}
 NEW_FIELD = '''
 [[field]]
