@@ -11,6 +11,7 @@ section (`objlocks`), so naming stays offline.
 """
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import socket
 import tomllib
@@ -178,13 +179,18 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
         for off, p, lk in ls or ():
             d.setdefault(off, []).append((p.split(".", 1)[1] if "." in p else p, lk))
     found: dict[int, ObjLock] = {}
+    addrs = sorted(families)
+    span = {s: max(d, default=-1) for s, d in by_off.items()}
     for f, kind in kinds:
         comm = comms.get(f.tgid)   # None for the probe's own files
         views = _views(f, kind, table, comm, file_names(f, mounts, scratch), offs, scratch)
         for v in views:
             members = by_off.get(v.struct) or {}
-            for addr, fams in families.items():
-                if addr in found or not (0 <= addr - v.base <= max(members, default=-1)):
+            lo = bisect.bisect_left(addrs, v.base)
+            hi = bisect.bisect_right(addrs, v.base + span.get(v.struct, -1))
+            for addr in addrs[lo:hi]:
+                fams = families[addr]
+                if addr in found:
                     continue
                 hit = next(((m, lk) for m, lk in members.get(addr - v.base, ())
                             if fams & _FAMILIES.get(lk, set())), None)

@@ -32,6 +32,10 @@ static unsigned int ntasks;
  * empty */
 static uint64_t *seen;
 static unsigned int dropped;    /* objects not kept: table full */
+/* the time each snapshot (both iterators) took, in this window */
+#define MAX_WALKS 8
+static uint64_t walk_ns[MAX_WALKS];
+static unsigned int nwalks;
 
 int objects_init(void)
 {
@@ -45,7 +49,7 @@ int objects_init(void)
 
 void objects_reset(void)
 {
-	nfiles = ntasks = dropped = 0;
+	nfiles = ntasks = dropped = nwalks = 0;
 	memset(seen, 0, SET_SLOTS * sizeof(*seen));
 }
 
@@ -124,11 +128,14 @@ static void keep_task_cb(const void *p) { keep_task(p); }
 
 int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it)
 {
+	uint64_t t0 = now_ns();
 	int err = run_iter(files_it, sizeof(struct obj_file), keep_file_cb);
 
-	if (err)
-		return err;
-	return run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
+	if (!err)
+		err = run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
+	if (nwalks < MAX_WALKS)
+		walk_ns[nwalks++] = now_ns() - t0;
+	return err;
 }
 
 /* lock fields of a record (analyzer/lockfields.toml, via build/lockfields.h) */
@@ -216,6 +223,11 @@ void objects_json(struct jw *w)
 	jw_key(w, "objects");
 	jw_obj(w);
 	jw_ku64(w, "dropped", dropped);
+	jw_key(w, "walk_ns");
+	jw_arr(w);
+	for (unsigned int i = 0; i < nwalks; i++)
+		jw_u64(w, walk_ns[i]);
+	jw_arr_end(w);
 	jw_key(w, "files");
 	jw_arr(w);
 	for (unsigned int i = 0; i < nfiles; i++) {

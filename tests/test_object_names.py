@@ -21,6 +21,10 @@ SOURCE = REPO / "tests" / "programs" / "objstress.c"
 # the scheduler's locks: contended by any program whose threads wake each
 # other on 2 CPUs (they are named too, verified, but are not the object
 # a mode stresses)
+# a run whose threads hardly overlapped (the machine's CPUs busy elsewhere)
+# says nothing about which lock is the top one: it is run again
+MIN_WAIT_NS = 10_000_000
+ATTEMPTS = 3
 SCHEDULER = re.compile(r"^(rq->__lock|runqueue lock|task_struct[.>-]+pi_lock|pi_lock)")
 
 CASES = [
@@ -59,14 +63,19 @@ def objstress(tmp_path_factory):
 @pytest.mark.e2e
 @pytest.mark.parametrize("fs,mode,expected", CASES, ids=[f"{fs}-{mode}" for fs, mode, _ in CASES])
 def test_top_kernel_lock_named_by_object_and_member(objstress, scratch, tmp_path, fs, mode, expected):
-    out = tmp_path / "out"
-    r = lockscope("run", "--fs", fs, "--workers", "2", "--duration", "2", "--scratch", str(scratch),
-                  "--out", str(out), "--name", mode, "--", str(objstress), mode, "{n}", "{dir}")
-    assert r.returncode == 0, r.stderr
-    rec = record.load(out / "runs" / f"{mode}-{fs}-w2.json")
-    assert rec.probe.raw.objlocks and rec.probe.raw.objlocks.status == "ok", rec.probe.raw.objlocks
-    kernel = [lk for lk in rec.locks if not SCHEDULER.match(lk.name)]
-    assert kernel, [lk.name for lk in rec.locks]
+    for attempt in range(ATTEMPTS):
+        out = tmp_path / f"out{attempt}"
+        r = lockscope("run", "--fs", fs, "--workers", "2", "--duration", "2", "--scratch", str(scratch),
+                      "--out", str(out), "--name", mode, "--", str(objstress), mode, "{n}", "{dir}")
+        assert r.returncode == 0, r.stderr
+        rec = record.load(out / "runs" / f"{mode}-{fs}-w2.json")
+        assert rec.probe.raw.objlocks and rec.probe.raw.objlocks.status == "ok", rec.probe.raw.objlocks
+        kernel = [lk for lk in rec.locks if not SCHEDULER.match(lk.name)]
+        if sum(lk.wait_ns for lk in kernel) >= MIN_WAIT_NS:
+            break
+    else:
+        pytest.fail(f"the 2 threads hardly contended in {ATTEMPTS} runs (a busy machine?): "
+                    f"{[(lk.name, lk.wait_ns) for lk in rec.locks[:5]]}")
     top = kernel[0]
     assert re.fullmatch(expected, top.name), [(lk.name, lk.tier, lk.wait_ns) for lk in rec.locks[:5]]
     assert top.tier == "verified", top
