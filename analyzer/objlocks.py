@@ -143,6 +143,24 @@ def _views(f: FileObject, kind: Kind | None, table: Table, comm: str | None, nam
     return out
 
 
+# the objects a thread holds (obj_task keys) and their structs
+TASK_OBJECTS = (("task", "task_struct"), ("signal", "signal_struct"), ("mm", "mm_struct"),
+                ("files", "files_struct"), ("fs", "fs_struct"), ("sighand", "sighand_struct"))
+
+
+def _task_views(objects: Objects) -> list[View]:
+    """The objects the workload's threads hold, named after the command (as
+    naming's per-task names: the same in every run of a sweep)."""
+    out, seen = [], set()
+    for t in objects.tasks:
+        for key, struct in TASK_OBJECTS:
+            a = t.addresses.get(key)
+            if a and a not in seen:
+                seen.add(a)
+                out.append(View(struct, a, t.comm, "task", "sched" if key == "task" else None))
+    return out
+
+
 def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, str], scratch: str | None,
             symbolize, path=btf.VMLINUX) -> ObjLocks:
     """The contended addresses (of `contention`) that are lock members of the
@@ -167,6 +185,7 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
         return out
     structs = {k.struct for _, k in kinds if k and k.struct} | {s.struct for s in table.sockets} | \
         {"sock", "socket", "file_lock_context", "inode", "super_block", "file"} | \
+        {struct for _, struct in TASK_OBJECTS} | \
         {t.sb for t in table.fs.values()} | {t.inode for t in table.fs.values()}
     offsets = {(t.inode, t.vfs_inode) for t in table.fs.values()}
     try:
@@ -181,22 +200,21 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
     found: dict[int, ObjLock] = {}
     addrs = sorted(families)
     span = {s: max(d, default=-1) for s, d in by_off.items()}
-    for f, kind in kinds:
-        comm = comms.get(f.tgid)   # None for the probe's own files
-        views = _views(f, kind, table, comm, file_names(f, mounts, scratch), offs, scratch)
-        for v in views:
-            members = by_off.get(v.struct) or {}
-            lo = bisect.bisect_left(addrs, v.base)
-            hi = bisect.bisect_right(addrs, v.base + span.get(v.struct, -1))
-            for addr in addrs[lo:hi]:
-                fams = families[addr]
-                if addr in found:
-                    continue
-                hit = next(((m, lk) for m, lk in members.get(addr - v.base, ())
-                            if fams & _FAMILIES.get(lk, set())), None)
-                if hit:
-                    found[addr] = ObjLock(addr=addr, struct=v.struct, member=hit[0], lock=hit[1], object=v.label,
-                                          kind=v.kind, component=v.component)
+    views = [v for f, kind in kinds
+             for v in _views(f, kind, table, comms.get(f.tgid), file_names(f, mounts, scratch), offs, scratch)]
+    for v in views + _task_views(objects):
+        members = by_off.get(v.struct) or {}
+        lo = bisect.bisect_left(addrs, v.base)
+        hi = bisect.bisect_right(addrs, v.base + span.get(v.struct, -1))
+        for addr in addrs[lo:hi]:
+            fams = families[addr]
+            if addr in found:
+                continue
+            hit = next(((m, lk) for m, lk in members.get(addr - v.base, ())
+                        if fams & _FAMILIES.get(lk, set())), None)
+            if hit:
+                found[addr] = ObjLock(addr=addr, struct=v.struct, member=hit[0], lock=hit[1], object=v.label,
+                                      kind=v.kind, component=v.component)
     out.entries = sorted(found.values(), key=lambda e: e.addr)
     return out
 

@@ -285,13 +285,18 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 		r.mm = (__u64)mm;
 		LOCKFIELDS_MM(&r, mm);
 	}
+	r.task = (__u64)task;
+	r.signal = (__u64)BPF_CORE_READ(task, signal);
 	files = BPF_CORE_READ(task, files);
+	r.files = (__u64)files;
 	if (files)
 		LOCKFIELDS_FILES(&r, files);
 	fs = BPF_CORE_READ(task, fs);
+	r.fs = (__u64)fs;
 	if (fs)
 		LOCKFIELDS_FS(&r, fs);
 	sighand = BPF_CORE_READ(task, sighand);
+	r.sighand = (__u64)sighand;
 	if (sighand)
 		LOCKFIELDS_SIGHAND(&r, sighand);
 	LOCKFIELDS_TASK(&r, task);

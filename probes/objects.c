@@ -261,6 +261,13 @@ void objects_json(struct jw *w)
 		jw_kstr(w, "comm", r->comm);
 		jw_khex(w, "mm", r->mm);
 		jw_ku64(w, "cpu", r->cpu);
+		if (r->task) {
+			jw_khex(w, "task", r->task);
+			jw_khex(w, "signal", r->signal);
+			jw_khex(w, "files", r->files);
+			jw_khex(w, "fs", r->fs);
+			jw_khex(w, "sighand", r->sighand);
+		}
 		lockfields_json(w, r, task_keys, sizeof(task_keys) / sizeof(task_keys[0]));
 		jw_obj_end(w);
 	}

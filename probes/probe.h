@@ -132,6 +132,12 @@ struct obj_task {
 	__u32 cpu;            /* the CPU the thread was on */
 	char comm[16];
 	__u64 mm;
+	/* the objects the thread holds, typed offline (analyzer/objlocks.py) */
+	__u64 task;
+	__u64 signal;
+	__u64 files;
+	__u64 fs;
+	__u64 sighand;
 	LOCKFIELD_KEYS_TASK(LOCKFIELD_MEMBER)
 };
 
