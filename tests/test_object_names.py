@@ -23,7 +23,7 @@ SOURCE = REPO / "tests" / "programs" / "objstress.c"
 # a mode stresses)
 # a run whose threads hardly overlapped (the machine's CPUs busy elsewhere)
 # says nothing about which lock is the top one: it is run again
-MIN_WAIT_NS = 10_000_000
+MIN_WAIT_NS = {"*": 10_000_000, "tcp": 300_000}
 ATTEMPTS = 3
 SCHEDULER = re.compile(r"^(rq->__lock|runqueue lock|task_struct[.>-]+pi_lock|pi_lock)")
 
@@ -31,6 +31,9 @@ CASES = [
     ("tmpfs", "pipe", r"pipe_inode_info->mutex of pipe:\[\d+\] \(fd \d+ of objstress\)"),
     ("tmpfs", "epoll", r"eventpoll->mtx of anon_inode:\[eventpoll\] \(fd \d+ of objstress\)"),
     ("tmpfs", "unix", r"unix_sock->iolock of unix <scratch>/sock"),
+    # TCP serializes on the socket's owner (lock_sock), whose waiters sleep
+    # on sk_lock.wq without a lock:contention event: only its spinlock
+    # (about 1 ms per 2 s here) is a traced lock wait
     ("tmpfs", "tcp", r"sock->sk_lock\.slock of TCP 127\.0\.0\.1:\d+ to 127\.0\.0\.1:\d+"),
     ("tmpfs", "eventfd", r"eventfd_ctx->wqh\.lock of anon_inode:\[eventfd\] \(fd \d+ of objstress\)"),
     ("tmpfs", "flock", r"file_lock_context->flc_lock of <scratch>/lockfile"),
@@ -71,7 +74,7 @@ def test_top_kernel_lock_named_by_object_and_member(objstress, scratch, tmp_path
         rec = record.load(out / "runs" / f"{mode}-{fs}-w2.json")
         assert rec.probe.raw.objlocks and rec.probe.raw.objlocks.status == "ok", rec.probe.raw.objlocks
         kernel = [lk for lk in rec.locks if not SCHEDULER.match(lk.name)]
-        if sum(lk.wait_ns for lk in kernel) >= MIN_WAIT_NS:
+        if sum(lk.wait_ns for lk in kernel) >= MIN_WAIT_NS.get(mode, MIN_WAIT_NS["*"]):
             break
     else:
         pytest.fail(f"the 2 threads hardly contended in {ATTEMPTS} runs (a busy machine?): "
