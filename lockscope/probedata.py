@@ -110,7 +110,7 @@ class TaskObject(KernelObject):
 @dataclass
 class Objects:
     dropped: int = 0
-    walk_ns: Optional[list[int]] = optional()    # each snapshot's time (the start's, the stop's)
+    walk_ns: Optional[list[int]] = optional()    # each snapshot's time (start, every interval, stop)
     files: list[FileObject] = field(default_factory=list)
     tasks: list[TaskObject] = field(default_factory=list)
 

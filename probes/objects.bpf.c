@@ -62,6 +62,12 @@ static __always_inline void ext4_locks(struct obj_file *r, void *fs_info, struct
 	if (!bpf_core_type_exists(struct ext4_sb_info) || !bpf_core_type_exists(struct ext4_inode_info))
 		return;
 	LOCKFIELDS_EXT4_SB(r, sbi);
+	if (bpf_core_type_exists(struct mb_cache) && bpf_core_field_exists(sbi->s_ea_block_cache)) {
+		struct mb_cache *ea = BPF_CORE_READ(sbi, s_ea_block_cache);
+
+		if (ea)
+			LOCKFIELDS_EXT4_EA_BLOCK_CACHE(r, ea);
+	}
 	ei = (void *)inode - bpf_core_field_offset(struct ext4_inode_info, vfs_inode);
 	LOCKFIELDS_EXT4_INODE(r, ei);
 	j = BPF_CORE_READ(sbi, s_journal);

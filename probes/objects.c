@@ -32,7 +32,8 @@ static unsigned int ntasks;
  * empty */
 static uint64_t *seen;
 static unsigned int dropped;    /* objects not kept: table full */
-/* the time each snapshot (both iterators) took, in this window */
+/* the time each snapshot (both iterators) took, in this window: at start,
+ * every --interval while counting (loader.c on_tick), at stop */
 #define MAX_WALKS 8
 static uint64_t walk_ns[MAX_WALKS];
 static unsigned int nwalks;
