@@ -226,7 +226,11 @@ def not_found_reason(objlocks: ObjLocks | None) -> str | None:
         return None
     if objlocks.status != "ok":
         return f"the objects behind the workload's files were not typed: {objlocks.reason or objlocks.status}"
+    if not objlocks.kinds:
+        return ("not a lock member of any object reached: no file of the workload was open at the object "
+                "snapshots (start, every interval, stop), and it is no lock of its threads' task, mm, files, "
+                "fs, signal or sighand objects")
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(objlocks.kinds.items(), key=lambda x: (-x[1], x[0])))
     return ("not a lock member of any object reached from the workload's files "
-            f"({kinds or 'none'}), their inodes, file systems or tasks")
+            f"({kinds}), their inodes, file systems or tasks")
 
