@@ -28,7 +28,9 @@ NOT_LOCKS = {"file": {"path", "tgid", "fd", "ino", "mode", "dev", "fstype", "ino
                       # the objects behind the file (analyzer/objlocks.py)
                       "file", "f_release", "private_data", "i_flctx", "s_fs_info", "sk", "sk_family",
                       "sk_type", "sk_protocol", "saddr", "sport", "daddr", "dport", "unix_path"},
-             "task": {"tgid", "pid", "comm", "mm", "cpu"}}
+             "task": {"tgid", "pid", "comm", "mm", "cpu",
+                      # the objects the thread holds (analyzer/objlocks.py)
+                      "task", "signal", "files", "fs", "sighand"}}
 NEW_FIELD = '''
 [[field]]
 key = "xfs_i_ioend_lock"
