@@ -20,13 +20,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from lockscope.analyzer import btf
+from lockscope.analyzer.slab import consistent
 from lockscope.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
 
 TABLE_FILE = Path(__file__).with_name("fileobjects.toml")
-# contention-tracepoint families a BTF lock type can be reported as
-_FAMILIES = {"spinlock": {"spinlock"}, "rwlock": {"rwlock"}, "rwsem": {"rwsem"}, "mutex": {"mutex"},
-             "percpu-rwsem": {"percpu-rwsem"}, "rtmutex": {"rtmutex"}, "semaphore": {"semaphore"},
-             "seqlock": {"spinlock"}}
 
 
 @dataclass(frozen=True)
@@ -211,7 +208,7 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
             if addr in found:
                 continue
             hit = next(((m, lk) for m, lk in members.get(addr - v.base, ())
-                        if fams & _FAMILIES.get(lk, set())), None)
+                        if any(consistent(lk, fam) for fam in fams)), None)
             if hit:
                 found[addr] = ObjLock(addr=addr, struct=v.struct, member=hit[0], lock=hit[1], object=v.label,
                                       kind=v.kind, component=v.component)
