@@ -211,7 +211,7 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
     name = f"{kind} @ {site}"
     acc = groups.get(name) or LockAcc(name, name, "site", kind)
     # a call site is the last resort: say where the walk looked
-    acc.explain = acc.explain or objlocks.not_found_reason(raw.objlocks)
+    acc.explain = acc.explain or objlocks.not_found_reason(raw.objlocks, addr)
     return acc
 
 

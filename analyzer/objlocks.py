@@ -216,11 +216,19 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
     return out
 
 
-def not_found_reason(objlocks: ObjLocks | None) -> str | None:
-    """Why a lock the walk did not name could not be found: the objects it
-    looked in."""
+# x86-64: the kernel image and modules are mapped from here up (the direct
+# map, vmalloc and per-CPU areas, where objects live, lie below)
+KERNEL_IMAGE = 0xFFFF_FFFF_8000_0000
+
+
+def not_found_reason(objlocks: ObjLocks | None, addr: int | None = None) -> str | None:
+    """Why a lock the walk did not name could not be found: a static lock
+    (no object holds it), or the objects it looked in."""
     if objlocks is None:
         return None
+    if addr is not None and addr >= KERNEL_IMAGE:
+        return ("a static lock in the kernel image or a module (a global, not a member of an object; "
+                "this kernel's kallsyms names no data)")
     if objlocks.status != "ok":
         return f"the objects behind the workload's files were not typed: {objlocks.reason or objlocks.status}"
     if not objlocks.kinds:
