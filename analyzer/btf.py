@@ -85,6 +85,24 @@ class Types:
             return self.size(self._strip(t["type_id"])[0]) * int(t.get("nr_elems", 0))
         return int(t.get("size", 0))
 
+    def member_offset(self, struct: str, member: str) -> int | None:
+        """Byte offset of a direct member (anonymous members searched
+        through), or None."""
+        t = self.structs.get(struct)
+        return self._find(t, member, 0) if t is not None else None
+
+    def _find(self, t: dict, member: str, base: int) -> int | None:
+        for m in t.get("members", []):
+            off = base + int(m["bits_offset"]) // 8
+            if m.get("name") == member:
+                return off
+            if m.get("name") in (None, "(anon)"):
+                mt = self._strip(m["type_id"])[0]
+                hit = self._find(mt, member, off) if mt.get("kind") in ("STRUCT", "UNION") else None
+                if hit is not None:
+                    return hit
+        return None
+
     def locks(self, struct: str) -> list[tuple[int, str, str]]:
         """Every lock field of a struct, nested ones included:
         (byte offset, path, lock type), outermost lock first at an offset."""
@@ -131,7 +149,11 @@ def _lock_tables(path: str, structs: tuple[str, ...]) -> dict[str, list]:
     if missing:
         types = Types.load(p)
         for s in missing:
-            tables[s] = types.locks(s) if s in types.structs else None
+            if s.startswith("@"):      # "@struct.member": a member's offset
+                struct, member = s[1:].split(".", 1)
+                tables[s] = types.member_offset(struct, member)
+            else:
+                tables[s] = types.locks(s) if s in types.structs else None
         try:
             atomicio.write_text(cache, json.dumps(tables))
         except OSError:
@@ -149,3 +171,13 @@ def lock_at(struct: str, offset: int, structs: tuple[str, ...] = (), path: Path 
         if off == offset:
             return p, lock
     return None
+
+
+def struct_locks(structs: tuple[str, ...], offsets: tuple[tuple[str, str], ...] = (),
+                 path: Path = VMLINUX) -> tuple[dict[str, list | None], dict[tuple[str, str], int | None]]:
+    """Every lock member of each struct (as Types.locks; None for a struct
+    the kernel lacks) and the byte offsets of (struct, member) pairs, read
+    in one pass and cached per kernel."""
+    keys = tuple(sorted(set(structs) | {f"@{s}.{m}" for s, m in offsets}))
+    tables = _lock_tables(str(path), keys)
+    return ({s: tables.get(s) for s in structs}, {(s, m): tables.get(f"@{s}.{m}") for s, m in offsets})

@@ -16,14 +16,14 @@ import os
 import stat
 from dataclasses import dataclass
 
-from lockscope.analyzer import kimage, lockfields, sharing, sleepkinds
+from lockscope.analyzer import kimage, lockfields, objlocks, sharing, sleepkinds
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.lockfields import LockField
 from lockscope.analyzer.userlocks import COMPONENT as USER_SPACE
 from lockscope.analyzer.slab import consistent as slab_consistent
 from lockscope.jsondata import format_addr
-from lockscope.probedata import Contention, FileObject, RawProbe, SlabEntry, TaskObject
+from lockscope.probedata import Contention, FileObject, ObjLock, RawProbe, SlabEntry, TaskObject
 from lockscope.record import Lock, OffCpu, StackSummary
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
@@ -80,7 +80,7 @@ def _file_type(mode: int) -> str:
     return "inode"
 
 
-def _file_names(f: FileObject, mounts: dict[int, str], scratch: str | None) -> dict[str, tuple[str, str] | None]:
+def file_names(f: FileObject, mounts: dict[int, str], scratch: str | None) -> dict[str, tuple[str, str] | None]:
     """What a file's lock fields are named after (lockfields.NAMED): the
     object and the suffix of the name; None where the record cannot say."""
     path, fstype = f.path, f.fstype
@@ -118,7 +118,7 @@ def verified_table(raw: RawProbe) -> dict[int, Verified]:
     fields = lockfields.default()
     table: dict[int, Verified] = {}
     for f in objects.files:
-        names = _file_names(f, mounts, scratch)
+        names = file_names(f, mounts, scratch)
         for lf in fields.of_record("file"):
             a = f.addresses.get(lf.key)
             named = names[lf.named]
@@ -132,7 +132,18 @@ def verified_table(raw: RawProbe) -> dict[int, Verified]:
             a = t.addresses.get(lf.key)
             if a and a not in table:
                 table[a] = _task_name(t, lf)
+    for e in raw.objlocks.entries if raw.objlocks else ():
+        if e.addr not in table:
+            table[e.addr] = _objlock_name(e)
     return table
+
+
+def _objlock_name(e: ObjLock) -> Verified:
+    """A lock member of an object behind a file, its member path from BTF
+    (analyzer/objlocks.py): `pipe_inode_info->mutex of pipe:[1234] (fd 3 of prog)`."""
+    cls = f"{e.struct}->{e.member}"
+    return Verified(cls, f"{cls} of {e.object}", e.object, e.component,
+                    f"{e.lock} member of the struct {e.struct} behind the workload's {e.kind} (kernel BTF)")
 
 
 def slab_table(raw: RawProbe) -> dict[int, SlabEntry]:
@@ -252,8 +263,10 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
         return acc
     name = f"{kind} @ {site}"
     acc = groups.get(name) or LockAcc(name, name, "site", kind)
-    if doubt:
-        acc.explain = acc.explain or f"not in static data{doubt}"
+    # a call site is the last resort: say where the walk looked
+    acc.explain = acc.explain or "; ".join(
+        r for r in (objlocks.not_found_reason(raw.objlocks, addr), f"not in static data{doubt}" if doubt else "")
+        if r)
     return acc
 
 

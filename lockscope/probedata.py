@@ -110,6 +110,7 @@ class TaskObject(KernelObject):
 @dataclass
 class Objects:
     dropped: int = 0
+    walk_ns: Optional[list[int]] = optional()    # each snapshot's time (start, every interval, stop)
     files: list[FileObject] = field(default_factory=list)
     tasks: list[TaskObject] = field(default_factory=list)
 
@@ -162,6 +163,29 @@ class Slab:
     reason: Optional[str] = optional()
     entries: list[SlabEntry] = field(default_factory=list)
     btf: Optional[str] = optional()
+
+
+@dataclass
+class ObjLock:
+    """A contended address that is a lock member of an object behind a file
+    of the workload (analyzer/objlocks.py: typed by f_op, members from BTF)."""
+    addr: int = field(metadata=HEX)
+    struct: str = ""              # the object's struct type
+    member: str = ""              # the lock's member path in it ("sk_lock.slock")
+    lock: str = ""                # the BTF lock type there
+    object: str = ""              # what the object is: "pipe:[1234] (fd 3 of prog)"
+    kind: str = ""                # the file kind (fileobjects.toml) or inode, fs, file...
+    component: Optional[str] = optional()
+
+
+@dataclass
+class ObjLocks:
+    """What the walk behind the files found: the objects reached by kind, and
+    the contended addresses among their lock members."""
+    status: str = "unavailable"
+    reason: Optional[str] = optional()
+    kinds: dict[str, int] = field(default_factory=dict)
+    entries: list[ObjLock] = field(default_factory=list)
 
 
 @dataclass
@@ -280,6 +304,7 @@ class RawProbe:
     scratch: Optional[str] = None
     series: Optional[Series] = optional()
     slab: Optional[Slab] = optional()
+    objlocks: Optional[ObjLocks] = optional()     # since issue 11
     futex_probe: Optional[FutexProbe] = optional()
     futex: Optional[list[FutexWait]] = optional()
     user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack", or "pid:cfiN" (FutexWait.user_stack)

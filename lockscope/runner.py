@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import kimage, naming, roles, slab, userlocks
+from lockscope.analyzer import kimage, naming, objlocks, roles, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -106,17 +106,20 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
+    mounts = {d: table[d] for d in {f.dev for f in objects.files} if d in table}
+    where = str(mountpoint) if mountpoint else None
     return RawProbe(
         contention=contention, offcpu=offcpu, cpu_samples=samples,
         sample_period_ns=data.get("sample_period_ns", 0),
         stacks={int(k): sym.stack(v) for k, v in data.get("stacks", {}).items() if int(k) in used},
         sample_stacks={int(k): sym.stack(v) for k, v in data.get("sample_stacks", {}).items()},
         objects=objects, layout=data.get("layout", {}),
-        mounts={d: table[d] for d in {f.dev for f in objects.files} if d in table},
-        scratch=str(mountpoint) if mountpoint else None,
+        mounts=mounts, scratch=where,
         # cumulative wait per lock address every --series-ms (the time view)
         series=from_dict(Series, data["series"]) if "series" in data else None,
         slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention}),
+        # the lock members of the objects behind the files, typed by f_op and BTF
+        objlocks=objlocks.resolve(objects, contention, mounts, where, sym.symbolize),
         # per-thread times and wake-ups (absent when the per-thread probe did not load)
         tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
         wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,

@@ -25,6 +25,14 @@ const volatile bool system_wide = false;
 /* the tracked tgids, shared with contention.bpf.c (the loader reuses its fd) */
 #include "maps.bpf.h"
 
+/* the file record is built here: it is larger than the BPF stack */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct obj_file);
+} file_rec SEC(".maps");
+
 static __always_inline bool wanted(__u32 tgid, bool include_self)
 {
 	if (tgid == self_tgid)
@@ -54,6 +62,12 @@ static __always_inline void ext4_locks(struct obj_file *r, void *fs_info, struct
 	if (!bpf_core_type_exists(struct ext4_sb_info) || !bpf_core_type_exists(struct ext4_inode_info))
 		return;
 	LOCKFIELDS_EXT4_SB(r, sbi);
+	if (bpf_core_type_exists(struct mb_cache) && bpf_core_field_exists(sbi->s_ea_block_cache)) {
+		struct mb_cache *ea = BPF_CORE_READ(sbi, s_ea_block_cache);
+
+		if (ea)
+			LOCKFIELDS_EXT4_EA_BLOCK_CACHE(r, ea);
+	}
 	ei = (void *)inode - bpf_core_field_offset(struct ext4_inode_info, vfs_inode);
 	LOCKFIELDS_EXT4_INODE(r, ei);
 	j = BPF_CORE_READ(sbi, s_journal);
@@ -109,13 +123,64 @@ static __always_inline void btrfs_locks(struct obj_file *r, void *fs_info, struc
 		LOCKFIELDS_BTRFS_ROOT_NODE(r, eb);
 }
 
+#define LKSC_S_IFMT 00170000
+#define LKSC_S_IFSOCK 0140000
+#define LKSC_AF_UNIX 1
+#define LKSC_AF_INET 2
+
+/* the socket behind a socket file: its sock, family, type, protocol and
+ * addresses (IPv4 and unix; others are named by family and protocol) */
+static __always_inline void socket_of(struct obj_file *r, struct socket *sock)
+{
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	struct unix_address *ua;
+
+	if (!sk)
+		return;
+	r->sk = (__u64)sk;
+	r->sk_family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	r->sk_type = BPF_CORE_READ(sk, sk_type);
+	r->sk_protocol = BPF_CORE_READ(sk, sk_protocol);
+	if (r->sk_family == LKSC_AF_INET) {
+		r->saddr = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		r->daddr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		r->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		r->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	} else if (r->sk_family == LKSC_AF_UNIX && bpf_core_type_exists(struct unix_sock)) {
+		ua = BPF_CORE_READ((struct unix_sock *)sk, addr);
+		if (!ua)
+			return;
+		r->unix_len = BPF_CORE_READ(ua, len);
+		bpf_probe_read_kernel(r->unix_path, sizeof(r->unix_path), ua->name[0].sun_path);
+	}
+}
+
+/* what stands behind the file: its private data (typed by f_op->release,
+ * offline), its inode's lock context and the file system's private part */
+static __always_inline void behind(struct obj_file *r, struct file *file, struct inode *inode, struct super_block *sb)
+{
+	const struct file_operations *fop = BPF_CORE_READ(file, f_op);
+
+	r->file = (__u64)file;
+	r->f_release = fop ? (__u64)BPF_CORE_READ(fop, release) : 0;
+	r->private_data = (__u64)BPF_CORE_READ(file, private_data);
+	r->i_flctx = (__u64)BPF_CORE_READ(inode, i_flctx);
+	if (sb)
+		r->s_fs_info = (__u64)BPF_CORE_READ(sb, s_fs_info);
+	if ((r->i_mode & LKSC_S_IFMT) == LKSC_S_IFSOCK && r->private_data)
+		socket_of(r, (struct socket *)r->private_data);
+}
+
 SEC("iter/task_file")
 int lksc_iter_files(struct bpf_iter__task_file *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
 	struct file *file = ctx->file;
-	struct obj_file r = {};
+	static const struct obj_file zero = {};
+	struct obj_file *r;
+	__u32 key = 0;
+	__u32 tgid;
 	struct inode *inode, *pinode;
 	struct super_block *sb;
 	struct address_space *mapping;
@@ -125,54 +190,58 @@ int lksc_iter_files(struct bpf_iter__task_file *ctx)
 
 	if (!task || !file)
 		return 0;
-	r.tgid = BPF_CORE_READ(task, tgid);
-	if (!wanted(r.tgid, true))
+	tgid = BPF_CORE_READ(task, tgid);
+	if (!wanted(tgid, true))
 		return 0;
 	inode = BPF_CORE_READ(file, f_inode);
-	if (!inode)
+	r = bpf_map_lookup_elem(&file_rec, &key);
+	if (!inode || !r)
 		return 0;
-	r.type = OBJ_FILE;
-	r.fd = ctx->fd;
-	r.inode = (__u64)inode;
-	r.ino = BPF_CORE_READ(inode, i_ino);
-	r.i_mode = BPF_CORE_READ(inode, i_mode);
-	LOCKFIELDS_INODE(&r, inode);
+	*r = zero;
+	r->tgid = tgid;
+	r->type = OBJ_FILE;
+	r->fd = ctx->fd;
+	r->inode = (__u64)inode;
+	r->ino = BPF_CORE_READ(inode, i_ino);
+	r->i_mode = BPF_CORE_READ(inode, i_mode);
+	LOCKFIELDS_INODE(r, inode);
 	mapping = BPF_CORE_READ(inode, i_mapping);
 	if (mapping)
-		LOCKFIELDS_MAPPING(&r, mapping);
+		LOCKFIELDS_MAPPING(r, mapping);
 	sb = BPF_CORE_READ(inode, i_sb);
 	if (sb) {
-		r.sb = (__u64)sb;
-		r.dev = BPF_CORE_READ(sb, s_dev);
-		LOCKFIELDS_SB(&r, sb);
+		r->sb = (__u64)sb;
+		r->dev = BPF_CORE_READ(sb, s_dev);
+		LOCKFIELDS_SB(r, sb);
 		fsname = BPF_CORE_READ(sb, s_type, name);
 		if (fsname)
-			bpf_probe_read_kernel_str(r.fstype, sizeof(r.fstype), fsname);
+			bpf_probe_read_kernel_str(r->fstype, sizeof(r->fstype), fsname);
 		fs_info = BPF_CORE_READ(sb, s_fs_info);
 		if (fs_info && bpf_core_type_exists(struct shmem_sb_info))
-			LOCKFIELDS_SHMEM_SB(&r, (struct shmem_sb_info *)fs_info);
-		if (fs_info && fs_is(r.fstype, "ext4", 5))
-			ext4_locks(&r, fs_info, inode);
-		else if (fs_info && fs_is(r.fstype, "xfs", 4))
-			xfs_locks(&r, fs_info, inode);
-		else if (fs_info && fs_is(r.fstype, "btrfs", 6))
-			btrfs_locks(&r, fs_info, inode);
+			LOCKFIELDS_SHMEM_SB(r, (struct shmem_sb_info *)fs_info);
+		if (fs_info && fs_is(r->fstype, "ext4", 5))
+			ext4_locks(r, fs_info, inode);
+		else if (fs_info && fs_is(r->fstype, "xfs", 4))
+			xfs_locks(r, fs_info, inode);
+		else if (fs_info && fs_is(r->fstype, "btrfs", 6))
+			btrfs_locks(r, fs_info, inode);
 	}
+	behind(r, file, inode, sb);
 	d = BPF_CORE_READ(file, f_path.dentry);
 	if (d) {
-		LOCKFIELDS_DENTRY(&r, d);
+		LOCKFIELDS_DENTRY(r, d);
 		parent = BPF_CORE_READ(d, d_parent);
 		if (parent && parent != d) {
-			LOCKFIELDS_PARENT_DENTRY(&r, parent);
+			LOCKFIELDS_PARENT_DENTRY(r, parent);
 			pinode = BPF_CORE_READ(parent, d_inode);
 			if (pinode) {
-				r.parent_inode = (__u64)pinode;
-				LOCKFIELDS_PARENT_INODE(&r, pinode);
-				r.parent_ino = BPF_CORE_READ(pinode, i_ino);
+				r->parent_inode = (__u64)pinode;
+				LOCKFIELDS_PARENT_INODE(r, pinode);
+				r->parent_ino = BPF_CORE_READ(pinode, i_ino);
 			}
 		}
 	}
-	bpf_seq_write(seq, &r, sizeof(r));
+	bpf_seq_write(seq, r, sizeof(*r));
 	return 0;
 }
 
@@ -222,13 +291,18 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 		r.mm = (__u64)mm;
 		LOCKFIELDS_MM(&r, mm);
 	}
+	r.task = (__u64)task;
+	r.signal = (__u64)BPF_CORE_READ(task, signal);
 	files = BPF_CORE_READ(task, files);
+	r.files = (__u64)files;
 	if (files)
 		LOCKFIELDS_FILES(&r, files);
 	fs = BPF_CORE_READ(task, fs);
+	r.fs = (__u64)fs;
 	if (fs)
 		LOCKFIELDS_FS(&r, fs);
 	sighand = BPF_CORE_READ(task, sighand);
+	r.sighand = (__u64)sighand;
 	if (sighand)
 		LOCKFIELDS_SIGHAND(&r, sighand);
 	LOCKFIELDS_TASK(&r, task);

@@ -32,6 +32,11 @@ static unsigned int ntasks;
  * empty */
 static uint64_t *seen;
 static unsigned int dropped;    /* objects not kept: table full */
+/* the time each snapshot (both iterators) took, in this window: at start,
+ * every --interval while counting (loader.c on_tick), at stop */
+#define MAX_WALKS 8
+static uint64_t walk_ns[MAX_WALKS];
+static unsigned int nwalks;
 
 int objects_init(void)
 {
@@ -45,7 +50,7 @@ int objects_init(void)
 
 void objects_reset(void)
 {
-	nfiles = ntasks = dropped = 0;
+	nfiles = ntasks = dropped = nwalks = 0;
 	memset(seen, 0, SET_SLOTS * sizeof(*seen));
 }
 
@@ -55,7 +60,13 @@ static void keep_file(const struct obj_file *r)
 	struct file_entry *e;
 	ssize_t n;
 
-	if (!u64_set_add(seen, SET_SLOTS, r->inode))
+	/* one entry per inode, or per private object where files share an
+	 * inode (the anonymous inode of every eventpoll, eventfd, ...); the
+	 * loader's own files (its bpf maps and links) one per inode: only the
+	 * paths it watches matter */
+	uint64_t key = r->private_data && r->tgid != (__u32)getpid() ? r->private_data : r->inode;
+
+	if (!u64_set_add(seen, SET_SLOTS, key))
 		return;
 	if (nfiles >= MAX_ENTRIES) {
 		dropped++;
@@ -118,11 +129,14 @@ static void keep_task_cb(const void *p) { keep_task(p); }
 
 int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it)
 {
+	uint64_t t0 = now_ns();
 	int err = run_iter(files_it, sizeof(struct obj_file), keep_file_cb);
 
-	if (err)
-		return err;
-	return run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
+	if (!err)
+		err = run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
+	if (nwalks < MAX_WALKS)
+		walk_ns[nwalks++] = now_ns() - t0;
+	return err;
 }
 
 /* lock fields of a record (analyzer/lockfields.toml, via build/lockfields.h) */
@@ -150,11 +164,71 @@ static void lockfields_json(struct jw *w, const void *r, const struct lockfield_
 	}
 }
 
+/* the bound name of a unix socket: a path, "@name" for an abstract one */
+static void unix_name(const struct obj_file *r, char *out, size_t size)
+{
+	size_t n = r->unix_len > 2 ? r->unix_len - 2 : 0;   /* less sun_family */
+	size_t j = 0;
+
+	if (n > sizeof(r->unix_path))
+		n = sizeof(r->unix_path);
+	for (size_t i = 0; i < n && j + 1 < size; i++) {
+		char c = r->unix_path[i];
+
+		if (i == 0 && c == '\0')
+			c = '@';
+		else if (c == '\0')
+			break;
+		else if (c < 0x20 || c > 0x7e)
+			c = '?';
+		out[j++] = c;
+	}
+	out[j] = '\0';
+}
+
+/* what the iterator found behind a file (typed offline: analyzer/objlocks.py) */
+static void behind_json(struct jw *w, const struct obj_file *r)
+{
+	char name[sizeof(r->unix_path) + 1];
+
+	if (r->file)
+		jw_khex(w, "file", r->file);
+	if (r->f_release)
+		jw_khex(w, "f_release", r->f_release);
+	if (r->private_data)
+		jw_khex(w, "private_data", r->private_data);
+	if (r->i_flctx)
+		jw_khex(w, "i_flctx", r->i_flctx);
+	if (r->s_fs_info)
+		jw_khex(w, "s_fs_info", r->s_fs_info);
+	if (!r->sk)
+		return;
+	jw_khex(w, "sk", r->sk);
+	jw_ku64(w, "sk_family", r->sk_family);
+	jw_ku64(w, "sk_type", r->sk_type);
+	jw_ku64(w, "sk_protocol", r->sk_protocol);
+	if (r->sk_family == 2) {
+		jw_ku64(w, "saddr", r->saddr);
+		jw_ku64(w, "sport", r->sport);
+		jw_ku64(w, "daddr", r->daddr);
+		jw_ku64(w, "dport", r->dport);
+	} else if (r->sk_family == 1) {
+		unix_name(r, name, sizeof(name));
+		if (name[0])
+			jw_kstr(w, "unix_path", name);
+	}
+}
+
 void objects_json(struct jw *w)
 {
 	jw_key(w, "objects");
 	jw_obj(w);
 	jw_ku64(w, "dropped", dropped);
+	jw_key(w, "walk_ns");
+	jw_arr(w);
+	for (unsigned int i = 0; i < nwalks; i++)
+		jw_u64(w, walk_ns[i]);
+	jw_arr_end(w);
 	jw_key(w, "files");
 	jw_arr(w);
 	for (unsigned int i = 0; i < nfiles; i++) {
@@ -172,6 +246,7 @@ void objects_json(struct jw *w)
 		jw_khex(w, "sb", r->sb);
 		jw_khex(w, "parent_inode", r->parent_inode);
 		jw_ku64(w, "parent_ino", r->parent_ino);
+		behind_json(w, r);
 		lockfields_json(w, r, file_keys, sizeof(file_keys) / sizeof(file_keys[0]));
 		jw_obj_end(w);
 	}
@@ -187,6 +262,13 @@ void objects_json(struct jw *w)
 		jw_kstr(w, "comm", r->comm);
 		jw_khex(w, "mm", r->mm);
 		jw_ku64(w, "cpu", r->cpu);
+		if (r->task) {
+			jw_khex(w, "task", r->task);
+			jw_khex(w, "signal", r->signal);
+			jw_khex(w, "files", r->files);
+			jw_khex(w, "fs", r->fs);
+			jw_khex(w, "sighand", r->sighand);
+		}
 		lockfields_json(w, r, task_keys, sizeof(task_keys) / sizeof(task_keys[0]));
 		jw_obj_end(w);
 	}

@@ -116,6 +116,23 @@ struct obj_file {
 	__u64 sb;
 	__u64 parent_inode;
 	__u64 parent_ino;
+	/* the objects behind the file, typed offline (analyzer/fileobjects.toml) */
+	__u64 file;
+	__u64 f_release;      /* f_op->release: its text symbol tells the kind */
+	__u64 private_data;
+	__u64 i_flctx;        /* struct file_lock_context */
+	__u64 s_fs_info;
+	__u64 sk;             /* sockets: socket->sk */
+	__u16 sk_family;
+	__u16 sk_type;
+	__u16 sk_protocol;
+	__u16 sport;          /* host order */
+	__u16 dport;          /* host order */
+	__u16 unix_len;       /* unix sockets: bytes of sun_path bound (0: unbound) */
+	__u32 saddr;          /* IPv4, network order */
+	__u32 daddr;
+	__u32 pad2;
+	char unix_path[112];  /* sun_path (108); abstract names start with a 0 byte */
 	LOCKFIELD_KEYS_FILE(LOCKFIELD_MEMBER)
 };
 
@@ -126,6 +143,12 @@ struct obj_task {
 	__u32 cpu;            /* the CPU the thread was on */
 	char comm[16];
 	__u64 mm;
+	/* the objects the thread holds, typed offline (analyzer/objlocks.py) */
+	__u64 task;
+	__u64 signal;
+	__u64 files;
+	__u64 fs;
+	__u64 sighand;
 	LOCKFIELD_KEYS_TASK(LOCKFIELD_MEMBER)
 };
 

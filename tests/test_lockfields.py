@@ -24,8 +24,13 @@ PROBES = REPO / "probes"
 ARCH = {"x86_64": "x86", "aarch64": "arm64", "ppc64le": "powerpc", "s390x": "s390"}
 # keys of the iterators' records that are not lock fields
 NOT_LOCKS = {"file": {"path", "tgid", "fd", "ino", "mode", "dev", "fstype", "inode", "sb", "parent_inode",
-                      "parent_ino"},
-             "task": {"tgid", "pid", "comm", "mm", "cpu"}}
+                      "parent_ino",
+                      # the objects behind the file (analyzer/objlocks.py)
+                      "file", "f_release", "private_data", "i_flctx", "s_fs_info", "sk", "sk_family",
+                      "sk_type", "sk_protocol", "saddr", "sport", "daddr", "dport", "unix_path"},
+             "task": {"tgid", "pid", "comm", "mm", "cpu",
+                      # the objects the thread holds (analyzer/objlocks.py)
+                      "task", "signal", "files", "fs", "sighand"}}
 NEW_FIELD = '''
 [[field]]
 key = "xfs_i_ioend_lock"

@@ -51,6 +51,12 @@ PROGRAM_SWEEPS = {
     # issue 11: workers flock() files of their own while /proc/locks is read: the global file_rwsem
     "flocker": ("2", ["{program}", "{n}", "2", "{dir}"], "ops/s: ([0-9.]+)"),
 }
+# name: runs of (fs, mode): a program of tests/programs run once per mode,
+# `lockscope run --fs FS -- PROGRAM MODE {n} {dir}` for 2 s, all in one directory
+PROGRAM_RUNS = {
+    # issue 11: the locks of the objects behind open files, named by struct and BTF member
+    "objstress": [("tmpfs", "pipe"), ("ext4", "fcntl"), ("ext4", "statfs")],
+}
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 # records with per-thread data (schema /2) keep what the roles are computed
 # from: every thread, and more of the per-thread off-CPU and futex aggregates
@@ -75,12 +81,18 @@ def trim(rec: dict) -> dict:
     raw["sample_stacks"] = {k: v for k, v in raw.get("sample_stacks", {}).items() if k in used}
     scratch = raw.get("scratch") or ""
     files = raw["objects"].get("files", [])
-    raw["objects"]["files"] = [f for f in files if scratch and f["path"].startswith(scratch)][:50]
+    workload = {t["tgid"] for t in raw["objects"].get("tasks", [])}
+    # the test paths, and the workload's files with an object behind them
+    # (pipes, sockets, eventpolls...: what raw.objlocks names)
+    raw["objects"]["files"] = [f for f in files if (scratch and f["path"].startswith(scratch))
+                               or (f["tgid"] in workload and "private_data" in f)][:50]
     kept = {e["lock"] for e in raw["contention"]}
     if raw.get("waiters") is not None:
         raw["waiters"] = [e for e in raw["waiters"] if e["lock"] in kept]
     if "slab" in raw:
         raw["slab"]["entries"] = [e for e in raw["slab"].get("entries", []) if e["addr"] in kept]
+    if "objlocks" in raw:
+        raw["objlocks"]["entries"] = [e for e in raw["objlocks"].get("entries", []) if e["addr"] in kept]
     for lock in rec["locks"]:
         lock["stacks"] = lock["stacks"][:3]
     rec["locks"] = rec["locks"][:15]
@@ -106,6 +118,27 @@ def main() -> int:
         fs = ["--fs", "tmpfs"] if "{dir}" in cmd else []
         jobs[name] = ["sweep", "--workers", workers, *fs, "--name", name, "--throughput-regex", regex, "--",
                       *[c.replace("{program}", str(exe)) for c in cmd]]
+    for name, runs in PROGRAM_RUNS.items():
+        if only and name not in only:
+            continue
+        exe = Path(programs, name)
+        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{name}.c")],
+                       check=True)
+        jobs_of = [(mode, ["run", "--fs", fs, "--workers", "2", "--duration", "2", "--name", mode,
+                           "--", str(exe), mode, "{n}", "{dir}"]) for fs, mode in runs]
+        dest = HERE / name / "runs"
+        shutil.rmtree(dest.parent, ignore_errors=True)
+        dest.mkdir(parents=True)
+        for mode, args in jobs_of:
+            with tempfile.TemporaryDirectory() as tmp:
+                i = args.index("--")
+                opts = ["--out", tmp] + (["--scratch", os.environ["RECORD_SCRATCH"]]
+                                         if os.environ.get("RECORD_SCRATCH") else [])
+                subprocess.run([sys.executable, "-m", "lockscope", *args[:i], *opts, *args[i:]], cwd=REPO, check=True)
+                for f in sorted(Path(tmp, "runs").glob("*.json")):
+                    rec = trim(json.loads(f.read_text()))
+                    (dest / f.name).write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+                    print(f"{name}/runs/{f.name}: {(dest / f.name).stat().st_size // 1024} KiB")
     for name, args in jobs.items():
         if only and name not in only:
             continue
