@@ -40,7 +40,6 @@ from lockscope.reports import filenames
 from lockscope.reports.profileproto import Profile
 
 KERNEL = "[kernel.kallsyms]"
-KINDS = ("mutex", "offcpu", "cpu")
 
 
 def apportion(total: int, weights: list[float]) -> list[int]:
