@@ -107,8 +107,12 @@ def cmd_export(args) -> int:
     out = args.out or Path(args.dir) / "exports"
     figs = sum(1 for p in paths if p.parent.name == "figures")
     runs = sum(1 for p in paths if p.parent.name == "runs")
+    profiles = [p for p in paths if p.parent.name == "pprof"]
     print(f"exports: {out}\n  {figs} figures (PDF and SVG) in figures/, bottlenecks.csv, bottlenecks.tex, "
-          f"analysis.json, {runs} run records in runs/")
+          f"analysis.json, {runs} run records in runs/, {len(profiles)} pprof profiles in pprof/ "
+          f"(go tool pprof -top FILE):")
+    for p in profiles:
+        print(f"    pprof/{p.name}")
     return 0
 
 

@@ -22,7 +22,7 @@ examples:
   lockscope sweep rocksdb-readrandom,dbench --fs ext4 --workers 1,2 --out results/apps
   lockscope analyze results/sweep --json
   lockscope report results/sweep            # writes results/sweep/report/index.html
-  lockscope export results/sweep            # PDF/SVG figures, CSV/LaTeX table: results/sweep/exports
+  lockscope export results/sweep            # figures, tables, pprof profiles: results/sweep/exports
   lockscope compare results/before results/after [--html compare.html]
 
 exit codes: 0 ok, 1 a run failed, 2 bad input (also a path that cannot be written, a spoiled run record,
@@ -132,10 +132,11 @@ def _add_result_commands(sub: argparse._SubParsersAction) -> None:
 
     _writer(sub, "report", "report directory (default DIR/report)", help="write DIR/report/index.html")
     _writer(sub, "export", "exports directory (default DIR/exports)",
-            help="figures (PDF, SVG), bottleneck table (CSV, LaTeX) and run records for papers",
+            help="figures (PDF, SVG), bottleneck table (CSV, LaTeX), run records and pprof profiles",
             description="Write DIR/exports (or --out): per experiment the throughput figure (with ideal, "
                         "USL fit and the what-if bound) and the lock wait share figure as PDF and SVG; "
-                        "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records.")
+                        "bottlenecks.csv and bottlenecks.tex (booktabs); analysis.json; the run records; per point "
+                        "pprof profiles (mutex, off-CPU, CPU) in pprof/ for go tool pprof.")
 
     p = sub.add_parser("compare", help="compare two results directories experiment by experiment",
                        description="Compare two results directories (before/after a kernel patch, two file "

@@ -2,7 +2,9 @@
 PDF and SVG (throughput against ideal with the USL fit; lock wait share per
 point, stacked); the bottleneck table (workload, fs, collapse point,
 root-cause lock, explained share; in the spirit of FxMark's Table 3) as CSV
-and LaTeX (booktabs); the analysis JSON; and the raw run records, copied.
+and LaTeX (booktabs); the analysis JSON; the raw run records, copied; and
+per point with probe data its pprof profiles (mutex, off-CPU and CPU:
+reports/pprof.py) in pprof/.
 Every file is written atomically."""
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from lockscope import atomicio, record, validate
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
-from lockscope.reports import figures, filenames
+from lockscope.reports import figures, filenames, pprof
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -116,6 +118,9 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     written: list[Path] = []
     for e in exps:
         written += _write_figures(e, out_dir)
+    for rec in records:
+        if rec.probe.attached and rec.probe.raw is not None:
+            written += pprof.write(rec, out_dir)
     rows = [bottleneck_row(e) for e in exps]
     for name, text in (("bottlenecks.csv", to_csv(rows)), ("bottlenecks.tex", to_latex(rows)),
                        ("analysis.json", json.dumps(to_json(exps), indent=1) + "\n")):
