@@ -12,9 +12,16 @@ from lockscope.record import RunRecord
 def summarize(rec: RunRecord) -> str:
     """One run record as the text `lockscope run` prints."""
     on = f" on {rec.fs}" if rec.fs != "none" else ""
-    tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
+    tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else \
+        "throughput unknown" + (" (attach)" if rec.kind == "attach" else "")
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
              f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
+    if rec.attach:
+        a = rec.attach
+        procs = ", ".join(f"{p.pid} {p.comm} ({p.threads} thread{'s' if p.threads != 1 else ''})"
+                          for p in a.processes[:4]) + (f" and {len(a.processes) - 4} more" if len(a.processes) > 4
+                                                       else "")
+        lines.append(f"attached ({a.how} {a.target}): {procs}; the window ended: {a.ended}")
     if len(rec.per_worker) > 16:
         ops = sorted(w.ops for w in rec.per_worker)
         lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
@@ -87,9 +94,11 @@ def latency(ns: int) -> str:
 def experiment_lines(e: Experiment) -> list[str]:
     """The diagnosis of an experiment, one line per point, and its analysis."""
     out = [e.diagnosis]
+    unknown = {r.id for r in e.records if r.ops_per_sec is None}
     for p in e.points:
         top = p.waits[0] if p.waits else None
-        out.append(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
+        tput = f"{'unknown':>14} {e.unit}" if p.record_id in unknown else f"{p.ops_per_sec:>14,.0f} {e.unit}"
+        out.append(f"  {p.workers:>4} workers  {tput}  speedup {p.speedup:5.2f}  "
                    f"efficiency {p.efficiency:4.0%}" +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                    (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
