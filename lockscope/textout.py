@@ -97,9 +97,9 @@ def experiment_lines(e: Experiment) -> list[str]:
     unknown = {r.id for r in e.records if r.ops_per_sec is None}
     for p in e.points:
         top = p.waits[0] if p.waits else None
-        tput = f"{'unknown':>14} {e.unit}" if p.record_id in unknown else f"{p.ops_per_sec:>14,.0f} {e.unit}"
-        out.append(f"  {p.workers:>4} workers  {tput}  speedup {p.speedup:5.2f}  "
-                   f"efficiency {p.efficiency:4.0%}" +
+        out.append(f"  {p.workers:>4} workers  " +
+                   (f"{'throughput unknown':>20}" if p.record_id in unknown else
+                    f"{p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  efficiency {p.efficiency:4.0%}") +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                    (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
     return out + analysis_lines(e)
@@ -151,6 +151,8 @@ def analysis_lines(e: Experiment) -> list[str]:
     """The USL fit, attribution, what-if, time view and CPI of an experiment,
     as text."""
     # nothing lost at the first point, or at a perfectly scaling one
-    lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0]
+    # (a point of unknown throughput, e.g. attach, has no capacity to lose)
+    unknown = {r.id for r in e.records if r.ops_per_sec is None}
+    lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0 and p.record_id not in unknown]
     return ([_usl_line(e.usl, e.unit)] + lost + [_whatif_line(e.whatif, e.unit), _timeview_line(e.timeview)]
             + ([_cpi_line(e.points)] if e.points else []))
