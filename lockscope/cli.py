@@ -1,5 +1,5 @@
 """The `lockscope` command: main(), signal handling, and one cmd_* function
-per subcommand (run, sweep, analyze, report, export, compare, doctor, list).
+per subcommand (run, sweep, attach, analyze, report, export, compare, doctor, list).
 The command line's grammar is in cliargs, the checks of its values in
 validate, and what run and sweep measure in settings."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from lockscope import atomicio, record, scratch, textout, validate
 from lockscope.cliargs import build_parser, split_command
-from lockscope.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
+from lockscope.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError,
+                              UsageError)
 
 
 # ---- commands -------------------------------------------------------------
@@ -65,6 +66,35 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
     for fs, why in spec.unavailable_fs.items():
         print(f"skipped: file system {fs}: {why}", file=sys.stderr)
     return 1 if outcome.failed else 0
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from lockscope.attach import AttachSpec, run_attach
+    from lockscope.settings import default_out
+    from lockscope.targets import resolve
+
+    if args.duration is not None:
+        validate.check_duration(args.duration, 0.0)
+    validate.check_interval(args.interval)
+    validate.check_sample_hz(args.sample_hz)
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: must be 1 or more")
+    vmlinux = validate.check_vmlinux(args.vmlinux)
+    targets = resolve(args.pid, args.comm, args.cgroup)      # no such pid, no match: exit 2
+    validate.require_run_environment(True)
+    spec = AttachSpec(targets, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
+    out = args.out or default_out(spec.id)
+    validate.check_writable_dir(out)
+    rec = run_attach(spec, lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))
+    path = out / "runs" / f"{spec.id}.json"
+    record.save(rec, path)
+    if args.json:
+        json.dump(record.to_dict(rec), sys.stdout, indent=1)
+        print()
+    else:
+        print(textout.summarize(rec))
+        print(f"record: {path}\nnext:   lockscope report {out}")
+    return 0
 
 
 def cmd_analyze(args) -> int:
@@ -239,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             code = cmd_run(args, command)
         elif args.cmd == "sweep":
             code = cmd_sweep(args, command)
+        elif args.cmd == "attach":
+            code = cmd_attach(args)
         else:
             code = {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
                     "export": cmd_export, "compare": cmd_compare}[args.cmd](args)

@@ -20,6 +20,7 @@ examples:
   lockscope run --workers 4 --duration 10 --out results/app -- ./mybench --threads {n}
   lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
   lockscope sweep rocksdb-readrandom,dbench --fs ext4 --workers 1,2 --out results/apps
+  lockscope attach --pid 1234 --duration 10 --out results/server   # a running process (or --comm, --cgroup)
   lockscope analyze results/sweep --json
   lockscope report results/sweep            # writes results/sweep/report/index.html
   lockscope export results/sweep            # figures, tables, pprof profiles: results/sweep/exports
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"lockscope {__version__}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     _add_measure_commands(sub)
+    _add_attach_command(sub)
     _add_result_commands(sub)
     _add_machine_commands(sub)
     return ap
@@ -119,6 +121,40 @@ def _add_measure_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("workloads", nargs="?", default=None,
                    help=f"comma-separated built-in or application workloads (default {','.join(DEFAULT_WORKLOADS)})")
     _run_options(p, multi=True)
+
+
+def _add_attach_command(sub: argparse._SubParsersAction) -> None:
+    """attach: profile processes lockscope did not start."""
+    p = sub.add_parser("attach", help="profile running processes lockscope did not start (pid, comm, cgroup)",
+                       description="Profile running processes for --duration seconds or until Ctrl-C (SIGINT or "
+                                   "SIGTERM end the window and the record is still written), or until they exit. "
+                                   "The targets are never stopped, signalled or killed. The result is a run "
+                                   "record of kind attach in OUT/runs/, read by analyze, report, export and "
+                                   "compare; throughput is unknown (lockscope does not see the targets' work).")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--pid", default=None, metavar="P[,P...]",
+                     help="these processes, with their threads and the children they fork during the window")
+    who.add_argument("--comm", default=None, metavar="NAME",
+                     help="the processes whose name (/proc/PID/comm) is NAME at the start")
+    who.add_argument("--cgroup", default=None, metavar="PATH",
+                     help="the processes of this cgroup v2 directory and those below it at the start (e.g. "
+                          "/sys/fs/cgroup/system.slice/foo.service; a relative path is below cgroup v2's mount)")
+    p.add_argument("--duration", type=float, default=None,
+                   help="seconds to profile (default: until Ctrl-C, SIGTERM, or the targets exit)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="the worker count the shares are relative to (default: the targets' threads at the start)")
+    p.add_argument("--name", default=None,
+                   help="the workload name in the results (default: the target's comm, or the cgroup's name)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="results directory; the run record goes to OUT/runs/ (default: a new directory under "
+                        "./lockscope-results/)")
+    p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
+                   help=f"time view: the lock waits every this many seconds (default {DEFAULT_INTERVAL:g}; 0: off)")
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU (default {DEFAULT_SAMPLE_HZ}; 0: none)")
+    p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
+                   help="a System.map or vmlinux of the running kernel: names global kernel locks by variable")
+    p.add_argument("--json", action="store_true", help="print the run record as JSON")
 
 
 def _add_result_commands(sub: argparse._SubParsersAction) -> None:

@@ -47,8 +47,9 @@ class ProbeSession(JsonLinesProcess):
     what = "lockscope-probe"
 
     def __init__(self, system_wide: bool = False, interval_ms: int = 1000, sample_hz: int = DEFAULT_SAMPLE_HZ,
-                 futex: bool = True):
+                 futex: bool = True, series_ms: int | None = None):
         super().__init__()
+        self.series_ms = series_ms    # the time view's snapshot period (None: the loader's default, 0: none)
         self.system_wide = system_wide
         self.futex = futex            # also trace futex waits (user-space locks)
         self.interval_ms = interval_ms
@@ -62,6 +63,8 @@ class ProbeSession(JsonLinesProcess):
             argv.append("--system-wide")
         if self.futex:
             argv.append("--futex")
+        if self.series_ms is not None:
+            argv += ["--series-ms", str(self.series_ms)]
         self._spawn(argv)
         try:
             self.ready = self.expect("ready", timeout=60)

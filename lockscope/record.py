@@ -260,6 +260,24 @@ class Application:
 
 
 @dataclass
+class AttachedProcess:
+    pid: int
+    comm: str
+    threads: int                          # at the start of the window
+
+
+@dataclass
+class AttachInfo:
+    """What `lockscope attach` profiled: processes it did not start."""
+    how: str                              # pid | comm | cgroup
+    target: str                           # the pids, the comm or the cgroup directory asked for
+    processes: list[AttachedProcess] = field(default_factory=list)   # at the start of the window
+    threads: int = 0                      # their threads at the start
+    ended: str = "duration"               # why the window ended: duration | exited (the targets did) | SIGINT | SIGTERM | SIGHUP
+    exited: list[str] = field(default_factory=list)   # notes: targets that exited during the window
+
+
+@dataclass
 class RunRecord:
     id: str
     workload: str
@@ -272,7 +290,7 @@ class RunRecord:
     created: str = ""
     lockscope_version: str = ""
     host: Host = field(default_factory=Host)
-    kind: str = "builtin"             # builtin | command (an application workload is a command)
+    kind: str = "builtin"             # builtin | command (an application workload is a command) | attach
     command: Optional[list[str]] = None
     throughput_unit: str = "ops/s"
     fs_detail: FsDetail = field(default_factory=FsDetail)
@@ -301,6 +319,8 @@ class RunRecord:
     # record /2: the traced threads by role, and who woke whom (analyzer/roles.py)
     roles: list[Role] = field(default_factory=list, metadata={"omit_empty": True})
     wait_for: list[RoleEdge] = field(default_factory=list, metadata={"omit_empty": True})
+    # kind attach: the processes profiled (lockscope attach)
+    attach: Optional[AttachInfo] = optional()
 
     @property
     def worker_roles(self) -> set[str]:

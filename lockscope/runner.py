@@ -157,7 +157,7 @@ def probe_warnings(probe: ProbeInfo) -> list[str]:
     return out
 
 
-def _probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> ProbeInfo:
+def probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> ProbeInfo:
     if data is None:
         return ProbeInfo(attached=False, reason=reason)
     return ProbeInfo(attached=True, window_s=data["window_ns"] / 1e9, counters=data.get("counters", {}),
@@ -165,7 +165,7 @@ def _probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> 
                      maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()}, raw=raw)
 
 
-def _finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None) -> RunRecord:
+def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None) -> RunRecord:
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
@@ -185,6 +185,39 @@ def _finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_c
     rec.host = host_info()
     rec.cpi = from_dict(Cpi, hw_cpi or hwcounters.cpi_status())
     return rec
+
+
+class Window:
+    """One timed window over tasks the probe tracks: the CPU time breakdown,
+    the CPI counters and the probe, started and stopped together. Shared by
+    a command's point (run_command) and an attached target (attach.py): the
+    caller decides what happens between start() and stop()."""
+
+    def __init__(self, stack: contextlib.ExitStack, probe: ProbeSession | None, cpus: list[int]):
+        self.probe = probe
+        self.hw = stack.enter_context(hwcounters.CpiCounters(cpus))
+        self.before: dict = {}
+        self.after: dict = {}
+        self.data: dict | None = None
+        self.t0 = 0.0
+        self.elapsed = 0.0
+
+    def start(self) -> None:
+        self.before = cpustat.sample()
+        self.hw.start()
+        if self.probe:
+            self.probe.start()
+        self.t0 = time.monotonic()
+
+    def stop(self) -> dict | None:
+        self.elapsed = time.monotonic() - self.t0
+        self.after = cpustat.sample()
+        self.hw.stop()
+        self.data = self.probe.stop() if self.probe else None
+        return self.data
+
+    def cpu(self, cpus: list[int] | None = None):
+        return cpustat.breakdown(self.before, self.after, cpus)
 
 
 def _latency(d: dict | None) -> dict[str, Latency]:
@@ -250,7 +283,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         per_worker=[WorkerResult(worker=w["worker"], cpu=w.get("cpu"), pid=w.get("pid"), ops=w["ops"],
                                  ran_out=bool(w.get("ran_out"))) for w in result.get("per_worker", [])],
         cpu=cpustat.breakdown(before, after, cpus),
-        probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
+        probe=probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=list(fs_warnings) + driver_warnings + (["system-wide: lock waits of every task on the machine are counted, "
                                        "shares are relative to the workload's workers"]
                                       if spec.system_wide else []),
@@ -260,7 +293,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
-    return _finish_record(rec, data, raw, hw.result())
+    return finish_record(rec, data, raw, hw.result())
 
 
 def substitute(argv: list[str], workers: int, directory: Path | None) -> list[str]:
@@ -317,12 +350,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:
             probe.watch(str(fs.mountpoint))
-        hw = stack.enter_context(hwcounters.CpiCounters(sorted(os.sched_getaffinity(0))))
-        before = cpustat.sample()
-        hw.start()
-        if probe:
-            probe.start()
-        t0 = time.monotonic()
+        window = Window(stack, probe, sorted(os.sched_getaffinity(0)))
+        window.start()
         progress(f"running {shlex.join(argv)}" + ("" if not spec.duration else f" ({spec.duration:g} s, it stops itself)"
                                                    if spec.self_timed else f" for up to {spec.duration:g} s"))
         try:
@@ -336,10 +365,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             completed = True
         except subprocess.TimeoutExpired:
             rc, completed = None, False
-        elapsed = time.monotonic() - t0
-        after = cpustat.sample()
-        hw.stop()
-        data = probe.stop() if probe else None
+        data = window.stop()
+        elapsed = window.elapsed
         if not completed:
             kill_group(proc)
         raw = raw_from_probe(data, fs.mountpoint if fs else None, spec.vmlinux) if data else None
@@ -368,13 +395,13 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
     rec = RunRecord(
         id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
         ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
-        cpus=sorted(before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
-        cpu=cpustat.breakdown(before, after),
-        probe=_probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
+        cpus=sorted(window.before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
+        cpu=window.cpu(),
+        probe=probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=warnings, params=dict(spec.params),
         application=Application(**spec.application, prepare=prepare, prepare_s=prepare_s)
         if spec.application else None)
-    return _finish_record(rec, data, raw, hw.result())
+    return finish_record(rec, data, raw, window.hw.result())
 
 
 def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:

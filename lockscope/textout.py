@@ -12,9 +12,16 @@ from lockscope.record import RunRecord
 def summarize(rec: RunRecord) -> str:
     """One run record as the text `lockscope run` prints."""
     on = f" on {rec.fs}" if rec.fs != "none" else ""
-    tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else "throughput unknown"
+    tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else \
+        "throughput unknown" + (" (attach)" if rec.kind == "attach" else "")
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
              f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
+    if rec.attach:
+        a = rec.attach
+        procs = ", ".join(f"{p.pid} {p.comm} ({p.threads} thread{'s' if p.threads != 1 else ''})"
+                          for p in a.processes[:4]) + (f" and {len(a.processes) - 4} more" if len(a.processes) > 4
+                                                       else "")
+        lines.append(f"attached ({a.how} {a.target}): {procs}; the window ended: {a.ended}")
     if len(rec.per_worker) > 16:
         ops = sorted(w.ops for w in rec.per_worker)
         lines.append(f"per worker: min {ops[0]:,}, median {ops[len(ops) // 2]:,}, max {ops[-1]:,}" +
@@ -87,10 +94,12 @@ def latency(ns: int) -> str:
 def experiment_lines(e: Experiment) -> list[str]:
     """The diagnosis of an experiment, one line per point, and its analysis."""
     out = [e.diagnosis]
+    unknown = {r.id for r in e.records if r.ops_per_sec is None}
     for p in e.points:
         top = p.waits[0] if p.waits else None
-        out.append(f"  {p.workers:>4} workers  {p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  "
-                   f"efficiency {p.efficiency:4.0%}" +
+        out.append(f"  {p.workers:>4} workers  " +
+                   (f"{'throughput unknown':>20}" if p.record_id in unknown else
+                    f"{p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  efficiency {p.efficiency:4.0%}") +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                    (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
     return out + analysis_lines(e)
@@ -142,6 +151,8 @@ def analysis_lines(e: Experiment) -> list[str]:
     """The USL fit, attribution, what-if, time view and CPI of an experiment,
     as text."""
     # nothing lost at the first point, or at a perfectly scaling one
-    lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0]
+    # (a point of unknown throughput, e.g. attach, has no capacity to lose)
+    unknown = {r.id for r in e.records if r.ops_per_sec is None}
+    lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0 and p.record_id not in unknown]
     return ([_usl_line(e.usl, e.unit)] + lost + [_whatif_line(e.whatif, e.unit), _timeview_line(e.timeview)]
             + ([_cpi_line(e.points)] if e.points else []))

@@ -1,0 +1,170 @@
+"""`lockscope attach`: profile processes lockscope did not start, for
+--duration seconds or until SIGINT/SIGTERM, or until the targets exit.
+
+The probe tracks the targets' tgids (their threads, and children forked
+during the window by the probe's fork-following); the window is the one
+a command's point uses (runner.Window) and the record is named and finished
+as `run`'s (runner.raw_from_probe, runner.finish_record). The targets are
+only read from /proc: never stopped, signalled or killed, and never given
+to the watchdog (lockscope/watchdog.py), which kills only what lockscope
+started. A signal during the window ends it and the record is still
+written."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockscope import targets as tg
+from lockscope.errors import LockscopeError, UsageError
+from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
+from lockscope.record import AttachedProcess, AttachInfo, RunRecord
+from lockscope.runner import NO_FS, Progress, Window, finish_record, probe_info, raw_from_probe
+
+POLL_S = 0.1                 # how often the targets' liveness is checked
+CHILDREN_EVERY_S = 0.5       # how often children forked during the window are looked for
+NO_THROUGHPUT = ("throughput unknown (attach): lockscope did not start the target and reads no output of it, "
+                 "so it cannot count its operations")
+NO_OPS_SERIES = ("time series: the lock waits per interval are recorded (the time view); ops/s per interval "
+                 "are unavailable: no workload driver counts the target's operations")
+
+
+@dataclass
+class AttachSpec:
+    targets: tg.Targets
+    duration: float | None             # None: until SIGINT/SIGTERM or the targets exit
+    workers: int | None = None         # None: the targets' threads at the start
+    name: str | None = None            # the workload name in the results (default: the target's comm)
+    interval: float = 1.0              # the probe's snapshot period of lock waits (0: none kept)
+    sample_hz: int = DEFAULT_SAMPLE_HZ
+    vmlinux: Path | None = None
+
+    @property
+    def workload(self) -> str:
+        name = self.name or self.targets.label
+        return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:40] or "attach"
+
+    @property
+    def workers_count(self) -> int:
+        return self.workers or max(1, self.targets.threads)
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}-{NO_FS}-w{self.workers_count}"
+
+
+class WindowEnd:
+    """SIGINT, SIGTERM and SIGHUP end the window instead of interrupting
+    lockscope; the previous handlers come back after it."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict = {}
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signum = self.signum or signum
+
+    def __enter__(self) -> "WindowEnd":
+        for s in self.SIGNALS:
+            self._old[s] = signal.signal(s, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _track(probe: ProbeSession, procs: list[tg.Proc], notes: list[str]) -> list[tg.Proc]:
+    """Hand the targets to the probe; one that exited meanwhile is a note."""
+    out = []
+    for p in procs:
+        try:
+            if not tg.alive(p):
+                raise LockscopeError("gone")
+            probe.track(p.tgid)
+            out.append(p)
+        except LockscopeError:
+            notes.append(f"pid {p.tgid} ({p.comm}) exited before the window started")
+    return out
+
+
+def wait_window(procs: list[tg.Proc], duration: float | None, end: WindowEnd, t0: float,
+                notes: list[str]) -> str:
+    """Until the duration is over, a signal came, or none of the targets
+    (nor a child of theirs) is left: returns why the window ended."""
+    known = {p.tgid: p for p in procs}
+    first = set(known)
+    forked = 0
+    next_children = t0 + CHILDREN_EVERY_S
+    while True:
+        now = time.monotonic()
+        if end.signum:
+            return signal.Signals(end.signum).name
+        if duration is not None and now - t0 >= duration:
+            return "duration"
+        if now >= next_children:
+            for c in tg.children(set(known)):
+                if c.tgid not in known:
+                    known[c.tgid] = c
+                    forked += 1
+            next_children = now + CHILDREN_EVERY_S
+        for tgid, p in list(known.items()):
+            if not tg.alive(p):
+                del known[tgid]
+                if tgid in first:
+                    notes.append(f"pid {tgid} ({p.comm}) exited {now - t0:.2f} s into the window")
+        if not known:
+            if forked:
+                notes.append(f"{forked} process{'es' if forked != 1 else ''} forked by the targets during "
+                             "the window were followed until they exited")
+            return "exited"
+        time.sleep(POLL_S if duration is None else max(0.0, min(POLL_S, duration - (now - t0))))
+
+
+def _end_notes(ended: str, spec: AttachSpec) -> list[str]:
+    if ended == "exited":
+        return ["the window ended early: the targets exited" if spec.duration else
+                "the window ended when the targets exited"]
+    if ended != "duration" and spec.duration:
+        return [f"the window ended early: {ended} received"]
+    return []
+
+
+def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
+    notes: list[str] = []
+    series_ms = max(1, round(spec.interval * 1000)) if spec.interval > 0 else 0
+    with contextlib.ExitStack() as stack:
+        probe = stack.enter_context(ProbeSession(sample_hz=spec.sample_hz, series_ms=series_ms))
+        procs = _track(probe, spec.targets.procs, notes)
+        if not procs:
+            raise UsageError(f"the targets ({spec.targets.how} {spec.targets.value}) exited before lockscope "
+                             "attached")
+        window = Window(stack, probe, sorted(os.sched_getaffinity(0)))
+        what = ", ".join(f"{p.tgid} ({p.comm})" for p in procs[:5]) + (" ..." if len(procs) > 5 else "")
+        with WindowEnd() as end:
+            window.start()
+            progress(f"attached to {what}: " + (f"{spec.duration:g} s" if spec.duration else "until Ctrl-C") +
+                     "; Ctrl-C ends the window and writes the record")
+            ended = wait_window(procs, spec.duration, end, window.t0, notes)
+            data = window.stop()
+        progress(f"window ended ({ended}) after {window.elapsed:.2f} s; naming the locks")
+        raw = raw_from_probe(data, None, spec.vmlinux)
+
+    t = spec.targets
+    rec = RunRecord(
+        id=spec.id, workload=spec.workload, fs=NO_FS, workers=spec.workers_count, duration_s=window.elapsed,
+        ops=None, ops_per_sec=None, kind="attach", throughput_unit="ops/s",
+        cpus=sorted(window.before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
+        cpu=window.cpu(), probe=probe_info(data, raw, None),
+        warnings=[NO_THROUGHPUT] + ([NO_OPS_SERIES] if spec.interval > 0 else []) + _end_notes(ended, spec) + notes,
+        interval_s=spec.interval,
+        attach=AttachInfo(how=t.how, target=t.value,
+                          processes=[AttachedProcess(p.tgid, p.comm, p.threads) for p in procs],
+                          threads=sum(p.threads for p in procs),
+                          ended=ended, exited=[n for n in notes if "exited" in n]))
+    return finish_record(rec, data, raw, window.hw.result())

@@ -1,0 +1,174 @@
+"""The processes `lockscope attach` profiles, found from /proc and cgroup v2
+without touching them (no ptrace, no signal): by pid, by comm, or the
+processes of a cgroup and its descendants. Each process is kept with its
+start time, so that a pid reused after the target exited is not taken for
+it."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lockscope.errors import UsageError
+
+PROC = Path("/proc")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass
+class Proc:
+    tgid: int
+    comm: str
+    start: int                   # /proc/PID/stat field 22: start time in clock ticks since boot
+    threads: int
+
+
+@dataclass
+class Targets:
+    how: str                     # pid | comm | cgroup
+    value: str                   # what was asked: "123,456", a comm, a cgroup directory
+    procs: list[Proc] = field(default_factory=list)
+
+    @property
+    def threads(self) -> int:
+        return sum(p.threads for p in self.procs)
+
+    @property
+    def label(self) -> str:
+        """A default workload name: the comm of a single target, else what
+        was asked for."""
+        if self.how == "cgroup":
+            return Path(self.value).name or "cgroup"
+        comms = sorted({p.comm for p in self.procs})
+        return comms[0] if len(comms) == 1 else f"{self.how}-{self.value}"
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first)."""
+    try:
+        return (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        return (PROC / str(pid) / "comm").read_text().rstrip("\n")
+    except OSError:
+        return None
+
+
+def _tgid(pid: int) -> int | None:
+    """The process a pid belongs to (a thread id gives its process)."""
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def process(pid: int) -> Proc | None:
+    """A live process (not a zombie) by pid or by the id of one of its threads."""
+    tgid = _tgid(pid)
+    fields = _stat(tgid) if tgid else None
+    comm = _comm(tgid) if tgid else None
+    if not fields or comm is None or fields[0] in ("Z", "X"):
+        return None
+    try:
+        threads = len(os.listdir(PROC / str(tgid) / "task"))
+    except OSError:
+        return None
+    return Proc(tgid, comm, int(fields[19]), threads)
+
+
+def alive(p: Proc) -> bool:
+    """The process is still running (a zombie has exited; a new process
+    with its pid started later)."""
+    fields = _stat(p.tgid)
+    return bool(fields) and fields[0] not in ("Z", "X") and int(fields[19]) == p.start
+
+
+def children(tgids: set[int]) -> list[Proc]:
+    """Live processes whose parent is one of `tgids`."""
+    out = []
+    for d in PROC.iterdir():
+        if not d.name.isdigit():
+            continue
+        fields = _stat(int(d.name))
+        if fields and fields[0] not in ("Z", "X") and int(fields[1]) in tgids:
+            p = process(int(d.name))
+            if p:
+                out.append(p)
+    return out
+
+
+def _all_pids() -> list[int]:
+    return sorted(int(d.name) for d in PROC.iterdir() if d.name.isdigit())
+
+
+def by_pids(text: str) -> Targets:
+    try:
+        pids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--pid {text!r}: expected process ids, comma-separated (e.g. 1234,5678)") from None
+    if not pids or any(p <= 0 for p in pids):
+        raise UsageError(f"--pid {text!r}: expected process ids, comma-separated (e.g. 1234,5678)")
+    procs: dict[int, Proc] = {}
+    for pid in pids:
+        p = process(pid)
+        if p is None:
+            raise UsageError(f"--pid: no such process {pid}")
+        procs.setdefault(p.tgid, p)
+    return Targets("pid", ",".join(map(str, pids)), list(procs.values()))
+
+
+def by_comm(name: str) -> Targets:
+    me = os.getpid()
+    procs = [p for pid in _all_pids() if pid != me and _comm(pid) == name and (p := process(pid)) and p.tgid == pid]
+    if not procs:
+        raise UsageError(f"--comm: no process named {name!r} (the name in /proc/PID/comm, at most 15 characters)")
+    return Targets("comm", name, procs)
+
+
+def cgroup2_root() -> Path:
+    """Where cgroup v2 is mounted: /sys/fs/cgroup, or /sys/fs/cgroup/unified
+    on a hybrid (v1 and v2) machine."""
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[2] == "cgroup2":
+                return Path(parts[1].replace("\\040", " "))
+    except OSError:
+        pass
+    return CGROUP_ROOT
+
+
+def by_cgroup(text: str) -> Targets:
+    path = Path(text)
+    if not path.is_absolute():
+        path = cgroup2_root() / path
+    # cgroup.controllers is cgroup v2's alone (v1 directories have cgroup.procs too)
+    if not (path / "cgroup.procs").is_file() or not (path / "cgroup.controllers").is_file():
+        raise UsageError(f"--cgroup: {text} is not a cgroup v2 directory (cgroup v2 is mounted at "
+                         f"{cgroup2_root()})")
+    pids: set[int] = set()
+    for d, _, files in os.walk(path):
+        if "cgroup.procs" in files:
+            try:
+                pids.update(int(x) for x in (Path(d) / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                continue           # a child cgroup removed while walking
+    procs = [p for pid in sorted(pids) if (p := process(pid))]
+    if not procs:
+        raise UsageError(f"--cgroup: {path} and the cgroups below it have no process")
+    return Targets("cgroup", str(path), procs)
+
+
+def resolve(pid: str | None, comm: str | None, cgroup: str | None) -> Targets:
+    given = [(k, v) for k, v in (("pid", pid), ("comm", comm), ("cgroup", cgroup)) if v is not None]
+    if len(given) != 1:
+        raise UsageError("attach needs exactly one of --pid, --comm or --cgroup")
+    how, value = given[0]
+    return {"pid": by_pids, "comm": by_comm, "cgroup": by_cgroup}[how](value)
