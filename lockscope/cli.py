@@ -38,9 +38,14 @@ def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
     out = args.out or default_out(spec.id)
     validate.check_writable_dir(out)       # before anything is mounted or loaded
     rec = run_point(spec)
-    path = out / "runs" / f"{spec.id}.json"
+    return _save_point(rec, out, spec.id, args.json)
+
+
+def _save_point(rec, out: Path, point_id: str, as_json: bool) -> int:
+    """Write one point's run record (atomically) and print it: the end of run and attach."""
+    path = out / "runs" / f"{point_id}.json"
     record.save(rec, path)
-    if args.json:
+    if as_json:
         json.dump(record.to_dict(rec), sys.stdout, indent=1)
         print()
     else:
@@ -86,15 +91,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
     out = args.out or default_out(spec.id)
     validate.check_writable_dir(out)
     rec = run_attach(spec, lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))
-    path = out / "runs" / f"{spec.id}.json"
-    record.save(rec, path)
-    if args.json:
-        json.dump(record.to_dict(rec), sys.stdout, indent=1)
-        print()
-    else:
-        print(textout.summarize(rec))
-        print(f"record: {path}\nnext:   lockscope report {out}")
-    return 0
+    return _save_point(rec, out, spec.id, args.json)
 
 
 def cmd_analyze(args) -> int:

@@ -117,19 +117,29 @@ def _build(tmp_path, source: str) -> str:
     return exe
 
 
-def _run(tmp_path, scratch, exe: str, *args: str) -> record.RunRecord:
-    out = tmp_path / "out"
-    p = lockscope("run", "--workers", "2", "--duration", "2", "--warmup", "0.5", "--name", "prog", "--out", str(out),
-                  "--scratch", str(scratch), "--", exe, "{n}", *args)
-    assert p.returncode == 0, p.stderr
-    (path,) = (out / "runs").glob("*.json")
-    return record.load(path)
+CONTENDED = 0.005     # share of worker time: the hot lock was contended
+
+
+def _run(tmp_path, scratch, exe: str, *args: str, retry: bool = True) -> record.RunRecord:
+    """One 2-worker run; again (3 tries) when the two workers hardly
+    overlapped (on a busy 2-CPU machine they may take turns on the CPUs and
+    never contend), so that the assertions judge a contended run."""
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        p = lockscope("run", "--workers", "2", "--duration", "2", "--warmup", "0.5", "--name", "prog",
+                      "--out", str(out), "--scratch", str(scratch), "--", exe, "{n}", *args)
+        assert p.returncode == 0, p.stderr
+        (path,) = (out / "runs").glob("*.json")
+        rec = record.load(path)
+        if not retry or any(lk.component == "user space" and lk.wait_share > CONTENDED for lk in rec.locks):
+            break
+    return rec
 
 
 def _check(rec: record.RunRecord, name: str, kind: str, tier: str) -> None:
     top = rec.locks[0]
     assert (top.name, top.kind, top.tier) == (name, kind, tier), [(lk.name, lk.kind) for lk in rec.locks[:4]]
-    assert top.component == "user space" and top.instances == 1 and top.wait_share > 0.005
+    assert top.component == "user space" and top.instances == 1 and top.wait_share > CONTENDED
     user = [lk for lk in rec.locks if lk.component == "user space"]
     # the idle pool's condition variable, the join and runtime parking are no lock
     assert not [lk for lk in user if lk.kind in ("pthread_cond", "pthread_join", "std::sync::Condvar",
@@ -183,7 +193,7 @@ def test_go_runtime_parking_is_not_a_lock(tmp_path, scratch):
     """Go's threads park in the runtime (runtime.futex <- notesleep <- stopm)
     while goroutines wait: idle, never a lock. The sync.Mutex itself is not
     seen (README: what each runtime gives)."""
-    rec = _run(tmp_path, scratch, _build(tmp_path, "counter.go"))
+    rec = _run(tmp_path, scratch, _build(tmp_path, "counter.go"), retry=False)
     user = [lk for lk in rec.locks if lk.component == "user space"]
     assert not [lk for lk in user if lk.kind in ("Go scheduler parking", "futex")], [lk.name for lk in user]
     assert not [lk for lk in user if lk.wait_share > 0.01], [(lk.name, lk.wait_share) for lk in user]
