@@ -13,9 +13,10 @@ A point is flagged when the probes were recording, the reference is long
 enough to mean something (MIN_REFERENCE_S, MIN_REFERENCE_OPS), and the
 window ran below THRESHOLD of it. THRESHOLD = 0.7: the reference is a short
 stretch right after the release, and on a machine shared with other work its
-rate alone wanders: DRBL at 1 worker and MRPH at 2 workers with --no-probe on
-a busy 2-CPU machine gave window/reference ratios of 0.81 to 1.4. A point
-below 0.7 lost more than that noise and the probes' ordinary cost (a few %
+rate alone wanders: DRBL and MWCL at 1 worker and MRPH at 2 workers, with and
+without the probes, on a busy 2-CPU machine (other jobs running) gave
+window/reference ratios of 0.75 to 1.6. A point below 0.7 lost more than
+that noise and the probes' ordinary cost (a few %
 from sampling and sched_switch) explain; MRPH's collapse (0.16) is far below.
 And the point must have lock waits worth naming (MIN_LOCK_SHARE of worker
 time): the probe slows a point by lengthening critical sections, so a point
