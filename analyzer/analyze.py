@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from lockscope import record
-from lockscope.analyzer import attribution, diagnosis, naming, scaling, timeview, usl
+from lockscope.analyzer import attribution, diagnosis, naming, probeeffect, scaling, timeview, usl
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
@@ -75,9 +75,16 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint]) -> list[P
             oversubscribed=r.oversubscribed, cpu=r.cpu, waits=ws[:TOP_LOCKS],
             lock_waits=sum(w.worker_equivalents for w in ws if w.is_lock),
             attribution=attribution.attribute(r, p.lost_capacity), cpi=_cpi(r),
-            warnings=list(r.warnings),
+            warnings=_warnings(r),
             named_share=naming.named_share(r.locks) if r.probe.attached else None))
     return views
+
+
+def _warnings(r: RunRecord) -> list[str]:
+    """The record's warnings, with the probe's effect (analyzer/probeeffect.py)
+    judged again from its fields when the record does not say it already."""
+    w = probeeffect.warning(r)
+    return list(r.warnings) + ([w] if w and w not in r.warnings else [])
 
 
 def _usl(recs: list[RunRecord], curve: list[scaling.CurvePoint]) -> usl.UslFit | Unavailable:

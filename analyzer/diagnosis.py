@@ -2,7 +2,7 @@
 wait that explains it (or why lockscope cannot say)."""
 from __future__ import annotations
 
-from lockscope.analyzer import sharing
+from lockscope.analyzer import probeeffect, sharing
 from lockscope.analyzer.attribution import RootCause
 from lockscope.analyzer.results import PointView
 from lockscope.analyzer.scaling import Collapse
@@ -21,8 +21,9 @@ def _top_lock(rec: RunRecord) -> str:
     if not top:
         return "no lock contention was recorded"
     how = sharing.clause(top, rec.workers)
+    slowed = probeeffect.clause(rec)
     return (f"the most contended lock is {top.name} ({top.kind}, {top.tier}{'; ' + how if how else ''}): "
-            f"{pct(top.wait_share)} of worker time")
+            f"{pct(top.wait_share)} of worker time" + (f", {slowed}" if slowed else ""))
 
 
 def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause | None,
@@ -40,9 +41,11 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     how = sharing.clause(lk, rec.workers) if lk else None
     what = (f"waits on {w.name} ({w.kind}, {w.tier}{'; ' + how if how else ''})" if w.is_lock
             else f"is {w.name.removeprefix('off-CPU: ')}")
+    # a point the probes slowed (analyzer/probeeffect.py): its waits are partly the probe's
+    slowed = probeeffect.clause(rec)
     out = (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
-           f"{at.ideal:g} workers).")
+           f"{at.ideal:g} workers)" + (f", {slowed}." if slowed else "."))
     a = at.attribution
     if a is not None and at.lost_capacity > 0 and a.unexplained / at.lost_capacity > 0.5:
         out += (f" Most of the loss ({pct(a.unexplained / at.lost_capacity)}) is in no wait: the workers were "

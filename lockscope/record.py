@@ -321,6 +321,13 @@ class RunRecord:
     wait_for: list[RoleEdge] = field(default_factory=list, metadata={"omit_empty": True})
     # kind attach: the processes profiled (lockscope attach)
     attach: Optional[AttachInfo] = optional()
+    # built-in workloads: the rate in the first part of the warm-up, before
+    # the probes recorded (the driver's "reference" event), and the window's
+    # rate over it (analyzer/probeeffect.py; absent in older records)
+    reference_s: Optional[float] = optional()
+    reference_ops: Optional[int] = optional()
+    reference_ops_per_sec: Optional[float] = optional()
+    probe_effect: Optional[float] = optional()
 
     @property
     def worker_roles(self) -> set[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import kimage, naming, objlocks, roles, slab, userlocks
+from lockscope.analyzer import kimage, naming, objlocks, probeeffect, roles, slab, userlocks
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -233,6 +233,21 @@ def timeseries(events: list[dict], start_ns: int) -> list[Interval]:
             for e in events if "interval_s" in e]
 
 
+def reference_fields(rec: RunRecord, reference: dict) -> None:
+    """The driver's reference (the warm-up before the probes recorded) in
+    the record, the window's rate over it, and the warning when the probes
+    slowed the point (analyzer/probeeffect.py)."""
+    if not reference.get("seconds"):
+        return                                   # --warmup 0: no reference
+    rec.reference_s = reference["seconds"]
+    rec.reference_ops = reference["ops"]
+    rec.reference_ops_per_sec = reference["ops_per_sec"]
+    rec.probe_effect = probeeffect.ratio(rec.ops_per_sec, rec.reference_ops_per_sec)
+    w = probeeffect.warning(rec)
+    if w:
+        rec.warnings.append(w)
+
+
 def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
     info = workloads.check_workload(spec.workload)
     with contextlib.ExitStack() as stack:
@@ -255,11 +270,16 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
                 probe.watch(path)
         progress(f"warming up {spec.warmup:g} s")
         hw = stack.enter_context(hwcounters.CpiCounters(ready.get("cpus") or sorted(os.sched_getaffinity(0))))
-        wl.go()
-        before = cpustat.sample()
-        hw.start()
+        # the reference rate (not recorded), then the probes record from the
+        # rest of the warm-up on, so that they settle before the window
+        reference = wl.go()
+        started_ns = None
         if probe:
             probe.start()
+            started_ns = time.monotonic_ns()
+        start = wl.wait_measure_start()
+        before = cpustat.sample()
+        hw.start()
         progress(f"measuring {spec.duration:g} s")
         wl.wait_measure_end()
         after = cpustat.sample()
@@ -290,6 +310,11 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         params=result.get("params", {}), op_counts=result.get("op_counts", {}),
         latency=_latency(result.get("latency")), interval_s=spec.interval,
         timeseries=timeseries(wl.progress, result.get("measure_start_ns", 0)))
+    reference_fields(rec, reference)
+    if started_ns is not None and started_ns > start["t_ns"]:
+        rec.warnings.append(f"the probes started {(started_ns - start['t_ns']) / 1e6:.0f} ms into the window "
+                            "(the warm-up after the reference was too short for them to settle): "
+                            "pass a longer --warmup")
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")

@@ -2,7 +2,7 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
-from lockscope.analyzer import sharing
+from lockscope.analyzer import probeeffect, sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
 from lockscope.analyzer.usl import UslFit
@@ -16,6 +16,10 @@ def summarize(rec: RunRecord) -> str:
         "throughput unknown" + (" (attach)" if rec.kind == "attach" else "")
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "
              f"{rec.duration_s:.2f} s: {tput}" + (" (oversubscribed)" if rec.oversubscribed else "")]
+    if rec.reference_ops_per_sec is not None:
+        lines.append(f"reference (first {rec.reference_s:.2f} s of the warm-up, probes not recording): "
+                     f"{rec.reference_ops_per_sec:,.0f} {rec.throughput_unit}" +
+                     (f"; the window ran at {rec.probe_effect:.0%} of it" if rec.probe_effect is not None else ""))
     if rec.attach:
         a = rec.attach
         procs = ", ".join(f"{p.pid} {p.comm} ({p.threads} thread{'s' if p.threads != 1 else ''})"
@@ -95,6 +99,7 @@ def experiment_lines(e: Experiment) -> list[str]:
     """The diagnosis of an experiment, one line per point, and its analysis."""
     out = [e.diagnosis]
     unknown = {r.id for r in e.records if r.ops_per_sec is None}
+    by_id = {r.id: r for r in e.records}
     for p in e.points:
         top = p.waits[0] if p.waits else None
         out.append(f"  {p.workers:>4} workers  " +
@@ -102,6 +107,9 @@ def experiment_lines(e: Experiment) -> list[str]:
                     f"{p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  efficiency {p.efficiency:4.0%}") +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                    (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
+        slowed = probeeffect.warning(by_id[p.record_id]) if p.record_id in by_id else None
+        if slowed:
+            out.append(f"        warning: {slowed}")
     return out + analysis_lines(e)
 
 

@@ -1,6 +1,8 @@
 """The built-in workloads: the catalog (from the driver itself) and a session
 that drives lockscope-workload through its control protocol
-(ready -> go -> measure_start -> measure_end -> stop -> result).
+(ready -> go -> reference -> measure_start -> measure_end -> stop -> result).
+`reference` comes in the middle of the warm-up with the rate so far, before
+any recording (workloads/README.md); the runner starts the probes then.
 check_workload also knows the application workloads (apps.py)."""
 from __future__ import annotations
 
@@ -105,7 +107,12 @@ class WorkloadSession(JsonLinesProcess):
         return self.expect("ready", timeout)
 
     def go(self) -> dict:
+        """Release the workers; the reference event (the first part of the
+        warm-up: seconds, ops, ops_per_sec)."""
         self.send("go")
+        return self.expect("reference", timeout=self.warmup + 120)
+
+    def wait_measure_start(self) -> dict:
         return self.expect("measure_start", timeout=self.warmup + 120)
 
     def wait_measure_end(self) -> dict:

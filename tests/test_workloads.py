@@ -27,8 +27,11 @@ def run(workload, directory, workers=WORKERS, duration="0.3"):
                         "--warmup", "0.1", "--dir", str(directory)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     events = [json.loads(line) for line in p.stdout.splitlines()]
-    assert [e["event"] for e in events] == ["ready", "measure_start", "measure_end", "result"]
+    assert [e["event"] for e in events] == ["ready", "reference", "measure_start", "measure_end", "result"]
     result = events[-1]
+    ref = events[1]    # the warm-up's first part (--warmup 0.1: all of it), before the window
+    assert ref["seconds"] == pytest.approx(0.1, abs=0.05) and ref["t_ns"] <= events[2]["t_ns"]
+    assert ref["ops_per_sec"] == pytest.approx(ref["ops"] / ref["seconds"], rel=1e-3)
     assert result["workers"] == workers and len(result["per_worker"]) == workers
     assert result["ops"] == sum(w["ops"] for w in result["per_worker"]) > 0
     assert all(w["ops"] > 0 and not w["ran_out"] for w in result["per_worker"])

@@ -81,6 +81,7 @@ void print_list(void);
 void emit_ready(const struct ls_run *run, double setup_s);
 void emit_time_event(const char *ev, uint64_t t);
 void emit_progress(const struct lat_snap *prev, const struct lat_snap *cur);
+void emit_reference(const struct lat_snap *a, const struct lat_snap *b);
 void emit_result(const struct lat_snap *s0, const struct lat_snap *s1,
 		 uint64_t t_go, double setup_s, const uint64_t *win_max);
 int report_recorded_errors(void);

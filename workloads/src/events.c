@@ -231,6 +231,22 @@ void emit_progress(const struct lat_snap *prev,
 	emit();
 }
 
+/* {"event":"reference","t_ns":T,"seconds":..,"ops":..,"ops_per_sec":..}:
+ * the rate in the first part of the warm-up (phases.c), from snapshot a to
+ * snapshot b. */
+void emit_reference(const struct lat_snap *a, const struct lat_snap *b)
+{
+	double dt = ls_ns_to_s(b->t_ns - a->t_ns);
+	uint64_t n = ops_between(a, b);
+
+	struct jw *w = ev_begin("reference");
+	jw_ku64(w, "t_ns", b->t_ns);
+	jw_kdouble(w, "seconds", dt);
+	jw_ku64(w, "ops", n);
+	jw_kdouble(w, "ops_per_sec", dt > 0 ? (double)n / dt : 0.0);
+	emit();
+}
+
 static void emit_cpus(struct jw *w)
 {
 	jw_key(w, "cpus");

@@ -1,5 +1,14 @@
 /* The run's phases: set-up, release and warm-up, the timed window (with
- * progress snapshots), the hold until "stop", stopping, the result. */
+ * progress snapshots), the hold until "stop", stopping, the result.
+ *
+ * The warm-up has two parts. The first (half the warm-up, at least 0.3 s,
+ * never more than the warm-up) ends with a "reference" event: the rate of
+ * the workload before any recording, which lockscope compares with the
+ * window's to see how much its probes slowed the point (lockscope/runner.py
+ * starts them when it reads the event). The rest of the warm-up lets the
+ * probes settle before the window. The driver does not wait for the
+ * orchestrator in between: a controller that ignores the event works as
+ * before. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -98,13 +107,30 @@ static int set_up(const struct ls_run *runinfo, double *setup_s)
 	return 0;
 }
 
-/* 2. release the workers, warm up. Returns the time of the release. */
+/* The first part of the warm-up, the reference: half of it, at least
+ * REFERENCE_MIN_S, at most all of it. */
+#define REFERENCE_MIN_S 0.3
+static double reference_s(void)
+{
+	double half = D.warmup_s / 2;
+	if (half >= REFERENCE_MIN_S)
+		return half;
+	return D.warmup_s < REFERENCE_MIN_S ? D.warmup_s : REFERENCE_MIN_S;
+}
+
+/* 2. release the workers, measure the reference (the "reference" event),
+ * warm up the rest. Returns the time of the release. */
 static uint64_t release_and_warm_up(void)
 {
 	uint64_t t_go = ls_now_ns();
 
 	atomic_store(&D.shm->go, 1);
 	ls_futex_wake(&D.shm->go, INT_MAX);
+	/* the interval snapshots are free until the window */
+	snapshot(&snp[0]);
+	wait_event(t_go + (uint64_t)(reference_s() * 1e9), 0, NULL, 0);
+	snapshot(&snp[1]);
+	emit_reference(&snp[0], &snp[1]);
 	wait_event(t_go + (uint64_t)(D.warmup_s * 1e9), 0, NULL, 0);
 	return t_go;
 }
