@@ -212,6 +212,40 @@ class FutexWait:
 
 
 @dataclass
+class GoExecutable:
+    """A Go executable of the tracked processes (probes/gomutex.c)."""
+    path: str
+    attached: bool = False
+    reason: Optional[str] = optional()
+
+
+@dataclass
+class GoProbe:
+    """Whether the Go sync.Mutex probe loaded, and what it attached to."""
+    attached: bool = False
+    reason: Optional[str] = optional()
+    executables: list[GoExecutable] = field(default_factory=list)
+
+
+@dataclass
+class GoWait:
+    """Goroutine parks on one sync semaphore from one user stack
+    (gomutex.bpf.c); resolved at record time (analyzer/golocks.py)."""
+    tgid: int
+    sema: int = field(metadata=HEX)
+    via: str = "sync.Mutex"      # the semacquire it came through
+    stack: int = -1
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+    kind: Optional[str] = optional()             # sync.Mutex, sync.RWMutex
+    lock: Optional[int] = optional(hex=True)     # the lock object's address
+    frames: Optional[list[str]] = optional()     # the user stack, symbolized
+    symbol: Optional[str] = optional()           # a global lock's ELF symbol
+    exe: Optional[str] = optional()
+
+
+@dataclass
 class FutexAddress:
     """Where a futex lives: region (object, file, heap, stack, anon,
     unmapped, unknown), and in a file its ELF symbol."""
@@ -314,6 +348,8 @@ class RawProbe:
     kernel_image: Optional[KernelImage] = optional()   # static data bounds, symbols (since issue 11)
     waiters: Optional[list[Waiter]] = optional()       # sampled (lock, thread) pairs (since issue 11)
     waiter_every: Optional[int] = optional()
+    go_probe: Optional[GoProbe] = optional()           # Go sync.Mutex waits (issue 16)
+    go_waits: Optional[list[GoWait]] = optional()
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

@@ -18,6 +18,7 @@
 #include "series.h"
 #include "objects.h"
 #include "futex.h"
+#include "gomutex.h"
 #include "tasks.h"
 #include "kmem.h"
 #include "collect.h"
@@ -310,6 +311,7 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(w);
 	futex_json(w);
+	gomutex_json(w);
 	tasks_json(w);
 	kmem_json(w);
 	layout_json(w);

@@ -33,6 +33,7 @@
 #include "futex.h"
 #include "tasks.h"
 #include "kmem.h"
+#include "gomutex.h"
 #include "commands.h"
 #include "contention.skel.h"
 
@@ -124,6 +125,8 @@ static void cmd_start(struct probe *p)
 	kmem_reset();
 	collect_objects(p);
 	futex_start();
+	gomutex_start();
+	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));
 	p->t_start = now_ns();
 	tasks_start(p->t_start);
 	p->cskel->bss->enabled = true;
@@ -145,6 +148,7 @@ static void cmd_stop(struct probe *p)
 	p->t_stop = now_ns();
 	p->enabled = false;
 	futex_stop(p->t_stop);
+	gomutex_stop();
 	tasks_stop(p->t_stop);
 	collect_objects(p);
 

@@ -38,6 +38,7 @@
 #include "objects.h"
 #include "futex.h"
 #include "optional.h"
+#include "gomutex.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -283,6 +284,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 {
 	uint64_t now = now_ns();
 
+	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));  /* Go programs exec'd since */
 	if (p->series_ms)
 		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),
 				bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, now - p->t_start);

@@ -120,14 +120,14 @@ def _build(tmp_path, source: str) -> str:
 CONTENDED = 0.005     # share of worker time: the hot lock was contended
 
 
-def _run(tmp_path, scratch, exe: str, *args: str, retry: bool = True) -> record.RunRecord:
+def _run(tmp_path, scratch, exe: str, *args: str, retry: bool = True, env: dict | None = None) -> record.RunRecord:
     """One 2-worker run; again (3 tries) when the two workers hardly
     overlapped (on a busy 2-CPU machine they may take turns on the CPUs and
     never contend), so that the assertions judge a contended run."""
     for attempt in range(3):
         out = tmp_path / f"out{attempt}"
         p = lockscope("run", "--workers", "2", "--duration", "2", "--warmup", "0.5", "--name", "prog",
-                      "--out", str(out), "--scratch", str(scratch), "--", exe, "{n}", *args)
+                      "--out", str(out), "--scratch", str(scratch), "--", exe, "{n}", *args, env=env)
         assert p.returncode == 0, p.stderr
         (path,) = (out / "runs").glob("*.json")
         rec = record.load(path)
@@ -187,15 +187,36 @@ def test_c_global_rwlock_is_one_lock(tmp_path, scratch):
     assert not [lk for lk in rec.locks if "table_lock+" in lk.name]
 
 
+def _pprof_top_program_function(exe: str, profile: str) -> tuple[str, float]:
+    """The program's own function (package main) heaviest in Go's mutex
+    profile (`go tool pprof -top -cum`), and its delay in ms."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    out = subprocess.run([go, "tool", "pprof", "-top", "-cum", exe, profile], check=True, capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 6 and cols[5].startswith("main.") and not cols[5].startswith("main.main"):
+            return cols[5], float(cols[3].rstrip("ms")) if cols[3].endswith("ms") else float(cols[3].rstrip("s")) * 1e3
+    raise AssertionError(f"no function of package main in the mutex profile:\n{out}")
+
+
 @pytest.mark.e2e
 @needs_e2e
-def test_go_runtime_parking_is_not_a_lock(tmp_path, scratch):
-    """Go's threads park in the runtime (runtime.futex <- notesleep <- stopm)
-    while goroutines wait: idle, never a lock. The sync.Mutex itself is not
-    seen (README: what each runtime gives)."""
-    rec = _run(tmp_path, scratch, _build(tmp_path, "counter.go"), retry=False)
+def test_go_sync_mutex_is_named_from_the_program_and_ranked_like_gos_profile(tmp_path, scratch):
+    """Goroutines waiting for the hot sync.Mutex (uprobes on the Go runtime):
+    the top user-space lock, named from main.(*Account).Deposit, kind
+    sync.Mutex; Go's own mutex profile of the same run puts the same function
+    first. Go's threads parking in the runtime are never a lock."""
+    exe = _build(tmp_path, "counter.go")
+    profile = tmp_path / "mutex.pprof"
+    rec = _run(tmp_path, scratch, exe, env={"COUNTER_MUTEX_PROFILE": str(profile)})
     user = [lk for lk in rec.locks if lk.component == "user space"]
+    assert user, [lk.name for lk in rec.locks]
+    top = user[0]
+    assert (top.name, top.kind, top.tier) == \
+        ("sync.Mutex @ main.(*Account).Deposit (heap)", "sync.Mutex", "site"), [lk.name for lk in user]
+    assert top.wait_share > CONTENDED and top.count > 0
     assert not [lk for lk in user if lk.kind in ("Go scheduler parking", "futex")], [lk.name for lk in user]
-    assert not [lk for lk in user if lk.wait_share > 0.01], [(lk.name, lk.wait_share) for lk in user]
-    (go,) = [r for r in rec.roles if r.name == "counter"]
-    assert go.worker and go.idle_ns > 0.3 * rec.probe.window_s * 1e9
+    assert profile.exists(), "counter did not write its mutex profile at SIGTERM"
+    fn, delay_ms = _pprof_top_program_function(exe, str(profile))
+    assert fn == "main.(*Account).Deposit" and delay_ms > 0

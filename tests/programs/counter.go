@@ -1,8 +1,11 @@
 // A Go program of the usual shape (issue 16): N goroutines deposit into one
 // account whose sync.Mutex is hot in (*Account).Deposit; main waits.
-// lockscope cannot see a goroutine waiting for a sync.Mutex (it parks in the
-// Go scheduler; uprobes on the runtime would be needed): tests/test_langs.py
-// checks that the runtime's thread parking is not taken for a lock.
+// lockscope sees the goroutines wait for it through uprobes on the Go
+// runtime (probes/gomutex.bpf.c); tests/test_langs.py checks it names the
+// mutex from main.(*Account).Deposit, and that Go's own mutex profile of the
+// same run ranks the same function first: with COUNTER_MUTEX_PROFILE=path
+// the program records every contention (runtime.SetMutexProfileFraction(1))
+// and writes the profile there when it is told to stop (SIGTERM, SIGINT).
 //
 //	go build -o counter counter.go
 //	./counter N                 runs until killed
@@ -10,8 +13,12 @@ package main
 
 import (
 	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 type Account struct {
@@ -34,8 +41,26 @@ func (a *Account) Deposit(v int64) {
 	a.mu.Unlock()
 }
 
+// writeProfileAtStop writes the mutex profile to path at SIGTERM or SIGINT, then exits
+func writeProfileAtStop(path string) {
+	runtime.SetMutexProfileFraction(1)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-stop
+		f, err := os.Create(path + ".tmp")
+		if err == nil && pprof.Lookup("mutex").WriteTo(f, 0) == nil && f.Close() == nil {
+			os.Rename(path+".tmp", path)
+		}
+		os.Exit(0)
+	}()
+}
+
 func main() {
 	n, _ := strconv.Atoi(os.Args[1])
+	if path := os.Getenv("COUNTER_MUTEX_PROFILE"); path != "" {
+		writeProfileAtStop(path)
+	}
 	acc := &Account{}
 	var wg sync.WaitGroup
 	for t := 0; t < n; t++ {

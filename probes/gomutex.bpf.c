@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Go sync.Mutex / sync.RWMutex waits, seen from outside the process: entry
+ * uprobes on the Go runtime's own functions (no return probes: they crash Go
+ * programs whose goroutine stacks move). amd64, Go's register ABI: the
+ * goroutine (g) is in R14, the first arguments in RAX, RBX, RCX.
+ *
+ * A wait is one park of a goroutine on a sync semaphore:
+ *  1. the entry of internal/sync.runtime_SemacquireMutex (sync.Mutex, and
+ *     the writer mutex of a sync.RWMutex), sync.runtime_SemacquireRWMutexR
+ *     (a reader waiting for the writer) or sync.runtime_SemacquireRWMutex (a
+ *     writer waiting for the readers) notes (sema address, kind, user stack)
+ *     under the goroutine; its fast path may still take the semaphore
+ *     without parking;
+ *  2. runtime.gopark with lock == &semtable[(sema >> 3) % 251].root.lock (the
+ *     semaphore's root: semacquire1 parks through goparkunlock(&root.lock))
+ *     starts the wait; any other park of that goroutine drops the note (the
+ *     fast path was taken, this park is for something else);
+ *  3. runtime.readyWithTime(sudog) for that goroutine (sudog.g, offset 0),
+ *     called by semrelease1 when it wakes the waiter, ends it: the time Go's
+ *     own profile charges as well (sudog.releasetime). A waiter woken but
+ *     beaten to the lock parks again in the same semacquire1: a second wait
+ *     of the same note.
+ * Aggregated by (tgid, sema address, kind, user stack): count, total, max.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "probe.h"
+#include "maps.bpf.h"
+#include "gomutex.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define GO_SEMTAB_SIZE 251     /* runtime/sema.go semTabSize */
+
+bool enabled = false;
+
+/* the tracked Go processes (filled by the loader): where their semtable is */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);               /* tgid */
+	__type(value, struct go_proc);
+} go_procs SEC(".maps");
+
+struct go_note {
+	__u64 sema;
+	__u64 start;                      /* 0: not parked */
+	__u32 tgid;
+	__u32 kind;
+	__s32 stack_id;
+	__u32 pad;
+};
+
+/* noted semacquires by goroutine (g address; goroutines are reused) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, OPEN_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct go_note);
+} go_notes SEC(".maps");
+
+WAIT_STATS_MAP(go_stats, struct go_key);
+STACK_MAP(go_stacks, USER_STACK_ENTRIES);
+
+static __always_inline int note(struct pt_regs *ctx, __u32 kind)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct go_note n = {};
+	__u64 g = ctx->r14;
+
+	if (!enabled || !g || !bpf_map_lookup_elem(&go_procs, &tgid))
+		return 0;
+	n.sema = ctx->ax;
+	n.tgid = tgid;
+	n.kind = kind;
+	n.stack_id = bpf_get_stackid(ctx, &go_stacks, BPF_F_USER_STACK);
+	bpf_map_update_elem(&go_notes, &g, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lksc_go_semacquire_mutex) { return note(ctx, GO_SYNC_MUTEX); }
+
+SEC("uprobe")
+int BPF_KPROBE(lksc_go_semacquire_rwmutex_r) { return note(ctx, GO_SYNC_RWMUTEX_R); }
+
+SEC("uprobe")
+int BPF_KPROBE(lksc_go_semacquire_rwmutex_w) { return note(ctx, GO_SYNC_RWMUTEX_W); }
+
+SEC("uprobe")
+int BPF_KPROBE(lksc_go_gopark)
+{
+	__u64 g = ctx->r14, lock = ctx->bx;
+	struct go_note *n = bpf_map_lookup_elem(&go_notes, &g);
+	struct go_proc *p;
+
+	if (!n)
+		return 0;
+	p = bpf_map_lookup_elem(&go_procs, &n->tgid);
+	if (p && lock == p->semtable + ((n->sema >> 3) % GO_SEMTAB_SIZE) * p->stride)
+		n->start = bpf_ktime_get_ns();
+	else
+		bpf_map_delete_elem(&go_notes, &g);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(lksc_go_ready)
+{
+	struct go_key key = {};
+	struct go_note *n;
+	struct wait_stat *s;
+	__u64 g = 0, delta;
+
+	if (bpf_probe_read_user(&g, sizeof(g), (void *)ctx->ax) || !g)
+		return 0;
+	n = bpf_map_lookup_elem(&go_notes, &g);
+	if (!n || !n->start)
+		return 0;
+	delta = bpf_ktime_get_ns() - n->start;
+	n->start = 0;                 /* it may park again in the same semacquire */
+	if (!enabled)
+		return 0;
+	key.sema = n->sema;
+	key.tgid = n->tgid;
+	key.kind = n->kind;
+	key.stack_id = n->stack_id;
+	s = bpf_map_lookup_elem(&go_stats, &key);
+	if (!s) {
+		struct wait_stat zero = {};
+
+		bpf_map_update_elem(&go_stats, &key, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&go_stats, &key);
+		if (!s)
+			return 0;
+	}
+	s->count++;
+	s->total_ns += delta;
+	if (delta > s->max_ns)
+		s->max_ns = delta;
+	return 0;
+}

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of gomutex.bpf.c: find the Go executables of the tracked
+ * processes (their exec may come after `track`, so every tick looks again),
+ * read their ELF symbol table (.symtab: `go build` keeps it unless built with
+ * -ldflags=-s; a stripped Go binary is listed as skipped, with the reason),
+ * attach the entry uprobes once per executable, and collect the waits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "bpfutil.h"
+#include "gomutex.h"
+#include "gomutex.skel.h"
+
+#define MAX_GO_PROCS 256
+#define MAX_GO_EXES 32
+
+/* the runtime functions probed, and the program each gets (NULL: the symbol
+ * the BPF side needs, runtime.semtable, is an object) */
+enum { SYM_SEMTABLE, SYM_GOPARK, SYM_READY, SYM_MUTEX, SYM_MUTEX_OLD, SYM_RWR, SYM_RWW, NSYMS };
+static const char *const sym_names[NSYMS] = {
+	"runtime.semtable", "runtime.gopark", "runtime.readyWithTime",
+	"internal/sync.runtime_SemacquireMutex",    /* Go >= 1.24 */
+	"sync.runtime_SemacquireMutex",             /* before */
+	"sync.runtime_SemacquireRWMutexR", "sync.runtime_SemacquireRWMutex",
+};
+
+struct go_exe {
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+	bool pie;
+	uint64_t addr[NSYMS], size[NSYMS], off[NSYMS];   /* vaddr, size, file offset */
+	struct bpf_link *links[NSYMS];
+	char reason[128];                                  /* why not attached, or "" */
+};
+
+struct go_pid {
+	uint32_t tgid;
+	dev_t dev;
+	ino_t ino;
+	int exe;          /* index in exes, -1: not a Go executable */
+	uint64_t bias;
+};
+
+static struct gomutex_bpf *gskel;
+static int load_err = -ENOENT;
+static int nc;
+static struct go_exe exes[MAX_GO_EXES];
+static int nexes;
+static struct go_pid pids[MAX_GO_PROCS];
+static int npids;
+
+struct gentry {
+	struct go_key key;
+	struct wait_stat s;
+};
+static struct gentry *entries;
+static size_t nentries, cap_entries;
+
+int gomutex_load(int ncpus)
+{
+	int err;
+
+	nc = ncpus;
+	gskel = gomutex_bpf__open();
+	if (!gskel)
+		return load_err = -errno;
+	err = gomutex_bpf__load(gskel);
+	if (err) {
+		gomutex_bpf__destroy(gskel);
+		gskel = NULL;
+	}
+	return load_err = err;
+}
+
+/* the symbols of sym_names in the ELF file's .symtab, and whether it is Go
+ * (a .go.buildinfo section or runtime.gopark); false if it is not Go */
+static bool read_go_symbols(struct go_exe *x)
+{
+	int fd = open(x->path, O_RDONLY | O_CLOEXEC);
+	bool go = false, symtab = false;
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr eh;
+	size_t shstrndx;
+	Elf *e;
+
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e || !gelf_getehdr(e, &eh) || elf_getshdrstrndx(e, &shstrndx)) {
+		if (e)
+			elf_end(e);
+		close(fd);
+		return false;
+	}
+	x->pie = eh.e_type == ET_DYN;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(e, shstrndx, sh.sh_name);
+		if (name && (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".gopclntab")))
+			go = true;
+		if (sh.sh_type != SHT_SYMTAB || !(d = elf_getdata(scn, NULL)))
+			continue;
+		symtab = true;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym s;
+			const char *sn;
+
+			if (!gelf_getsym(d, (int)i, &s) || !(sn = elf_strptr(e, sh.sh_link, s.st_name)))
+				continue;
+			for (int k = 0; k < NSYMS; k++)
+				if (!x->addr[k] && !strcmp(sn, sym_names[k])) {
+					x->addr[k] = s.st_value;
+					x->size[k] = s.st_size;
+				}
+		}
+	}
+	/* file offsets of the functions: through their loadable segment */
+	for (size_t i = 0, n = 0; !elf_getphdrnum(e, &n) && i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		for (int k = 0; k < NSYMS; k++)
+			if (x->addr[k] >= ph.p_vaddr && x->addr[k] < ph.p_vaddr + ph.p_filesz)
+				x->off[k] = x->addr[k] - ph.p_vaddr + ph.p_offset;
+	}
+	elf_end(e);
+	close(fd);
+	if (go && !symtab)
+		snprintf(x->reason, sizeof(x->reason), "a Go executable without a symbol table (stripped): "
+			 ".gopclntab alone is not read");
+	else if (go && (!x->addr[SYM_SEMTABLE] || !x->off[SYM_GOPARK] || !x->off[SYM_READY]))
+		snprintf(x->reason, sizeof(x->reason), "a Go runtime without runtime.semtable, gopark or "
+			 "readyWithTime (a Go version not supported)");
+	return go || x->addr[SYM_GOPARK];
+}
+
+static void attach_exe(struct go_exe *x)
+{
+	struct bpf_program *progs[NSYMS] = {
+		[SYM_GOPARK] = gskel->progs.lksc_go_gopark,
+		[SYM_READY] = gskel->progs.lksc_go_ready,
+		[SYM_MUTEX] = gskel->progs.lksc_go_semacquire_mutex,
+		[SYM_MUTEX_OLD] = gskel->progs.lksc_go_semacquire_mutex,
+		[SYM_RWR] = gskel->progs.lksc_go_semacquire_rwmutex_r,
+		[SYM_RWW] = gskel->progs.lksc_go_semacquire_rwmutex_w,
+	};
+
+	if (x->reason[0])
+		return;
+	for (int k = 0; k < NSYMS; k++) {
+		if (!progs[k] || !x->off[k])
+			continue;     /* a function the program does not use is not linked in */
+		/* every process of the executable: the program filters by go_procs */
+		x->links[k] = bpf_program__attach_uprobe(progs[k], false, -1, x->path, x->off[k]);
+		if (!x->links[k]) {
+			snprintf(x->reason, sizeof(x->reason), "uprobe on %s: %s", sym_names[k], strerror(errno));
+			return;
+		}
+	}
+}
+
+/* the address the executable is loaded at, minus its link address: 0 for a
+ * fixed-address (ET_EXEC) Go binary, else the start of its offset-0 mapping */
+static uint64_t load_bias(uint32_t tgid, const struct go_exe *x)
+{
+	char path[64], line[PATH_MAX + 128];
+	unsigned long long lo = 0, off;
+	uint64_t bias = 0;
+	FILE *f;
+
+	if (!x->pie)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *name = strchr(line, '/');
+
+		if (name && sscanf(line, "%llx-%*x %*s %llx", &lo, &off) == 2 && off == 0 &&
+		    !strncmp(name, x->path, strlen(x->path))) {
+			bias = lo;
+			break;
+		}
+	}
+	fclose(f);
+	return bias;
+}
+
+static int exe_of(const char *path, const struct stat *st)
+{
+	for (int i = 0; i < nexes; i++)
+		if (exes[i].dev == st->st_dev && exes[i].ino == st->st_ino)
+			return i;
+	if (nexes >= MAX_GO_EXES)
+		return -1;
+	memset(&exes[nexes], 0, sizeof(exes[0]));
+	exes[nexes].dev = st->st_dev;
+	exes[nexes].ino = st->st_ino;
+	snprintf(exes[nexes].path, sizeof(exes[nexes].path), "%s", path);
+	if (!read_go_symbols(&exes[nexes]))
+		return -1;    /* not Go: not kept (looked at again for another process) */
+	attach_exe(&exes[nexes]);
+	return nexes++;
+}
+
+static void scan_one(uint32_t tgid)
+{
+	char link[64], path[PATH_MAX];
+	struct go_pid *p = NULL;
+	struct stat st;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%u/exe", tgid);
+	if (stat(link, &st))
+		return;
+	for (int i = 0; i < npids; i++)
+		if (pids[i].tgid == tgid)
+			p = &pids[i];
+	if (p && p->dev == st.st_dev && p->ino == st.st_ino)
+		return;                   /* seen, and it has not exec'd since */
+	if (!p) {
+		if (npids >= MAX_GO_PROCS)
+			return;
+		p = &pids[npids++];
+	}
+	p->tgid = tgid;
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
+	n = readlink(link, path, sizeof(path) - 1);
+	path[n > 0 ? n : 0] = '\0';
+	p->exe = n > 0 ? exe_of(path, &st) : -1;
+	if (p->exe >= 0 && !exes[p->exe].reason[0]) {
+		struct go_exe *x = &exes[p->exe];
+		struct go_proc gp = {
+			.semtable = x->addr[SYM_SEMTABLE] + (p->bias = load_bias(tgid, x)),
+			.stride = x->size[SYM_SEMTABLE] / 251,     /* runtime/sema.go semTabSize */
+		};
+
+		bpf_map_update_elem(bpf_map__fd(gskel->maps.go_procs), &tgid, &gp, BPF_ANY);
+	} else {
+		bpf_map_delete_elem(bpf_map__fd(gskel->maps.go_procs), &tgid);
+	}
+}
+
+void gomutex_scan(int tracked_fd)
+{
+	__u32 tgid, *prev = NULL;
+
+	if (!gskel)
+		return;
+	while (bpf_map_get_next_key(tracked_fd, prev, &tgid) == 0) {
+		prev = &tgid;
+		scan_one(tgid);
+	}
+}
+
+void gomutex_start(void)
+{
+	if (!gskel)
+		return;
+	gskel->bss->enabled = false;
+	clear_map(gskel->maps.go_notes);
+	clear_map(gskel->maps.go_stats);
+	clear_map(gskel->maps.go_stacks);
+	nentries = 0;
+	gskel->bss->enabled = true;
+}
+
+static void add_stat(const void *key, const struct wait_stat *s, void *ctx)
+{
+	if (nentries == cap_entries) {
+		size_t c = cap_entries ? cap_entries * 2 : 256;
+		struct gentry *p = realloc(entries, c * sizeof(*p));
+
+		if (!p)
+			return;
+		entries = p;
+		cap_entries = c;
+	}
+	memcpy(&entries[nentries].key, key, sizeof(struct go_key));
+	entries[nentries++].s = *s;
+}
+
+void gomutex_stop(void)
+{
+	if (!gskel)
+		return;
+	gskel->bss->enabled = false;
+	nentries = 0;
+	for_each_wait(bpf_map__fd(gskel->maps.go_stats), nc, add_stat, NULL);
+}
+
+void gomutex_json(struct jw *w)
+{
+	static const char *const kinds[] = { "sync.Mutex", "sync.RWMutex.RLock", "sync.RWMutex.Lock" };
+	struct id_set ids = {};
+
+	jw_key(w, "go_probe");
+	jw_obj(w);
+	jw_kbool(w, "attached", gskel != NULL);
+	if (!gskel) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "the Go mutex probe (uprobes) did not load: %s",
+			 strerror(load_err < 0 ? -load_err : load_err));
+		jw_kstr(w, "reason", msg);
+	}
+	jw_key(w, "executables");
+	jw_arr(w);
+	for (int i = 0; i < nexes; i++) {
+		jw_obj(w);
+		jw_kstr(w, "path", exes[i].path);
+		jw_kbool(w, "attached", !exes[i].reason[0]);
+		if (exes[i].reason[0])
+			jw_kstr(w, "reason", exes[i].reason);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_key(w, "processes");
+	jw_arr(w);
+	for (int i = 0; i < npids; i++) {
+		if (pids[i].exe < 0)
+			continue;
+		jw_obj(w);
+		jw_ku64(w, "tgid", pids[i].tgid);
+		jw_kstr(w, "exe", exes[pids[i].exe].path);
+		jw_khex(w, "bias", pids[i].bias);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+	if (!gskel)
+		return;
+	jw_key(w, "go_mutex");
+	jw_arr(w);
+	for (size_t i = 0; i < nentries; i++) {
+		const struct go_key *k = &entries[i].key;
+
+		jw_obj(w);
+		jw_ku64(w, "tgid", k->tgid);
+		jw_khex(w, "sema", k->sema);
+		jw_kstr(w, "via", k->kind < 3 ? kinds[k->kind] : "?");
+		jw_ki64(w, "stack", k->stack_id);
+		jw_ku64(w, "count", entries[i].s.count);
+		jw_ku64(w, "total_ns", entries[i].s.total_ns);
+		jw_ku64(w, "max_ns", entries[i].s.max_ns);
+		jw_obj_end(w);
+		id_set_add(&ids, k->stack_id);
+	}
+	jw_arr_end(w);
+	emit_stacks(w, "go_stacks", bpf_map__fd(gskel->maps.go_stacks), &ids, MAX_STACK_DEPTH, true);
+	free(ids.ids);
+}
+
+void gomutex_destroy(void)
+{
+	for (int i = 0; i < nexes; i++)
+		for (int k = 0; k < NSYMS; k++)
+			bpf_link__destroy(exes[i].links[k]);
+	nexes = npids = 0;
+	gomutex_bpf__destroy(gskel);
+	gskel = NULL;
+	free(entries);
+	entries = NULL;
+	nentries = cap_entries = 0;
+}
