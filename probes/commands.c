@@ -6,6 +6,8 @@
  *   track PID      add a process (and, by fork-following, its children)
  *   untrack PID    remove a process (children already forked stay tracked)
  *   watch PATH     hold an O_PATH descriptor so the path's locks can be named
+ *   usdt start|done COOKIE PROVIDER NAME PATH
+ *                  time application lock waits between two USDT probes (usdt.c)
  *   start          clear the aggregates and start counting
  *   stop           stop counting; emit the "data" event
  *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)
@@ -33,6 +35,7 @@
 #include "futex.h"
 #include "tasks.h"
 #include "kmem.h"
+#include "usdt.h"
 #include "commands.h"
 #include "contention.skel.h"
 
@@ -124,6 +127,7 @@ static void cmd_start(struct probe *p)
 	kmem_reset();
 	collect_objects(p);
 	futex_start();
+	usdt_start();
 	p->t_start = now_ns();
 	tasks_start(p->t_start);
 	p->cskel->bss->enabled = true;
@@ -145,6 +149,7 @@ static void cmd_stop(struct probe *p)
 	p->t_stop = now_ns();
 	p->enabled = false;
 	futex_stop(p->t_stop);
+	usdt_stop();
 	tasks_stop(p->t_stop);
 	collect_objects(p);
 
@@ -169,6 +174,8 @@ bool handle_line(struct probe *p, char *line)
 		cmd_untrack(p, line + 8);
 	else if (strncmp(line, "watch ", 6) == 0)
 		cmd_watch(p, line + 6);
+	else if (strncmp(line, "usdt ", 5) == 0)
+		usdt_command(line + 5);
 	else if (strcmp(line, "start") == 0)
 		cmd_start(p);
 	else if (strcmp(line, "stop") == 0)
