@@ -10,6 +10,7 @@ the events PostgreSQL sampled."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -25,7 +26,7 @@ from lockscope.analyzer import usdt
 
 PROBES = ("lwlock__wait__start", "lwlock__wait__done", "lock__wait__start", "lock__wait__done")
 WINDOW_S = 4
-CLIENTS = 4
+CLIENTS = int(os.environ.get("LOCKSCOPE_USDT_CLIENTS", "4"))   # bench/README.md also used 8
 SAMPLE_S = 0.05
 WAIT_SQL = ("SELECT wait_event_type || '|' || wait_event FROM pg_stat_activity WHERE backend_type = "
             "'client backend' AND wait_event_type IN ('Lock', 'LWLock') AND pid <> pg_backend_pid();")
