@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import pgcluster
-from conftest import REPO, e2e_missing
+from conftest import REPO, bpftool_progs, e2e_missing
 from lockscope import record
 from lockscope.analyzer import usdt
 
@@ -57,6 +57,43 @@ def test_table_covers_postgres_probes():
     assert hw.lock_name(4, "") == "heavyweight lock on tuple"
     assert hw.mode_name(5) == "ShareLock" and lw.mode_name(0) == "exclusive"
     assert table.probes_for("/usr/bin/python3") == []
+
+
+JVM_TABLE = """
+[[program]]
+name = "HotSpot JVM"
+component = "Java"
+binaries = ["*/libjvm.so"]
+provider = "hotspot"
+
+# monitor__contended__enter(thread id, monitor, class name, class name length)
+[[program.probe]]
+start = "monitor__contended__enter"
+done = "monitor__contended__entered"
+kind = "Java monitor"
+prefix = "monitor of "
+name_arg = 3
+name_string = true
+"""
+
+
+def test_another_program_is_a_table_entry(tmp_path):
+    """A JVM's hotspot monitor probes: one more [[program]], no code."""
+    f = tmp_path / "usdt.toml"
+    f.write_text(usdt.TABLE_FILE.read_text() + JVM_TABLE)
+    table = usdt.Table.load(f)
+    [spec] = table.probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+    assert spec.entry == 2 and spec.cookie == 2 | 3 << 8 | 1 << 12
+    assert spec.lock_name(0, "java/lang/Object") == "monitor of java/lang/Object"
+    assert spec.mode_name(7) == "" and table.entry(2) is spec
+    raw = type("Raw", (), {})()
+    raw.__dict__.update(usdt.resolve({"usdt_probe": {"loaded": True}, "usdt": [
+        {"tgid": 7, "entry": 2, "value": 0, "mode": 0, "name": "Counter", "count": 3, "total_ns": 900,
+         "max_ns": 500}]}, table))
+    [lock] = usdt.name_usdt(raw, 2, 1000)
+    assert (lock.name, lock.kind, lock.component, lock.tier) == ("monitor of Counter", "Java monitor", "Java",
+                                                                 "verified")
+    assert lock.count == 3 and lock.wait_share == 900 / 2000
 
 
 def pg_event(lock: record.Lock) -> tuple[str, str] | None:
@@ -150,6 +187,11 @@ def experiment(tmp_path_factory):
     }
     print(json.dumps(summary, indent=1))
     return rec, sampler
+
+
+def test_nothing_left_attached(experiment):
+    """The USDT programs go with the probe (their links are closed)."""
+    assert not [p for p in bpftool_progs() if p.startswith("lksc_usdt")]
 
 
 def test_usdt_lock_names_agree_with_pg_stat_activity(experiment):
