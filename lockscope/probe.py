@@ -117,12 +117,15 @@ class ProbeSession(JsonLinesProcess):
     def rescan_usdt(self) -> None:
         """The tracked processes and their descendants, again: a tracked
         command that exec'd a program with USDT probes since it was tracked
-        (`run -- CMD` starting a server)."""
-        seen = set(self.tracked)
-        level = set(self.tracked)
-        while level:
-            level = {p.tgid for p in targets.children(level)} - seen
-            seen |= level
+        (`run -- CMD` starting a server); system-wide, every process."""
+        if self.system_wide:     # every process counts: every executable running now
+            seen = {int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()}
+        else:
+            seen = set(self.tracked)
+            level = set(self.tracked)
+            while level:
+                level = {p.tgid for p in targets.children(level)} - seen
+                seen |= level
         for pid in seen:
             self.attach_usdt(pid)
 
