@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from lockscope.analyzer import userlocks
 from lockscope.analyzer.lockacc import LockAcc, heaviest_first
 from lockscope.probedata import UsdtProbe, UsdtWait, heaviest
 from lockscope.record import Lock
@@ -56,6 +57,7 @@ class ProbeSpec:
     names: dict[int, str] = field(default_factory=dict)
     modes: dict[int, str] = field(default_factory=dict)
     explain: str = ""
+    sleeps_in: list[str] = field(default_factory=list)   # functions whose futex sleeps are this wait's
 
     @property
     def cookie(self) -> int:
@@ -110,7 +112,8 @@ class Table:
                     start=q["start"], done=q["done"], kind=q["kind"], prefix=q.get("prefix", ""),
                     name_arg=q.get("name_arg", 0), name_string=bool(q.get("name_string", False)),
                     mode_arg=q.get("mode_arg", 0), names=_int_keys(q.get("names")),
-                    modes=_int_keys(q.get("modes")), explain=q.get("explain", "")))
+                    modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
+                    sleeps_in=list(q.get("sleeps_in", []))))
                 entry += 1
             programs.append(Program(p["name"], component, p["provider"], list(p["binaries"]), specs))
         if entry > MAX_ENTRIES:
@@ -187,6 +190,29 @@ def name_usdt(raw, workers: int, window_ns: int) -> list[Lock]:
         lk.roles = {}
         locks.append(lk)
     return heaviest_first(locks)
+
+
+def folded_futexes(raw, table: Table | None = None):
+    """The futex waits that are the sleep of a USDT-named wait, as a
+    predicate for userlocks.name_futexes: in a process with waits of a table
+    entry, a futex wait whose user stack passes through one of the entry's
+    `sleeps_in` functions (PostgreSQL: an LWLock waiter sleeps on its
+    semaphore in LWLockAcquire). None when no USDT wait was recorded."""
+    if not getattr(raw, "usdt", None):
+        return None
+    table = table or default()
+    funcs: dict[int, set[str]] = {}
+    for w in raw.usdt:
+        spec = table.entry(w.entry)
+        if spec and spec.sleeps_in:
+            funcs.setdefault(w.tgid, set()).update(spec.sleeps_in)
+    if not funcs:
+        return None
+
+    def folded(e, frames: list[str]) -> bool:
+        names = funcs.get(e.tgid)
+        return bool(names) and any(userlocks.frame_function(f) in names for f in frames)
+    return folded
 
 
 def usdt_warnings(raw) -> list[str]:

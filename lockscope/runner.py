@@ -173,7 +173,7 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         rs = roles.analyze(raw, window)
         # user-space locks (futex waits) next to the kernel's
         # and application locks named by the program's own USDT probes
-        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs) +
+        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs, usdt.folded_futexes(raw)) +
                            usdt.name_usdt(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
         rec.warnings += userlocks.futex_warnings(raw) + usdt.usdt_warnings(raw) + tasks_warnings(data)
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,

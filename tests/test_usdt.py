@@ -189,6 +189,15 @@ def experiment(tmp_path_factory):
     return rec, sampler
 
 
+def test_lwlock_sleeps_not_counted_twice(experiment):
+    """An LWLock waiter's semaphore sleep (a futex wait in LWLockAcquire) is
+    the LWLock wait lockscope named from the probe: not a futex lock too."""
+    rec, _ = experiment
+    twice = [lk.name for lk in rec.locks if lk.component != "PostgreSQL" and any(
+        "LWLockAcquire" in f for st in lk.stacks for f in st.frames)]
+    assert not twice, twice
+
+
 def test_nothing_left_attached(experiment):
     """The USDT programs go with the probe (their links are closed)."""
     assert not [p for p in bpftool_progs() if p.startswith("lksc_usdt")]
