@@ -487,7 +487,7 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     return acc
 
 
-def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None) -> list[Lock]:
+def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded=None) -> list[Lock]:
     """Futex waits of the record's raw section as named locks, heaviest
     first. Waits that are not for a lock are left out: with `roles` (a
     roles.RoleAnalysis) every wait the sleep kinds call idle (a join, a
@@ -496,7 +496,9 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None) -> lis
     of threads without per-thread data) only pthread_join waits.
 
     Waits counted without a stack (sampling) take the frames of their
-    futex's sampled waits, in proportion to those waits' time."""
+    futex's sampled waits, in proportion to those waits' time. `folded(e,
+    frames)` true: the sleep of a lock the program named itself (a USDT
+    wait, analyzer/usdt.py), counted there, left out here."""
     table = sleepkinds.default()
     groups: dict[str, LockAcc] = {}
     for key, es in _futexes(raw).items():
@@ -518,6 +520,8 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None) -> lis
         for sh in spread(es, lambda e: bool(raw.user_frames(e))):
             e = sh.entry
             frames = raw.user_frames(e)
+            if folded is not None and frames and folded(e, frames):
+                continue
             kind = futex_kind(e.op, frames) if frames or prim is None else prim
             if roles is None and table.primitive_kind(kind) == sleepkinds.IDLE:
                 continue

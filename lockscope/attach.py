@@ -94,9 +94,11 @@ def _track(probe: ProbeSession, procs: list[tg.Proc], notes: list[str]) -> list[
 
 
 def wait_window(procs: list[tg.Proc], duration: float | None, end: WindowEnd, t0: float,
-                notes: list[str]) -> str:
+                notes: list[str], on_child=None) -> str:
     """Until the duration is over, a signal came, or none of the targets
-    (nor a child of theirs) is left: returns why the window ended."""
+    (nor a child of theirs) is left: returns why the window ended.
+    `on_child(tgid)` is called for each child seen (the USDT probes of an
+    executable it runs are attached then)."""
     known = {p.tgid: p for p in procs}
     first = set(known)
     forked = 0
@@ -112,6 +114,8 @@ def wait_window(procs: list[tg.Proc], duration: float | None, end: WindowEnd, t0
                 if c.tgid not in known:
                     known[c.tgid] = c
                     forked += 1
+                    if on_child:
+                        on_child(c.tgid)
             next_children = now + CHILDREN_EVERY_S
         for tgid, p in list(known.items()):
             if not tg.alive(p):
@@ -150,10 +154,11 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
             window.start()
             progress(f"attached to {what}: " + (f"{spec.duration:g} s" if spec.duration else "until Ctrl-C") +
                      "; Ctrl-C ends the window and writes the record")
-            ended = wait_window(procs, spec.duration, end, window.t0, notes)
+            ended = wait_window(procs, spec.duration, end, window.t0, notes, probe.attach_usdt)
             data = window.stop()
         progress(f"window ended ({ended}) after {window.elapsed:.2f} s; naming the locks")
         raw = raw_from_probe(data, None, spec.vmlinux)
+        notes += [f"USDT: {m}" for m in probe.usdt_errors]
 
     t = spec.targets
     rec = RunRecord(

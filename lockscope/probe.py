@@ -7,7 +7,8 @@ import errno
 import os
 from pathlib import Path
 
-from lockscope import paths
+from lockscope import paths, targets
+from lockscope.analyzer import usdt
 from lockscope.errors import EnvironmentProblem, LockscopeError
 from lockscope.jsonlines import JsonLinesProcess
 
@@ -55,6 +56,9 @@ class ProbeSession(JsonLinesProcess):
         self.interval_ms = interval_ms
         self.sample_hz = sample_hz
         self.ready: dict = {}
+        self.tracked: set[int] = set()         # tgids handed to track()
+        self.usdt_paths: set[str] = set()      # binaries whose USDT lock probes are attached (or failed)
+        self.usdt_errors: list[str] = []
 
     def __enter__(self) -> "ProbeSession":
         argv = [str(paths.probe_binary()), "--interval-ms", str(self.interval_ms),
@@ -85,6 +89,45 @@ class ProbeSession(JsonLinesProcess):
     def track(self, pid: int) -> None:
         self.send(f"track {pid}")
         self.expect("tracked", timeout=10)
+        self.tracked.add(pid)
+        self.attach_usdt(pid)
+
+    def attach_usdt(self, pid: int) -> None:
+        """Attach the USDT lock probes the table (analyzer/usdt.toml) lists
+        for the executable of `pid`, once per binary, for every process
+        running it (usdt.bpf.c counts only tracked ones). A probe that does
+        not attach is kept as a note (usdt_errors), not an error."""
+        exe = usdt.executable(pid)
+        if not exe or exe in self.usdt_paths or "\n" in exe:
+            return
+        self.usdt_paths.add(exe)
+        for spec in usdt.default().probes_for(exe):
+            for what, name, cookie in (("start", spec.start, spec.cookie), ("done", spec.done, spec.entry)):
+                self.send(f"usdt {what} {cookie} {spec.provider} {name} {exe}")
+                while True:
+                    ev = self.read_event(30)
+                    if ev.get("event") == "usdt_attached":
+                        break
+                    if ev.get("event") == "error" and ev.get("stage") == "usdt":
+                        self.usdt_errors.append(ev.get("message", "usdt probe not attached"))
+                        break
+                    if ev.get("event") == "error":
+                        self.on_error(ev)
+
+    def rescan_usdt(self) -> None:
+        """The tracked processes and their descendants, again: a tracked
+        command that exec'd a program with USDT probes since it was tracked
+        (`run -- CMD` starting a server); system-wide, every process."""
+        if self.system_wide:     # every process counts: every executable running now
+            seen = {int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()}
+        else:
+            seen = set(self.tracked)
+            level = set(self.tracked)
+            while level:
+                level = {p.tgid for p in targets.children(level)} - seen
+                seen |= level
+        for pid in seen:
+            self.attach_usdt(pid)
 
     def untrack(self, pid: int) -> None:
         """Stop counting a process (its children stay tracked): the driver
@@ -108,6 +151,7 @@ class ProbeSession(JsonLinesProcess):
                 self.on_error(ev)
 
     def start(self) -> dict:
+        self.rescan_usdt()
         self.send("start")
         return self.expect("started", timeout=30)
 

@@ -258,6 +258,30 @@ class FutexAddress:
 
 
 @dataclass
+class UsdtProbe:
+    """What was attached: each start/done probe and the binary."""
+    loaded: bool = False
+    reason: Optional[str] = optional()
+    attached: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class UsdtWait:
+    """Waits of one (process, table entry, lock, mode), named at record time."""
+    tgid: int
+    entry: int = 0
+    lock: str = ""               # e.g. "LWLock WALWrite", "heavyweight lock on transactionid"
+    kind: str = ""
+    component: str = ""
+    mode: str = ""
+    probe: str = ""              # provider:start
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+    explain: Optional[str] = optional()
+
+
+@dataclass
 class TaskTimes:
     """One thread of the workload over the window (tasks.bpf.c): time on CPU,
     off CPU runnable (preempted, or not yet run) and asleep, switch-outs.
@@ -350,6 +374,8 @@ class RawProbe:
     waiter_every: Optional[int] = optional()
     go_probe: Optional[GoProbe] = optional()           # Go sync.Mutex waits (issue 16)
     go_waits: Optional[list[GoWait]] = optional()
+    usdt_probe: Optional[UsdtProbe] = optional()       # application lock waits from USDT probes (issue 10)
+    usdt: Optional[list[UsdtWait]] = optional()
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
-from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, userlocks
+from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, userlocks, usdt
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -126,7 +126,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         kernel_image=kernel_image({e.lock for e in contention}, vmlinux),
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
-        **userlocks.resolve(data), **golocks.resolve(data))
+        **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data))
 
 
 def tasks_warnings(data: dict) -> list[str]:
@@ -172,9 +172,13 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         # who is a worker: roles, the kind of each sleep, who woke whom
         rs = roles.analyze(raw, window)
         # user-space locks (futex waits) next to the kernel's
-        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs) +
-                           golocks.name_go_waits(raw, rec.workers, window), key=lambda lk: -lk.wait_ns)
-        rec.warnings += userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + tasks_warnings(data)
+        # Go sync.Mutex waits (uprobes on the Go runtime), and application locks named by the
+        # program's own USDT probes (whose semaphore sleeps are not counted again as futex locks)
+        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs, usdt.folded_futexes(raw)) +
+                           golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window),
+                           key=lambda lk: -lk.wait_ns)
+        rec.warnings += (userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + usdt.usdt_warnings(raw)
+                         + tasks_warnings(data))
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,
                                            role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
         if rs:

@@ -21,6 +21,7 @@
 #include "gomutex.h"
 #include "tasks.h"
 #include "kmem.h"
+#include "usdt.h"
 #include "collect.h"
 #include "contention.skel.h"
 
@@ -282,6 +283,7 @@ static void emit_counters(struct jw *w, const struct probe *p, const struct cpu_
 	}
 	futex_counters_json(w);
 	tasks_counters_json(w);
+	usdt_counters_json(w);
 	jw_obj_end(w);
 }
 
@@ -294,6 +296,7 @@ static void emit_all_programs(struct jw *w, const struct probe *p)
 	emit_programs(w, p->cskel->obj);
 	futex_programs_json(w);
 	tasks_programs_json(w);
+	usdt_programs_json(w);
 	jw_arr_end(w);
 }
 
@@ -314,6 +317,7 @@ void collect_json(struct probe *p, struct jw *w)
 	gomutex_json(w);
 	tasks_json(w);
 	kmem_json(w);
+	usdt_json(w);
 	layout_json(w);
 	series_json(w, p->series_ms);
 	emit_counters(w, p, cpu_st, merged);
@@ -327,5 +331,6 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_map_use(w, "waiters", p->cskel->maps.waiters, nwait);
 	futex_map_use_json(w);
 	tasks_map_use_json(w);
+	usdt_map_use_json(w);
 	jw_obj_end(w);
 }

@@ -6,6 +6,8 @@
  *   track PID      add a process (and, by fork-following, its children)
  *   untrack PID    remove a process (children already forked stay tracked)
  *   watch PATH     hold an O_PATH descriptor so the path's locks can be named
+ *   usdt start|done COOKIE PROVIDER NAME PATH
+ *                  time application lock waits between two USDT probes (usdt.c)
  *   start          clear the aggregates and start counting
  *   stop           stop counting; emit the "data" event
  *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)
@@ -34,6 +36,7 @@
 #include "tasks.h"
 #include "kmem.h"
 #include "gomutex.h"
+#include "usdt.h"
 #include "commands.h"
 #include "contention.skel.h"
 
@@ -127,6 +130,7 @@ static void cmd_start(struct probe *p)
 	futex_start();
 	gomutex_start();
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));
+	usdt_start();
 	p->t_start = now_ns();
 	tasks_start(p->t_start);
 	p->cskel->bss->enabled = true;
@@ -149,6 +153,7 @@ static void cmd_stop(struct probe *p)
 	p->enabled = false;
 	futex_stop(p->t_stop);
 	gomutex_stop();
+	usdt_stop();
 	tasks_stop(p->t_stop);
 	collect_objects(p);
 
@@ -173,6 +178,8 @@ bool handle_line(struct probe *p, char *line)
 		cmd_untrack(p, line + 8);
 	else if (strncmp(line, "watch ", 6) == 0)
 		cmd_watch(p, line + 6);
+	else if (strncmp(line, "usdt ", 5) == 0)
+		usdt_command(line + 5);
 	else if (strcmp(line, "start") == 0)
 		cmd_start(p);
 	else if (strcmp(line, "stop") == 0)

@@ -304,4 +304,28 @@ enum task_counter {
 	TCNT__MAX,
 };
 
+/* application lock waits from USDT probes (usdt.bpf.c), by process, probe
+ * table entry, the lock's name (a string argument) or number (a tag), mode */
+#define USDT_NAME_LEN 40      /* the key stays 64 bytes (for_each_wait) */
+struct usdt_key {
+	__u32 tgid;
+	__u32 entry;          /* the table's probe index (the attach cookie's low byte) */
+	__u64 value;          /* the numeric argument naming the lock (a tag type) */
+	__u32 mode;
+	__u32 pad;
+	char name[USDT_NAME_LEN];   /* the string argument naming the lock */
+};
+
+#define USDT_COUNTERS(X)                                                                        \
+	X(UCNT_STARTS, "usdt_wait_starts")        /* wait starts seen in tracked processes */   \
+	X(UCNT_DONES, "usdt_waits")               /* waits timed */                             \
+	X(UCNT_NAME_UNREADABLE, "usdt_names_unreadable") /* name string not readable */          \
+	X(UCNT_LOST_OPEN, "lost_usdt_open_map_full")     /* a wait lost: open-wait map full */    \
+	X(UCNT_LOST_WAITS, "lost_usdt_map_full")  /* a wait lost: aggregation map full */
+
+enum usdt_counter {
+	USDT_COUNTERS(COUNTER_ENUM)
+	UCNT__MAX,
+};
+
 #endif

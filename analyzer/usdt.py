@@ -1,0 +1,222 @@
+"""Application lock names from USDT probes (probes/usdt.bpf.c).
+
+The probe table (usdt.toml) is data: per program, the binaries (globs of the
+executable's path) and the provider; per kind of lock wait, the start and
+done probes, which argument names the lock (a string, or a number named by a
+table such as PostgreSQL's lock tag types), which gives the mode, and the
+lock kind. Here:
+
+- `Table.probes_for(exe)`: the table's probes for an executable, with the
+  attach cookie that tells usdt.bpf.c which table entry a probe is and which
+  arguments to read (`cookie`);
+- `resolve(data)`: the probe's waits as the record's raw form, each with its
+  lock named from the table (while the table is at hand: records stay
+  readable if the table changes);
+- `name_usdt(raw, workers, window_ns)`: those waits as `Lock`s, tier
+  verified (the program itself said which lock it waits for).
+
+Which binaries: the executables of the processes lockscope tracks
+(/proc/PID/exe, when tracked and again at the window's start and when
+`attach` sees a new child); the probes are attached to the binary for every
+process running it (pid -1, so backends forked later are covered) and
+usdt.bpf.c counts only the tracked processes.
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from lockscope.analyzer import userlocks
+from lockscope.analyzer.lockacc import LockAcc, heaviest_first
+from lockscope.probedata import UsdtProbe, UsdtWait, heaviest
+from lockscope.record import Lock
+
+TABLE_FILE = Path(__file__).with_name("usdt.toml")
+MAX_ENTRIES = 255            # the cookie's entry byte
+MAX_ARG = 12                 # USDT probes have at most 12 arguments
+
+
+@dataclass
+class ProbeSpec:
+    """One kind of lock wait of a program: from `start` to `done`."""
+    entry: int                   # index over the whole table (the cookie's low byte)
+    program: str
+    component: str
+    provider: str
+    start: str
+    done: str
+    kind: str
+    prefix: str = ""
+    name_arg: int = 0            # 1-based; 0: the lock is named by prefix and kind alone
+    name_string: bool = False
+    mode_arg: int = 0
+    names: dict[int, str] = field(default_factory=dict)
+    modes: dict[int, str] = field(default_factory=dict)
+    explain: str = ""
+    sleeps_in: list[str] = field(default_factory=list)   # functions whose futex sleeps are this wait's
+
+    @property
+    def cookie(self) -> int:
+        """usdt.bpf.c's attach cookie: entry, name argument and type, mode argument."""
+        return self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0) | self.mode_arg << 16
+
+    def lock_name(self, value: int, name: str) -> str:
+        if not self.name_arg:
+            return self.prefix.strip() or self.kind
+        if self.name_string:
+            return self.prefix + (name or "[unreadable name]")
+        return self.prefix + self.names.get(value, str(value))
+
+    def mode_name(self, mode: int) -> str:
+        return self.modes.get(mode, str(mode)) if self.mode_arg else ""
+
+
+@dataclass
+class Program:
+    name: str
+    component: str
+    provider: str
+    binaries: list[str]
+    probes: list[ProbeSpec]
+
+    def matches(self, exe: str) -> bool:
+        return any(fnmatch.fnmatchcase(exe, g) for g in self.binaries)
+
+
+def _int_keys(d: dict) -> dict[int, str]:
+    return {int(k): str(v) for k, v in (d or {}).items()}
+
+
+@dataclass
+class Table:
+    programs: list[Program]
+
+    @classmethod
+    def load(cls, path: Path = TABLE_FILE) -> "Table":
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        programs, entry = [], 0
+        for p in data.get("program", []):
+            component = p.get("component", p["name"])
+            specs = []
+            for q in p.get("probe", []):
+                for arg in ("name_arg", "mode_arg"):
+                    if not 0 <= q.get(arg, 0) <= MAX_ARG:
+                        raise ValueError(f"{path}: {p['name']} {q['start']}: {arg} must be 1..{MAX_ARG}")
+                specs.append(ProbeSpec(
+                    entry=entry, program=p["name"], component=component, provider=q.get("provider", p["provider"]),
+                    start=q["start"], done=q["done"], kind=q["kind"], prefix=q.get("prefix", ""),
+                    name_arg=q.get("name_arg", 0), name_string=bool(q.get("name_string", False)),
+                    mode_arg=q.get("mode_arg", 0), names=_int_keys(q.get("names")),
+                    modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
+                    sleeps_in=list(q.get("sleeps_in", []))))
+                entry += 1
+            programs.append(Program(p["name"], component, p["provider"], list(p["binaries"]), specs))
+        if entry > MAX_ENTRIES:
+            raise ValueError(f"{path}: more than {MAX_ENTRIES} probes")
+        return cls(programs)
+
+    def probes_for(self, exe: str) -> list[ProbeSpec]:
+        return [s for p in self.programs if p.matches(exe) for s in p.probes]
+
+    def entry(self, i: int) -> Optional[ProbeSpec]:
+        for p in self.programs:
+            for s in p.probes:
+                if s.entry == i:
+                    return s
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> Table:
+    return Table.load()
+
+
+def executable(pid: int) -> Optional[str]:
+    """The path of a process's executable, or None (gone, kernel thread, deleted)."""
+    try:
+        exe = Path(f"/proc/{pid}/exe").readlink()
+    except OSError:
+        return None
+    s = str(exe)
+    return None if s.endswith(" (deleted)") else s
+
+
+# ---- the record's raw form ---------------------------------------------------
+
+def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
+    """The "usdt_probe" and "usdt" parts of the probe's data event, as kept
+    in the record's raw section (RawProbe.usdt_probe, RawProbe.usdt)."""
+    if data.get("usdt_probe") is None:
+        return {}
+    probe = data["usdt_probe"]
+    out: dict[str, Any] = {"usdt_probe": UsdtProbe(loaded=bool(probe.get("loaded")), reason=probe.get("reason"),
+                                                   attached=probe.get("attached", []))}
+    table = table or default()
+    waits = []
+    for row in data.get("usdt", []):
+        spec = table.entry(row["entry"])
+        if spec is None:
+            continue
+        waits.append(UsdtWait(tgid=row["tgid"], entry=row["entry"], lock=spec.lock_name(row["value"], row["name"]),
+                              kind=spec.kind, component=spec.component, mode=spec.mode_name(row["mode"]),
+                              probe=f"{spec.provider}:{spec.start}", count=row["count"], total_ns=row["total_ns"],
+                              max_ns=row["max_ns"], explain=spec.explain or None))
+    out["usdt"] = heaviest(waits, "total_ns")
+    return out
+
+
+def name_usdt(raw, workers: int, window_ns: int) -> list[Lock]:
+    """The USDT waits of a record's raw section as named locks, heaviest first."""
+    groups: dict[str, LockAcc] = {}
+    procs: dict[str, set] = {}
+    for w in raw.usdt or []:
+        acc = groups.get(w.lock)
+        if acc is None:
+            acc = groups[w.lock] = LockAcc(
+                w.lock, w.lock, "verified", w.kind, component=w.component,
+                explain=w.explain or f"{w.component} {w.kind}: named by the program's USDT probe {w.probe}",
+                rule=f"usdt {w.probe}")
+        acc.add(w.count, w.total_ns, w.max_ns, w.mode)
+        procs.setdefault(w.lock, set()).add(w.tgid)
+    locks = []
+    for name, acc in groups.items():
+        lk = acc.to_lock(workers, window_ns, lambda k: "")
+        lk.instances = 1
+        lk.roles = {}
+        locks.append(lk)
+    return heaviest_first(locks)
+
+
+def folded_futexes(raw, table: Table | None = None):
+    """The futex waits that are the sleep of a USDT-named wait, as a
+    predicate for userlocks.name_futexes: in a process with waits of a table
+    entry, a futex wait whose user stack passes through one of the entry's
+    `sleeps_in` functions (PostgreSQL: an LWLock waiter sleeps on its
+    semaphore in LWLockAcquire). None when no USDT wait was recorded."""
+    if not getattr(raw, "usdt", None):
+        return None
+    table = table or default()
+    funcs: dict[int, set[str]] = {}
+    for w in raw.usdt:
+        spec = table.entry(w.entry)
+        if spec and spec.sleeps_in:
+            funcs.setdefault(w.tgid, set()).update(spec.sleeps_in)
+    if not funcs:
+        return None
+
+    def folded(e, frames: list[str]) -> bool:
+        names = funcs.get(e.tgid)
+        return bool(names) and any(userlocks.frame_function(f) in names for f in frames)
+    return folded
+
+
+def usdt_warnings(raw) -> list[str]:
+    probe = getattr(raw, "usdt_probe", None) if raw else None
+    if probe and not probe.loaded:
+        return [f"application lock names (USDT) not measured: {probe.reason or 'the USDT probe did not load'}"]
+    return []

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of usdt.bpf.c: load once, attach its two programs to the USDT
+ * probes the orchestrator names (lockscope/usdtprobe.py reads the probe
+ * table, analyzer/usdt.toml, and matches it to the tracked processes'
+ * executables), clear at start, emit the waits at stop. libbpf's USDT
+ * support reads the probes' argument specs from the ELF notes and bumps
+ * their semaphores (ref_ctr_offset) while attached. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "bpfutil.h"
+#include "usdt.h"
+#include "usdt.skel.h"
+
+#define MAX_USDT_LINKS 64
+
+static const char *ucounter_names[UCNT__MAX] = { USDT_COUNTERS(COUNTER_NAME) };
+
+struct usdt_link {
+	struct bpf_link *link;
+	char what[16];        /* start | done */
+	__u64 cookie;
+	char provider[64], name[64], path[256];
+};
+
+static struct usdt_bpf *uskel;
+static int load_err = -ENOENT;
+static int nc;
+static struct usdt_link links[MAX_USDT_LINKS];
+static int nlinks;
+
+int usdt_load(bool system_wide, int tracked_fd, int ncpus)
+{
+	int err;
+
+	nc = ncpus;
+	uskel = usdt_bpf__open();
+	if (!uskel)
+		return load_err = -errno;
+	uskel->rodata->system_wide = system_wide;
+	err = bpf_map__reuse_fd(uskel->maps.tracked, tracked_fd);
+	if (!err)
+		err = usdt_bpf__load(uskel);
+	if (err) {
+		usdt_bpf__destroy(uskel);
+		uskel = NULL;
+	}
+	return load_err = err;
+}
+
+static void emit_attached(const struct usdt_link *l)
+{
+	struct jw out;
+
+	jw_event_begin(&out, stdout, "usdt_attached");
+	jw_kstr(&out, "probe", l->what);
+	jw_kstr(&out, "provider", l->provider);
+	jw_kstr(&out, "name", l->name);
+	jw_kstr(&out, "path", l->path);
+	jw_event_end(&out);
+}
+
+void usdt_command(char *args)
+{
+	char what[16], provider[64], name[64];
+	unsigned long long cookie;
+	int off = 0;
+	struct usdt_link *l;
+	LIBBPF_OPTS(bpf_usdt_opts, opts);
+
+	if (sscanf(args, "%15s %llu %63s %63s %n", what, &cookie, provider, name, &off) != 4 || !off ||
+	    !args[off] || (strcmp(what, "start") && strcmp(what, "done"))) {
+		emit_error("usdt", EINVAL, "usdt: expected 'start|done COOKIE PROVIDER NAME PATH': '%s'", args);
+		return;
+	}
+	if (!uskel) {
+		emit_error("usdt", -load_err, "usdt: the USDT program did not load: %s", strerror(-load_err));
+		return;
+	}
+	if (nlinks >= MAX_USDT_LINKS) {
+		emit_error("usdt", ENOSPC, "usdt: more than %d probes", MAX_USDT_LINKS);
+		return;
+	}
+	l = &links[nlinks];
+	memset(l, 0, sizeof(*l));
+	snprintf(l->what, sizeof(l->what), "%s", what);
+	snprintf(l->provider, sizeof(l->provider), "%s", provider);
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	snprintf(l->path, sizeof(l->path), "%s", args + off);
+	l->cookie = cookie;
+	opts.usdt_cookie = cookie;
+	l->link = bpf_program__attach_usdt(strcmp(what, "start") == 0 ? uskel->progs.lksc_usdt_start
+								       : uskel->progs.lksc_usdt_done,
+					   -1, l->path, provider, name, &opts);
+	if (!l->link) {
+		int err = errno;
+
+		emit_error("usdt", err, "usdt: cannot attach %s:%s of %s: %s", provider, name, l->path,
+			   strerror(err));
+		return;
+	}
+	nlinks++;
+	emit_attached(l);
+}
+
+void usdt_start(void)
+{
+	__u64 *zero;
+
+	if (!uskel)
+		return;
+	uskel->bss->enabled = false;
+	clear_map(uskel->maps.usdt_open);
+	clear_map(uskel->maps.usdt_stats);
+	zero = calloc(nc, sizeof(*zero));
+	for (__u32 i = 0; zero && i < UCNT__MAX; i++)
+		bpf_map_update_elem(bpf_map__fd(uskel->maps.usdt_counters), &i, zero, BPF_ANY);
+	free(zero);
+	uskel->bss->enabled = true;
+}
+
+void usdt_stop(void)
+{
+	if (uskel)
+		uskel->bss->enabled = false;
+}
+
+struct emit_ctx {
+	struct jw *w;
+	unsigned int n;
+};
+
+static void emit_wait(const void *key, const struct wait_stat *s, void *ctx)
+{
+	const struct usdt_key *k = key;
+	struct emit_ctx *c = ctx;
+	char name[USDT_NAME_LEN + 1];
+
+	memcpy(name, k->name, USDT_NAME_LEN);
+	name[USDT_NAME_LEN] = '\0';
+	jw_obj(c->w);
+	jw_ku64(c->w, "tgid", k->tgid);
+	jw_ku64(c->w, "entry", k->entry);
+	jw_ku64(c->w, "value", k->value);
+	jw_ku64(c->w, "mode", k->mode);
+	jw_kstr(c->w, "name", name);
+	jw_ku64(c->w, "count", s->count);
+	jw_ku64(c->w, "total_ns", s->total_ns);
+	jw_ku64(c->w, "max_ns", s->max_ns);
+	jw_obj_end(c->w);
+	c->n++;
+}
+
+static unsigned int nwaits;
+
+void usdt_json(struct jw *w)
+{
+	struct emit_ctx c = { .w = w };
+
+	jw_key(w, "usdt_probe");
+	jw_obj(w);
+	jw_kbool(w, "loaded", uskel != NULL);
+	if (!uskel)
+		jw_kstr(w, "reason", strerror(-load_err));
+	jw_key(w, "attached");
+	jw_arr(w);
+	for (int i = 0; i < nlinks; i++) {
+		jw_obj(w);
+		jw_kstr(w, "probe", links[i].what);
+		jw_ku64(w, "cookie", links[i].cookie);
+		jw_kstr(w, "provider", links[i].provider);
+		jw_kstr(w, "name", links[i].name);
+		jw_kstr(w, "path", links[i].path);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+	if (!uskel)
+		return;
+	jw_key(w, "usdt");
+	jw_arr(w);
+	for_each_wait(bpf_map__fd(uskel->maps.usdt_stats), nc, emit_wait, &c);
+	jw_arr_end(w);
+	nwaits = c.n;
+}
+
+void usdt_counters_json(struct jw *w)
+{
+	__u64 *vals;
+
+	if (!uskel)
+		return;
+	vals = calloc(nc, sizeof(*vals));
+	for (__u32 i = 0; vals && i < UCNT__MAX; i++) {
+		__u64 sum = 0;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(uskel->maps.usdt_counters), &i, vals) == 0)
+			sum = u64_sum(vals, nc);
+		jw_ku64(w, ucounter_names[i], sum);
+	}
+	free(vals);
+}
+
+void usdt_programs_json(struct jw *w)
+{
+	if (uskel)
+		emit_programs(w, uskel->obj);
+}
+
+void usdt_map_use_json(struct jw *w)
+{
+	if (uskel)
+		emit_map_use(w, "usdt_stats", uskel->maps.usdt_stats, nwaits);
+}
+
+void usdt_destroy(void)
+{
+	for (int i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i].link);
+	nlinks = 0;
+	usdt_bpf__destroy(uskel);
+	uskel = NULL;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef LOCKSCOPE_USDT_H
+#define LOCKSCOPE_USDT_H
+
+#include <stdbool.h>
+
+struct jw;
+
+/* load usdt.bpf.c, sharing the tgid filter map; nothing is attached until
+ * usdt_attach; 0 or -errno (then usdt_json reports why) */
+int usdt_load(bool system_wide, int tracked_fd, int ncpus);
+/* the "usdt" command: `usdt start|done COOKIE PROVIDER NAME PATH` attaches
+ * the start or done program to probe PROVIDER:NAME of the binary PATH, for
+ * every process running it (the tracked map filters) */
+void usdt_command(char *args);
+void usdt_start(void);
+void usdt_stop(void);
+/* "usdt" key of the data event: the probes attached, the waits */
+void usdt_json(struct jw *w);
+void usdt_counters_json(struct jw *w);
+void usdt_programs_json(struct jw *w);
+void usdt_map_use_json(struct jw *w);
+void usdt_destroy(void);
+
+#endif

@@ -1,0 +1,231 @@
+"""Application lock names from USDT probes (probes/usdt.bpf.c, the probe
+table analyzer/usdt.toml), checked against the program's own view:
+PostgreSQL 15's lwlock__wait__start/done and lock__wait__start/done while
+pgbench (tpcb-like, scale 1: hot rows) runs on a private cluster that
+`lockscope attach --pid <postmaster>` traces, and pg_stat_activity's
+wait_event_type/wait_event sampled every 50 ms over the same window. The
+lock waits lockscope names must agree with what PostgreSQL reports: the
+same top wait type (Lock or LWLock), and the heaviest named waits among
+the events PostgreSQL sampled."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import pgcluster
+from conftest import REPO, bpftool_progs, e2e_missing
+from lockscope import record
+from lockscope.analyzer import usdt
+
+PROBES = ("lwlock__wait__start", "lwlock__wait__done", "lock__wait__start", "lock__wait__done")
+WINDOW_S = 4
+CLIENTS = int(os.environ.get("LOCKSCOPE_USDT_CLIENTS", "4"))   # bench/README.md also used 8
+SAMPLE_S = 0.05
+WAIT_SQL = ("SELECT wait_event_type || '|' || wait_event FROM pg_stat_activity WHERE backend_type = "
+            "'client backend' AND wait_event_type IN ('Lock', 'LWLock') AND pid <> pg_backend_pid();")
+
+
+def sdt_missing() -> str | None:
+    b = pgcluster.bindir()
+    if b is None:
+        return None
+    notes = subprocess.run(["readelf", "-n", str(b / "postgres")], capture_output=True, text=True).stdout
+    lacking = [p for p in PROBES if p not in notes]
+    if lacking:
+        return f"{b / 'postgres'} was built without the SDT probes {', '.join(lacking)} (--enable-dtrace)"
+    return None
+
+
+def test_table_covers_postgres_probes():
+    """The table is data: PostgreSQL is an entry with its two waits; the
+    cookie carries the entry and the arguments usdt.bpf.c reads."""
+    table = usdt.default()
+    specs = {s.start: s for s in table.probes_for("/usr/lib/postgresql/15/bin/postgres")}
+    assert set(specs) == {"lwlock__wait__start", "lock__wait__start"}
+    lw, hw = specs["lwlock__wait__start"], specs["lock__wait__start"]
+    assert lw.cookie & 0xff == lw.entry and (lw.cookie >> 8) & 0xf == 1 and lw.cookie & (1 << 12)
+    assert (hw.cookie >> 8) & 0xf == 5 and not hw.cookie & (1 << 12) and (hw.cookie >> 16) & 0xf == 6
+    assert lw.lock_name(0, "WALWrite") == "LWLock WALWrite"
+    assert hw.lock_name(5, "") == "heavyweight lock on transactionid"
+    assert hw.lock_name(4, "") == "heavyweight lock on tuple"
+    assert hw.mode_name(5) == "ShareLock" and lw.mode_name(0) == "exclusive"
+    assert table.probes_for("/usr/bin/python3") == []
+
+
+JVM_TABLE = """
+[[program]]
+name = "HotSpot JVM"
+component = "Java"
+binaries = ["*/libjvm.so"]
+provider = "hotspot"
+
+# monitor__contended__enter(thread id, monitor, class name, class name length)
+[[program.probe]]
+start = "monitor__contended__enter"
+done = "monitor__contended__entered"
+kind = "Java monitor"
+prefix = "monitor of "
+name_arg = 3
+name_string = true
+"""
+
+
+def test_another_program_is_a_table_entry(tmp_path):
+    """A JVM's hotspot monitor probes: one more [[program]], no code."""
+    f = tmp_path / "usdt.toml"
+    f.write_text(usdt.TABLE_FILE.read_text() + JVM_TABLE)
+    table = usdt.Table.load(f)
+    [spec] = table.probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+    assert spec.entry == 2 and spec.cookie == 2 | 3 << 8 | 1 << 12
+    assert spec.lock_name(0, "java/lang/Object") == "monitor of java/lang/Object"
+    assert spec.mode_name(7) == "" and table.entry(2) is spec
+    raw = type("Raw", (), {})()
+    raw.__dict__.update(usdt.resolve({"usdt_probe": {"loaded": True}, "usdt": [
+        {"tgid": 7, "entry": 2, "value": 0, "mode": 0, "name": "Counter", "count": 3, "total_ns": 900,
+         "max_ns": 500}]}, table))
+    [lock] = usdt.name_usdt(raw, 2, 1000)
+    assert (lock.name, lock.kind, lock.component, lock.tier) == ("monitor of Counter", "Java monitor", "Java",
+                                                                 "verified")
+    assert lock.count == 3 and lock.wait_share == 900 / 2000
+
+
+def pg_event(lock: record.Lock) -> tuple[str, str] | None:
+    """A lockscope lock named from PostgreSQL's probes as pg_stat_activity's
+    (wait_event_type, wait_event)."""
+    if lock.component != "PostgreSQL":
+        return None
+    if lock.kind == "LWLock":
+        return "LWLock", lock.name.removeprefix("LWLock ")
+    if lock.kind == "heavyweight lock":
+        return "Lock", lock.name.removeprefix("heavyweight lock on ")
+    return None
+
+
+class Sampler(threading.Thread):
+    """pg_stat_activity's Lock/LWLock waits of the client backends every
+    SAMPLE_S, through one psql session, until stopped."""
+
+    def __init__(self, cluster: pgcluster.Cluster):
+        super().__init__(daemon=True)
+        self.psql = cluster.popen("psql", *cluster.conn, "-X", "-Atq", "-d", "postgres",
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.samples = 0
+        self.events: Counter = Counter()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = time.monotonic()
+            self.psql.stdin.write(WAIT_SQL + "\nSELECT 'END';\n")
+            self.psql.stdin.flush()
+            for line in self.psql.stdout:
+                line = line.strip()
+                if line == "END":
+                    break
+                if "|" in line:
+                    self.events[tuple(line.split("|", 1))] += 1
+            self.samples += 1
+            time.sleep(max(0.0, SAMPLE_S - (time.monotonic() - t)))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(10)
+        self.psql.stdin.close()
+        self.psql.wait(10)
+
+
+def run_experiment(cluster: pgcluster.Cluster, out: Path) -> tuple[record.RunRecord, Sampler, str]:
+    """attach to the postmaster; pgbench and the sampler over the window."""
+    attach = subprocess.Popen(
+        ["python3", "-m", "lockscope", "attach", "--pid", str(cluster.pid), "--duration", str(WINDOW_S + 1),
+         "--out", str(out), "--name", "postgres"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    log = []
+    for line in attach.stderr:
+        log.append(line)
+        if "attached to" in line:
+            break
+    else:
+        attach.wait()
+        pytest.fail(f"lockscope attach failed: {''.join(log)}")
+    sampler = Sampler(cluster)
+    bench = cluster.popen("pgbench", *cluster.conn, "-c", str(CLIENTS), "-j", str(CLIENTS), "-T", str(WINDOW_S),
+                          "-n", "postgres", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sampler.start()
+    bench_out = bench.communicate(timeout=60)[0]
+    sampler.close()
+    rest = attach.communicate(timeout=120)
+    assert attach.returncode == 0, "".join(log) + rest[1]
+    runs = sorted((out / "runs").glob("*.json"))
+    assert runs, f"no record written: {rest}"
+    return record.load(runs[-1]), sampler, bench_out
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    why = e2e_missing() or pgcluster.missing() or sdt_missing()
+    if why:
+        pytest.skip(why)
+    out = tmp_path_factory.mktemp("usdt")
+    with pgcluster.Cluster() as cluster:
+        cluster.as_user("pgbench", *cluster.conn, "-i", "-s", "1", "-q", "postgres")
+        rec, sampler, bench_out = run_experiment(cluster, out)
+    summary = {
+        "lockscope": {lk.name: {"kind": lk.kind, "waits": lk.count, "wait_ms": round(lk.wait_ns / 1e6, 1),
+                                "modes": {m: round(ns / 1e6, 1) for m, ns in lk.modes.items()}}
+                      for lk in rec.locks if pg_event(lk)},
+        "pg_stat_activity": {"samples": sampler.samples,
+                             "events": {f"{t}:{e}": n for (t, e), n in sampler.events.most_common()}},
+        "tps": [line for line in bench_out.splitlines() if line.startswith("tps")],
+    }
+    print(json.dumps(summary, indent=1))
+    return rec, sampler
+
+
+def test_lwlock_sleeps_not_counted_twice(experiment):
+    """An LWLock waiter's semaphore sleep (a futex wait in LWLockAcquire) is
+    the LWLock wait lockscope named from the probe: not a futex lock too."""
+    rec, _ = experiment
+    twice = [lk.name for lk in rec.locks if lk.component != "PostgreSQL" and any(
+        "LWLockAcquire" in f for st in lk.stacks for f in st.frames)]
+    assert not twice, twice
+
+
+def test_nothing_left_attached(experiment):
+    """The USDT programs go with the probe (their links are closed)."""
+    assert not [p for p in bpftool_progs() if p.startswith("lksc_usdt")]
+
+
+def test_usdt_lock_names_agree_with_pg_stat_activity(experiment):
+    rec, sampler = experiment
+    named = [(pg_event(lk), lk) for lk in rec.locks if pg_event(lk)]
+    assert named, f"no lock named from PostgreSQL's USDT probes; warnings: {rec.warnings}"
+    for _, lk in named:
+        assert lk.tier == "verified" and lk.component == "PostgreSQL" and lk.count > 0
+    assert any(lk.kind == "heavyweight lock" for _, lk in named), [lk.name for _, lk in named]
+    assert sampler.samples >= WINDOW_S / SAMPLE_S / 4, f"only {sampler.samples} pg_stat_activity samples"
+    assert sampler.events, "pg_stat_activity never showed a client backend in a Lock or LWLock wait"
+
+    # the same top wait type: lockscope by wait time, PostgreSQL by samples
+    ls_type: Counter = Counter()
+    for (typ, _), lk in named:
+        ls_type[typ] += lk.wait_ns
+    pg_type: Counter = Counter()
+    for (typ, _), n in sampler.events.items():
+        pg_type[typ] += n
+    assert ls_type.most_common(1)[0][0] == pg_type.most_common(1)[0][0], (ls_type, pg_type)
+
+    # by name: lockscope's heaviest wait is PostgreSQL's most sampled one, or
+    # close to it (sampling error), and the events PostgreSQL sampled most are named
+    ls_events = {ev: lk.wait_ns for ev, lk in named}
+    top_pg = [ev for ev, _ in sampler.events.most_common(2)]
+    top_ls = max(ls_events, key=ls_events.get)
+    assert top_ls in top_pg, (top_ls, sampler.events.most_common(5))
+    assert sampler.events.most_common(1)[0][0] in ls_events, (ls_events, sampler.events)
