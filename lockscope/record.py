@@ -91,6 +91,7 @@ class Role:
     worker: bool = False         # counted as the measured work
     reason: str = ""             # why it is or is not counted
     path: bool = False           # on the path of the measured work: a worker role or one the workers wait for
+    driver: bool = field(default=False, metadata={"omit_empty": True})   # run --target: the command that drives the load
     on_cpu_ns: int = 0
     lock_ns: int = 0
     idle_ns: int = 0
@@ -321,6 +322,8 @@ class RunRecord:
     wait_for: list[RoleEdge] = field(default_factory=list, metadata={"omit_empty": True})
     # kind attach: the processes profiled (lockscope attach)
     attach: Optional[AttachInfo] = optional()
+    # run/sweep --target: the processes counted as the work while the command drove the load
+    target: Optional[AttachInfo] = optional()
 
     @property
     def worker_roles(self) -> set[str]:
