@@ -79,7 +79,24 @@ class ServerSession:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")[-limit:].strip()
 
+    def _unreachable(self) -> Path | None:
+        """The first directory above the file system the server's user may
+        not pass through (it would not find its own files)."""
+        for d in reversed(self.directory.parents):
+            st = d.stat()
+            bit = 0o100 if st.st_uid == self.uid else 0o010 if st.st_gid == self.gid else 0o001
+            if not st.st_mode & bit:
+                return d
+        return None
+
     def __enter__(self) -> "ServerSession":
+        blocked = self._unreachable()
+        if blocked:
+            raise EnvironmentProblem(f"the server runs as {self.spec['user']}, who may not enter {blocked} "
+                                     f"(mode {blocked.stat().st_mode & 0o777:o}) above its file system "
+                                     f"{self.directory}",
+                                     f"give --scratch a directory {self.spec['user']} can reach, e.g. "
+                                     "--scratch /tmp/lockscope-scratch")
         os.chown(self.directory, self.uid, self.gid)       # the scratch file system is the server's
         for argv in self.spec["init"]:
             argv = _fill(argv, self.values)
