@@ -171,6 +171,15 @@ def probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> P
                      maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()}, raw=raw)
 
 
+def _without_driver_locks(locks: list, drivers: set[str]) -> tuple[list, int]:
+    """run --target: a user-space lock only the driver waited on (pgbench's
+    own thread barrier) is not the work's."""
+    if not drivers:
+        return locks, 0
+    kept = [lk for lk in locks if not lk.roles or set(lk.roles) - drivers]
+    return kept, len(locks) - len(kept)
+
+
 def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None,
                   drivers: set[int] | None = None) -> RunRecord:
     if data is not None:
@@ -186,6 +195,10 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
                                            role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
         if rs:
             rec.roles, rec.wait_for = rs.roles, rs.edges
+            rec.locks, left = _without_driver_locks(rec.locks, {r.name for r in rs.roles if r.driver})
+            if left:
+                rec.warnings.append(f"{left} user-space lock{'s' if left != 1 else ''} waited on only by the "
+                                    "command driving the load (--target) left out")
         rec.warnings += probe_warnings(rec.probe)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
