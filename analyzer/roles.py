@@ -5,7 +5,9 @@ roles that do the measured work found from the data.
 
 A role does the measured work when it is busy (everything but idle) at
 least WORKER_SHARE of the busiest role's busy time; the record says why
-each role was or was not counted. A thread "works" when it was on CPU at
+each role was or was not counted. With `run --target` the command only
+drives the load: its processes (`drivers`, by tgid) form roles of their
+own, marked driver and never counted as the work, whatever their share. A thread "works" when it was on CPU at
 least WORKING_SHARE of the time it was seen.
 
 Sleeps get their kind from analyzer/sleepkinds.py; a condition variable or
@@ -109,10 +111,15 @@ def futex_primitives(raw: RawProbe) -> dict[tuple, str]:
     return {k: v[1] for k, v in best.items()}
 
 
-def _threads(raw: RawProbe) -> dict[int, ThreadTimes]:
+DRIVER = " (driver)"
+
+
+def _threads(raw: RawProbe, drivers: set[int]) -> dict[int, ThreadTimes]:
     out: dict[int, ThreadTimes] = {}
     for t in raw.tasks or []:
-        th = out[t.tid] = ThreadTimes(t.tid, t.tgid, role_name(t.process, t.comm), t.process)
+        # a driver's role is apart from the target's, even under the same name
+        role = role_name(t.process, t.comm) + (DRIVER if t.tgid in drivers else "")
+        th = out[t.tid] = ThreadTimes(t.tid, t.tgid, role, t.process)
         th.on_cpu_ns = t.on_cpu_ns
         th.kinds[PREEMPTED] += t.preempted_ns
     return out
@@ -149,9 +156,10 @@ def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[
     return handoffs
 
 
-def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int) -> dict[str, tuple[bool, str]]:
-    """role -> (counted as the measured work, why)."""
-    busy = {r: sum(t.busy_ns for t in ts) for r, ts in roles.items()}
+def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int,
+                    drivers: set[str]) -> dict[str, tuple[bool, str]]:
+    """role -> (counted as the measured work, why); `drivers`' roles never are."""
+    busy = {r: sum(t.busy_ns for t in ts) for r, ts in roles.items() if r not in drivers}
     top = max(busy.values(), default=0)
     we = (lambda ns: ns / window_ns) if window_ns else (lambda ns: 0.0)
     out = {}
@@ -162,21 +170,29 @@ def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int) -> dict
         else:
             out[r] = (False, f"not counted: busy {we(b):.2f} worker-equivalents, under {WORKER_SHARE:.0%} of the "
                       f"busiest role's {we(top):.2f}" if top > 0 else "not counted: never busy")
+    for r in drivers:
+        b = sum(t.busy_ns for t in roles[r])
+        out[r] = (False, f"not counted: the command, which only drives the load of the --target (busy "
+                         f"{we(b):.2f} worker-equivalents)")
     return out
 
 
-def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
+def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = None) -> RoleAnalysis | None:
     """Roles, their time split and the roles that do the measured work;
-    None when the probe recorded no per-thread data (older records)."""
+    None when the probe recorded no per-thread data (older records).
+    `drivers`: the tgids of a command that only drives the load (run
+    --target): roles of their own, never the work."""
     if raw is None or raw.tasks is None:
         return None
-    threads = _threads(raw)
+    drivers = drivers or set()
+    threads = _threads(raw, drivers)
     primitive = futex_primitives(raw)
     handoffs = _add_sleeps(raw, threads, primitive)
     by_role: dict[str, list[ThreadTimes]] = defaultdict(list)
     for t in threads.values():
         by_role[t.role].append(t)
-    chosen = _choose_workers(by_role, window_ns)
+    driver_roles = {t.role for t in threads.values() if t.tgid in drivers}
+    chosen = _choose_workers(by_role, window_ns, driver_roles)
     workers = {r for r, (counted, _) in chosen.items() if counted}
     working = {t.tid for t in threads.values() if t.working and t.role in workers}
     futex_ns: dict[tuple, int] = defaultdict(int)
@@ -189,7 +205,7 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
         part = e.total_ns * lock_part.get((th.tid, e.uaddr), 0.0)
         th.kinds[IDLE] -= part
         th.kinds[LOCK] += part
-    roles = [_role(name, ts, *chosen[name]) for name, ts in by_role.items()]
+    roles = [_role(name, ts, *chosen[name], driver=name in driver_roles) for name, ts in by_role.items()]
     roles.sort(key=lambda r: (not r.worker, -(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.other_ns)))
     role_of = {t.tid: t.role for t in threads.values()}
     edges = wakeups.role_edges(wakes, role_of, fold)
@@ -202,12 +218,12 @@ def analyze(raw: RawProbe | None, window_ns: int) -> RoleAnalysis | None:
     return RoleAnalysis(roles, threads, edges, path, primitive, lock_part)
 
 
-def _role(name: str, threads: list[ThreadTimes], worker: bool, reason: str) -> Role:
+def _role(name: str, threads: list[ThreadTimes], worker: bool, reason: str, driver: bool = False) -> Role:
     k: dict[str, int] = defaultdict(int)
     for t in threads:
         for kind, ns in t.kinds.items():
             k[kind] += ns
     return Role(name=name, processes=sorted({t.process for t in threads}), threads=len(threads),
-                pids=len({t.tgid for t in threads}), worker=worker, reason=reason,
+                pids=len({t.tgid for t in threads}), worker=worker, reason=reason, driver=driver,
                 on_cpu_ns=sum(t.on_cpu_ns for t in threads),
                 **{f"{kind}_ns": int(max(0, k.get(kind, 0))) for kind in KINDS})

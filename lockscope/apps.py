@@ -27,8 +27,11 @@ _PARAM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 _REQUIRED = ("name", "package", "binary", "operation", "sharing", "component", "model", "command",
              "throughput_regex", "unit")
-_OPTIONAL = ("prepare", "files", "params", "max_workers")
+_OPTIONAL = ("prepare", "files", "params", "max_workers", "server", "target")
 _PARAM_KEYS = ("name", "default", "min", "max", "help")
+# [app.server]: a server the command is a client of, started for each point
+_SERVER_KEYS = ("user", "init", "start", "ready", "stop")
+SERVER_PLACEHOLDERS = ("port",)           # a free port lockscope picks for each point
 
 
 class TableError(LockscopeError):
@@ -51,10 +54,17 @@ class App:
     files: tuple[str, ...] = ()        # other files the package installs that it needs
     params: tuple[dict, ...] = ()
     max_workers: int = DEFAULT_MAX_WORKERS
+    server: dict | None = None         # [app.server]: user, init (argvs), start, ready, stop
+    target: str | None = None          # "server": the server's tasks are the work, the command drives the load
 
     @property
     def needs_dir(self) -> bool:
-        return any("{dir}" in a for a in self.command + self.prepare)
+        return any("{dir}" in a for a in self.command + self.prepare + self._server_args())
+
+    def _server_args(self) -> tuple[str, ...]:
+        s = self.server or {}
+        return tuple(a for argv in [*s.get("init", []), s.get("start", []), s.get("ready", []), s.get("stop", [])]
+                     for a in argv)
 
     @property
     def install_command(self) -> str:
@@ -96,9 +106,14 @@ class App:
         def fill(argv: tuple[str, ...]) -> list[str]:
             return [_PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], a) for a in argv]
 
+        server = None
+        if self.server:
+            server = {"user": self.server["user"], "init": [fill(a) for a in self.server["init"]],
+                      **{k: fill(self.server[k]) for k in ("start", "ready", "stop")}}
         return {"command": fill(self.command), "prepare": fill(self.prepare) or None,
                 "throughput_regex": self.throughput_regex, "throughput_unit": self.unit, "self_timed": True,
-                "params": self.values(params), "application": self.identity()}
+                "params": self.values(params), "application": self.identity(), "server": server,
+                "target": self.target}
 
     def identity(self) -> dict[str, str]:
         """What the record says about the application."""
@@ -200,6 +215,12 @@ def _entry(e, i: int) -> App:
     if len(set(names)) != len(names):
         raise _bad(where, "a parameter is declared twice")
     known = set(BUILTIN_PLACEHOLDERS) | set(names)
+    server = _server(e.get("server"), where, known | set(SERVER_PLACEHOLDERS)) if "server" in e else None
+    if server:
+        known |= set(SERVER_PLACEHOLDERS)
+    target = e.get("target")
+    if target is not None and (target != "server" or server is None):
+        raise _bad(where, 'target is "server", with an [app.server] table')
     for key, argv in (("command", command), ("prepare", prepare)):
         used = {m for a in argv for m in _PLACEHOLDER.findall(a)}
         if used - known:
@@ -220,7 +241,26 @@ def _entry(e, i: int) -> App:
     return App(name=e["name"], package=e["package"], binary=e["binary"], operation=e["operation"],
                sharing=e["sharing"], component=e["component"], model=e["model"], command=command,
                throughput_regex=e["throughput_regex"], unit=e["unit"], prepare=prepare, files=files,
-               params=params, max_workers=max_workers)
+               params=params, max_workers=max_workers, server=server, target=target)
+
+
+def _server(s, where: str, known: set[str]) -> dict:
+    """[app.server]: the server's user, its init commands (run once on the
+    fresh file system), and its start, ready (polled until it exits 0) and
+    stop commands."""
+    if not isinstance(s, dict) or set(s) != set(_SERVER_KEYS):
+        raise _bad(where, f"[app.server] has exactly {', '.join(_SERVER_KEYS)}")
+    if not isinstance(s["user"], str) or not s["user"]:
+        raise _bad(where, "server.user is a user name")
+    if not isinstance(s["init"], list):
+        raise _bad(where, "server.init is a list of commands")
+    out = {"user": s["user"], "init": tuple(_strings(a, where, "server.init") for a in s["init"]),
+           **{k: _strings(s[k], where, f"server.{k}") for k in ("start", "ready", "stop")}}
+    for argv in (*out["init"], out["start"], out["ready"], out["stop"]):
+        used = {m for a in argv for m in _PLACEHOLDER.findall(a)}
+        if used - known:
+            raise _bad(where, f"server uses unknown placeholders {', '.join('{' + u + '}' for u in sorted(used - known))}")
+    return out
 
 
 def parse(doc: dict) -> dict[str, App]:

@@ -21,6 +21,8 @@ examples:
   lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
   lockscope sweep rocksdb-readrandom,dbench --fs ext4 --workers 1,2 --out results/apps
   lockscope attach --pid 1234 --duration 10 --out results/server   # a running process (or --comm, --cgroup)
+  lockscope sweep --workers 1,2,4 --target comm:myserver -- ./loadgen --clients {n}   # the server is the work
+  lockscope sweep pgbench --fs tmpfs --workers 1,2,4 --out results/pg   # PostgreSQL, a fresh cluster per point
   lockscope analyze results/sweep --json
   lockscope report results/sweep            # writes results/sweep/report/index.html
   lockscope export results/sweep            # figures, tables, pprof profiles: results/sweep/exports
@@ -68,6 +70,10 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                    help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
                         f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
+    p.add_argument("--target", default=None, metavar="pid:P[,P] | comm:NAME | cgroup:PATH",
+                   help="with a command: these running processes (a server) are the measured work, traced with "
+                        "what they fork; the command only drives their load and is a role of its own (driver). "
+                        "The target is never signalled; only the command is stopped")
     p.add_argument("--system-wide", action="store_true",
                    help="count the lock waits of every task on the machine, not only the workload's")
     p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")

@@ -91,6 +91,7 @@ class Role:
     worker: bool = False         # counted as the measured work
     reason: str = ""             # why it is or is not counted
     path: bool = False           # on the path of the measured work: a worker role or one the workers wait for
+    driver: bool = field(default=False, metadata={"omit_empty": True})   # run --target: the command that drives the load
     on_cpu_ns: int = 0
     lock_ns: int = 0
     idle_ns: int = 0
@@ -328,6 +329,8 @@ class RunRecord:
     reference_ops: Optional[int] = optional()
     reference_ops_per_sec: Optional[float] = optional()
     probe_effect: Optional[float] = optional()
+    # run/sweep --target: the processes counted as the work while the command drove the load
+    target: Optional[AttachInfo] = optional()
 
     @property
     def worker_roles(self) -> set[str]:

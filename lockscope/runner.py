@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
+from lockscope import targets as tg
 from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, userlocks, usdt
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
@@ -26,8 +27,9 @@ from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.jsondata import from_dict, from_list
 from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
-from lockscope.record import (Application, Cpi, FsDetail, Host, Interval, Latency, ProbeInfo, RunRecord,
-                              WorkerResult)
+from lockscope.record import (Application, AttachedProcess, AttachInfo, Cpi, FsDetail, Host, Interval, Latency,
+                              ProbeInfo, RunRecord, WorkerResult)
+from lockscope.server import ServerSession
 
 MAX_WATCH_PATHS = 512
 NO_FS = "none"
@@ -63,6 +65,10 @@ class PointSpec:
     self_timed: bool = False           # the command stops itself after `duration` (it was told so)
     application: dict | None = None    # an application workload: apps.App.identity()
     vmlinux: Path | None = None        # System.map or vmlinux naming static locks (--vmlinux)
+    # commands: --target (pid:P, comm:NAME, cgroup:PATH) or "server": those
+    # tasks are the work, the command only drives the load
+    target: str | None = None
+    server: dict | None = None         # an application's [app.server] (lockscope/server.py)
 
     @property
     def id(self) -> str:
@@ -165,15 +171,25 @@ def probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> P
                      maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()}, raw=raw)
 
 
-def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None) -> RunRecord:
+def _without_driver_locks(locks: list, drivers: set[str]) -> tuple[list, int]:
+    """run --target: a user-space lock only the driver waited on (pgbench's
+    own thread barrier) is not the work's."""
+    if not drivers:
+        return locks, 0
+    kept = [lk for lk in locks if not lk.roles or set(lk.roles) - drivers]
+    return kept, len(locks) - len(kept)
+
+
+def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None,
+                  drivers: set[int] | None = None) -> RunRecord:
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
         # who is a worker: roles, the kind of each sleep, who woke whom
-        rs = roles.analyze(raw, window)
-        # user-space locks (futex waits) next to the kernel's
-        # Go sync.Mutex waits (uprobes on the Go runtime), and application locks named by the
-        # program's own USDT probes (whose semaphore sleeps are not counted again as futex locks)
+        rs = roles.analyze(raw, window, drivers)
+        # user-space locks (futex waits) next to the kernel's, Go sync.Mutex waits (uprobes on
+        # the Go runtime), and application locks named by the program's own USDT probes (whose
+        # semaphore sleeps are not counted again as futex locks)
         rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs, usdt.folded_futexes(raw)) +
                            golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window),
                            key=lambda lk: -lk.wait_ns)
@@ -183,6 +199,10 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
                                            role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
         if rs:
             rec.roles, rec.wait_for = rs.roles, rs.edges
+            rec.locks, left = _without_driver_locks(rec.locks, {r.name for r in rs.roles if r.driver})
+            if left:
+                rec.warnings.append(f"{left} user-space lock{'s' if left != 1 else ''} waited on only by the "
+                                    "command driving the load (--target) left out")
         rec.warnings += probe_warnings(rec.probe)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
@@ -325,10 +345,12 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
     return finish_record(rec, data, raw, hw.result())
 
 
-def substitute(argv: list[str], workers: int, directory: Path | None) -> list[str]:
+def substitute(argv: list[str], workers: int, directory: Path | None, port: int | None = None) -> list[str]:
     out = []
     for a in argv:
         a = a.replace("{n}", str(workers))
+        if port is not None:
+            a = a.replace("{port}", str(port))
         if "{dir}" in a:
             if directory is None:
                 raise LockscopeError("the command uses {dir} but no file system was asked for",
@@ -363,6 +385,63 @@ def run_prepare(argv: list[str], progress: Progress) -> float:
     return time.monotonic() - t0
 
 
+TARGET_POLL_S = 0.1
+DRIVERS_EVERY_S = 0.5
+
+
+def _track_targets(probe: ProbeSession | None, spec: PointSpec, server) -> tg.Targets | None:
+    """The --target (or the application's server) resolved now and handed to
+    the probe: its tasks, and what they fork, are traced as the work. It is
+    only read from /proc, never signalled."""
+    if not spec.target:
+        return None
+    targets = tg.Targets("pid", str(server.pid), [tg.process(server.pid)]) if spec.target == "server" \
+        else tg.from_spec(spec.target)
+    if probe:
+        for p in targets.procs:
+            try:
+                probe.track(p.tgid)
+            except LockscopeError:
+                pass               # it exited meanwhile: the record's target list says what was there
+    return targets
+
+
+def _wait_command(proc: subprocess.Popen, timeout: float | None, drivers: set[int] | None) -> int | None:
+    """The command's exit code, or None at the timeout; meanwhile, with
+    --target, its processes are collected in `drivers` (the command and what
+    it forks: they drive the load and are not the work)."""
+    if drivers is None:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    next_tree = 0.0
+    while True:
+        now = time.monotonic()
+        if now >= next_tree:
+            drivers |= tg.tree(proc.pid, drivers)
+            next_tree = now + DRIVERS_EVERY_S
+        rc = proc.poll()
+        if rc is not None:
+            return rc
+        if deadline is not None and now >= deadline:
+            return None
+        time.sleep(TARGET_POLL_S)
+
+
+def _target_info(targets: tg.Targets | None, spec: PointSpec) -> AttachInfo | None:
+    if targets is None:
+        return None
+    alive = [p for p in targets.procs if tg.alive(p)]
+    return AttachInfo(how="server" if spec.target == "server" else targets.how,
+                      target="the application's server" if spec.target == "server" else targets.value,
+                      processes=[AttachedProcess(p.tgid, p.comm, p.threads) for p in targets.procs],
+                      threads=targets.threads, ended="command",
+                      exited=[f"pid {p.tgid} ({p.comm}) exited during the window"
+                              for p in targets.procs if p not in alive])
+
+
 def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
     assert spec.command
     with contextlib.ExitStack() as stack:
@@ -370,11 +449,21 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         if spec.fs != NO_FS:
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
-        argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None)
-        prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None) if spec.prepare else None
+        server = None
+        if spec.server:
+            if fs is None:
+                raise LockscopeError(f"{spec.workload} makes its server on a fresh file system",
+                                     "pass --fs tmpfs (or another setup)", 2)
+            server = stack.enter_context(ServerSession(spec.server, fs.mountpoint, progress))
+        port = server.port if server else None
+        argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None, port)
+        prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None, port) \
+            if spec.prepare else None
         prepare_s = run_prepare(prepare, progress) if prepare else None
         probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
+        targets = _track_targets(probe, spec, server)
+        drivers: set[int] | None = set() if targets else None
         out = stack.enter_context(tempfile.TemporaryFile())
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:
@@ -382,22 +471,21 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         window = Window(stack, probe, sorted(os.sched_getaffinity(0)))
         window.start()
         progress(f"running {shlex.join(argv)}" + ("" if not spec.duration else f" ({spec.duration:g} s, it stops itself)"
-                                                   if spec.self_timed else f" for up to {spec.duration:g} s"))
+                                                   if spec.self_timed else f" for up to {spec.duration:g} s")
+                 + (f"; the work: {', '.join(f'{p.tgid} ({p.comm})' for p in targets.procs[:5])}" if targets else ""))
         try:
             proc = spawn_gated(argv, probe.track if probe else None, stdin=subprocess.DEVNULL, stdout=out,
                                stderr=err, start_new_session=True)
         except OSError as e:
             raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
-        stack.callback(kill_group, proc)
-        try:
-            rc = proc.wait(timeout=spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration)
-            completed = True
-        except subprocess.TimeoutExpired:
-            rc, completed = None, False
+        stack.callback(kill_group, proc)      # the command only: never the --target
+        rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration, drivers)
+        completed = rc is not None
         data = window.stop()
         elapsed = window.elapsed
         if not completed:
             kill_group(proc)
+        target_info = _target_info(targets, spec)
         raw = raw_from_probe(data, fs.mountpoint if fs else None, spec.vmlinux) if data else None
         stdout, stderr = _tail(out, 1 << 20), _tail(err)
         fs_detail = from_dict(FsDetail, fs.describe() if fs else {"setup": NO_FS})
@@ -421,6 +509,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
     else:
         warnings.append("throughput unknown: the command was stopped at the end of --duration; "
                         "pass --throughput-regex to read it from its output, or let it run to completion")
+    if target_info:
+        warnings += target_info.exited
     rec = RunRecord(
         id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
         ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
@@ -429,8 +519,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         probe=probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=warnings, params=dict(spec.params),
         application=Application(**spec.application, prepare=prepare, prepare_s=prepare_s)
-        if spec.application else None)
-    return finish_record(rec, data, raw, window.hw.result())
+        if spec.application else None, target=target_info)
+    return finish_record(rec, data, raw, window.hw.result(), drivers)
 
 
 def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:

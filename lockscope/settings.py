@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockscope import apps, scratch, validate, workloads
+from lockscope import apps, scratch, targets, validate, workloads
 from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_WORKLOADS
 from lockscope.errors import UsageError
 from lockscope.runner import NO_FS, PointSpec
@@ -50,6 +50,7 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
     """`lockscope run`: one built-in workload or command, one file system,
     one worker count."""
     validate.check_command_given(command, "run")
+    _no_target(args, command)
     if command and args.workload:
         raise UsageError(f"both a workload ({args.workload}) and a command were given", "give one of them")
     if not command and not args.workload:
@@ -68,7 +69,8 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
         if fs != NO_FS:
             scratch.check_setup(fs)
         device = validate.check_device(args.device, args.yes_format_device, [fs])
-        spec = PointSpec(fs=fs, command=command, throughput_regex=args.throughput_regex, **common)
+        spec = PointSpec(fs=fs, command=command, throughput_regex=args.throughput_regex, target=_target(args),
+                         **common)
     else:
         fs = _workload_fs(args.fs, workloads.check_workload(args.workload))
         device = validate.check_device(args.device, args.yes_format_device, [fs])
@@ -82,6 +84,20 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
             spec = PointSpec(fs=fs, params=params, interval=args.interval, latency=not args.no_latency, **common)
     spec.device = device
     return spec
+
+
+def _target(args: argparse.Namespace) -> str | None:
+    """--target, checked: its processes exist now (else exit 2)."""
+    if args.target is None:
+        return None
+    targets.from_spec(args.target)
+    return args.target
+
+
+def _no_target(args: argparse.Namespace, command: list[str] | None) -> None:
+    if args.target is not None and not command:
+        raise UsageError("--target goes with a command after -- (the command drives the target's load)",
+                         "an application with a server (pgbench) makes its own target")
 
 
 def _workload_fs(fs: str | None, info: dict) -> str:
@@ -99,6 +115,7 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
     """`lockscope sweep`: built-in workloads (or one command) x file systems
     x worker counts; file systems missing here are skipped with a warning."""
     validate.check_command_given(command, "sweep")
+    _no_target(args, command)
     if command and args.workloads:
         raise UsageError("both workloads and a command were given", "give one of them")
     workers = validate.parse_workers(args.workers) if args.workers else list(range(1, validate.ncpus() + 1))
@@ -120,7 +137,8 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
     for app in chosen:
         app.require_installed()
     spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, duration=s.duration, warmup=s.warmup,
-                     command=command, throughput_regex=args.throughput_regex, probe=not args.no_probe,
+                     command=command, throughput_regex=args.throughput_regex, target=_target(args),
+                     probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=validate.parse_cpus(args.cpus),
                      sample_hz=args.sample_hz, system_wide=args.system_wide, params=params,
                      interval=args.interval, latency=not args.no_latency,

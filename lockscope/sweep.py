@@ -33,6 +33,7 @@ class SweepSpec:
     warmup: float = 1.0
     command: list[str] | None = None
     throughput_regex: str | None = None
+    target: str | None = None          # --target of a command: pid:P, comm:NAME, cgroup:PATH
     probe: bool = True
     scratch_root: str = ""
     cpus: list[int] | None = None
@@ -54,6 +55,7 @@ class SweepSpec:
             # an application workload is a command experiment with its own command line
             what = (app.point_fields(self.duration, self.params) | {"warmup": 0.0} if app else
                     dict(warmup=self.warmup, command=self.command, throughput_regex=self.throughput_regex,
+                         target=self.target,
                          params=self.params, interval=self.interval, latency=self.latency))
             for fs in fss:
                 for n in self.workers:
@@ -70,7 +72,7 @@ def record_path(out: Path, point_id: str) -> Path:
 
 
 # parameters that change what a point measures: they must match to resume
-MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "probe", "sample_hz", "system_wide",
+MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "target", "probe", "sample_hz", "system_wide",
                   "params", "interval", "latency", "device")
 # parameters that choose the points: a rerun may add to them
 POINT_PARAMS = ("workloads", "fs", "workers")

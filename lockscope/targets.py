@@ -172,3 +172,31 @@ def resolve(pid: str | None, comm: str | None, cgroup: str | None) -> Targets:
         raise UsageError("attach needs exactly one of --pid, --comm or --cgroup")
     how, value = given[0]
     return {"pid": by_pids, "comm": by_comm, "cgroup": by_cgroup}[how](value)
+
+
+TARGET_SYNTAX = "pid:P[,P...], comm:NAME or cgroup:PATH"
+
+
+def parse_spec(text: str) -> tuple[str, str]:
+    """`--target` of run and sweep: 'pid:123,456', 'comm:postgres' or
+    'cgroup:system.slice/foo.service' -> (how, value)."""
+    how, sep, value = text.partition(":")
+    if not sep or how not in ("pid", "comm", "cgroup") or not value:
+        raise UsageError(f"--target {text!r}: expected {TARGET_SYNTAX}")
+    return how, value
+
+
+def from_spec(text: str) -> Targets:
+    """The processes a `--target` names, now (no such process: exit 2)."""
+    how, value = parse_spec(text)
+    return resolve(*(value if how == k else None for k in ("pid", "comm", "cgroup")))
+
+
+def tree(root: int, known: set[int] | None = None) -> set[int]:
+    """`root` and its live descendants (tgids), added to `known`."""
+    out = set(known or ()) | {root}
+    while True:
+        more = {c.tgid for c in children(out)} - out
+        if not more:
+            return out
+        out |= more

@@ -1,0 +1,105 @@
+"""The built-in PostgreSQL experiment `pgbench` (apps.toml: [app.server],
+target = "server"): a fresh cluster on the point's tmpfs, the server as the
+unprivileged user postgres on a private unix socket, pgbench -c N -j N as
+the load. The record has pgbench's tps; the worker roles are the server's
+backends (comm `postgres`), pgbench is the driver, not a worker; afterwards
+no server lockscope started is left running and nothing is mounted, after
+a normal end and after SIGTERM in the window."""
+from __future__ import annotations
+
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, lockscope
+from lockscope import apps, record
+
+
+@pytest.fixture
+def postgres(e2e):
+    app = apps.get("pgbench")
+    why = app.missing()
+    if why:
+        pytest.skip(f"the pgbench experiment needs PostgreSQL 15 (Debian package postgresql): {why}")
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("the pgbench experiment needs the user postgres (made by the Debian package postgresql)")
+
+
+@pytest.fixture
+def pgscratch():
+    """A private scratch root the user postgres can reach (pytest's tmp_path
+    is root's, mode 700); asserts that nothing is left mounted under it."""
+    root = Path(tempfile.mkdtemp(prefix="lksc-pgbench-test-", dir="/tmp"))
+    root.chmod(0o755)
+    yield root
+    from lockscope import scratch as sc
+    left = sc.leftovers(root)
+    sc.clean_leftovers(root)
+    shutil.rmtree(root, ignore_errors=True)
+    assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
+
+
+def servers_under(root: Path) -> list[str]:
+    """Live processes whose command line names `root` (a server lockscope
+    started there; the machine's other PostgreSQL is not counted)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            args = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if str(root) in args and state != "Z":
+            out.append(f"{d.name}: {args}")
+    return out
+
+
+def test_pgbench_point(postgres, pgscratch, tmp_path):
+    out = tmp_path / "out"
+    r = lockscope("run", "pgbench", "--fs", "tmpfs", "--workers", "2", "--duration", "3",
+                  "--scratch", str(pgscratch), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    rec = record.load(out / "runs" / "pgbench-tmpfs-w2.json")
+    assert rec.ops_per_sec and rec.ops_per_sec > 0 and rec.throughput_unit == "tps (pgbench)"
+    assert rec.application.name == "pgbench" and rec.params == {"scale": 1}
+    # the work: the server's backends (comm postgres); pgbench drives the load
+    assert rec.worker_roles == {"postgres"}, [(x.name, x.worker, x.reason) for x in rec.roles]
+    drivers = {x.name for x in rec.roles if x.driver}
+    assert drivers == {"pgbench (driver)"}, drivers
+    assert rec.target.how == "server" and [p.comm for p in rec.target.processes] == ["postgres"]
+    # the backends' waits for each other (PGSemaphoreLock: LWLocks, heavyweight locks) are seen
+    assert any("PGSemaphoreLock" in lk.name
+               for lk in rec.locks), [lk.name for lk in rec.locks[:8]]
+    assert servers_under(pgscratch) == []        # the pgscratch fixture checks that nothing is mounted
+
+
+def test_sigterm_stops_the_server(postgres, pgscratch, tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "lockscope", "run", "pgbench", "--fs", "tmpfs", "--workers", "2",
+                          "--duration", "20", "--scratch", str(pgscratch), "--out", str(tmp_path / "out")],
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any("pgbench -h" in s and " -c 2 " in s for s in servers_under(pgscratch)):
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+        time.sleep(0.2)
+    assert any("postgres -D" in s for s in servers_under(pgscratch))
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "interrupted (SIGTERM)" in err, err
+    assert servers_under(pgscratch) == []
+
+
+def test_unreachable_scratch_is_explained(postgres, tmp_path):
+    r = lockscope("run", "pgbench", "--fs", "tmpfs", "--workers", "1", "--duration", "1",
+                  "--scratch", str(tmp_path / "scratch"), "--out", str(tmp_path / "out"))
+    assert r.returncode == 3 and "may not enter" in r.stderr and "--scratch" in r.stderr, r.stderr
