@@ -40,7 +40,7 @@ def run(workload, directory, workers):
     p = run_driver(workload, directory, workers)
     assert p.returncode == 0, p.stderr
     events = [json.loads(line) for line in p.stdout.splitlines()]
-    assert [e["event"] for e in events] == ["ready", "measure_start", "measure_end", "result"]
+    assert [e["event"] for e in events] == ["ready", "reference", "measure_start", "measure_end", "result"]
     r = events[-1]
     assert r["workload"] == workload and len(r["per_worker"]) == workers
     assert r["ops"] == sum(w["ops"] for w in r["per_worker"]) > 0
