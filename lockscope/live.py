@@ -80,6 +80,7 @@ class Frame:
     wall: str                 # local time at the interval's end, HH:MM:SS
     interval_s: float
     workers: int
+    unit: str = "thread"      # what `workers` counts: the targets' threads, or the CPUs (--system-wide)
     locks: list[LockRow] = field(default_factory=list)
     roles: list[RoleRow] | None = None     # None: the per-thread probe did not load
     throughput: str = NO_THROUGHPUT
@@ -206,9 +207,9 @@ class LiveSession:
     def next_frame(self) -> Frame:
         """End the interval, start the next at once, and name the one ended."""
         data = self.probe.stop()
+        wall = datetime.datetime.now().strftime("%H:%M:%S")
         self.probe.start()
-        self.t_start = time.monotonic()
-        t0 = time.monotonic()
+        self.t_start = t0 = time.monotonic()
         self.seq += 1
         window_s = data["window_ns"] / 1e9
         workers = self.spec.workers_count
@@ -216,6 +217,6 @@ class LiveSession:
         rec = RunRecord(id="top", workload="top", fs=NO_FS, workers=workers, duration_s=window_s, ops=None,
                         ops_per_sec=None, kind="attach", probe=probe_info(data, raw, None))
         rec = finish_record(rec, data, raw, {"available": False})
-        return Frame(self.seq, datetime.datetime.now().strftime("%H:%M:%S"), window_s, workers,
+        return Frame(self.seq, wall, window_s, workers, "CPU" if self.spec.targets is None else "thread",
                      lock_rows(rec, window_s), role_rows(rec) if raw.tasks is not None else None,
                      name_s=time.monotonic() - t0)

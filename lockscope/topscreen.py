@@ -33,7 +33,7 @@ def frame_lines(frame: Frame, label: str, sort: str = "share", frozen: bool = Fa
                 max_locks: int | None = None) -> list[str]:
     """The screen of one interval, top to bottom."""
     head = (f"lockscope top - {label} - interval {frame.seq} ending {frame.wall} ({frame.interval_s:.2f} s), "
-            f"shares of {frame.workers} thread{'s' if frame.workers != 1 else ''} x interval - sort: {sort}"
+            f"shares of {frame.workers} {frame.unit}{'s' if frame.workers != 1 else ''} x interval - sort: {sort}"
             + (" - FROZEN (space resumes)" if frozen else ""))
     out = [head, f"throughput: {frame.throughput}", ""]
     if frame.roles is None:
@@ -52,9 +52,9 @@ def frame_lines(frame: Frame, label: str, sort: str = "share", frozen: bool = Fa
     out.append("")
     rows = sorted(frame.locks, key=SORTS[sort])
     out.append(f"top waits, this interval ({len(frame.locks)} lock{'s' if len(frame.locks) != 1 else ''} waited on):")
-    out.append(f"  {'SHARE':>6} {'WAITS/S':>9} {'MAX':>9}  {'TIER':<8} {'KIND':<14} NAME")
+    out.append(f"  {'SHARE':>7} {'WAITS/S':>9} {'MAX':>9}  {'TIER':<8} {'KIND':<14} NAME")
     for r in rows[:max_locks] if max_locks is not None else rows:
-        out.append(f"  {r.share:>6.1%} {r.waits_per_s:>9.0f} {_dur(r.max_wait_ns):>9}  {r.tier:<8} "
+        out.append(f"  {r.share:>7.2%} {r.waits_per_s:>9.0f} {_dur(r.max_wait_ns):>9}  {r.tier:<8} "
                    f"{r.kind[:14]:<14} {r.name}")
     if not rows:
         out.append("  (no lock waits in this interval)")
