@@ -268,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             code = cmd_sweep(args, command)
         elif args.cmd == "attach":
             code = cmd_attach(args)
+        elif args.cmd == "top":
+            from lockscope.topcmd import cmd_top
+            code = cmd_top(args)
         else:
             code = {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
                     "export": cmd_export, "compare": cmd_compare}[args.cmd](args)

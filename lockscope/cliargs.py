@@ -21,6 +21,7 @@ examples:
   lockscope sweep MWRM,DWOM --fs tmpfs,ext4 --workers 1,2 --out results/sweep
   lockscope sweep rocksdb-readrandom,dbench --fs ext4 --workers 1,2 --out results/apps
   lockscope attach --pid 1234 --duration 10 --out results/server   # a running process (or --comm, --cgroup)
+  lockscope top --pid 1234                  # live view of its lock waits (q quits; --batch 3: plain text)
   lockscope sweep --workers 1,2,4 --target comm:myserver -- ./loadgen --clients {n}   # the server is the work
   lockscope sweep pgbench --fs tmpfs --workers 1,2,4 --out results/pg   # PostgreSQL, a fresh cluster per point
   lockscope analyze results/sweep --json
@@ -104,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     _add_measure_commands(sub)
     _add_attach_command(sub)
+    from lockscope import topcmd
+    topcmd.add_parser(sub)
     _add_result_commands(sub)
     _add_machine_commands(sub)
     return ap

@@ -101,10 +101,14 @@ def kernel_image(addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
     return img
 
 
-def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = None) -> RawProbe:
+def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = None, *,
+                   sym: Symbolizer | None = None,
+                   image: Callable[[set[int], Path | None], KernelImage | None] | None = None) -> RawProbe:
     """The probe's output as kept in the record: heaviest aggregates, their
-    stacks symbolized, the objects, and the mounts they live on."""
-    sym = Symbolizer()
+    stacks symbolized, the objects, and the mounts they live on. `sym` and
+    `image` (kernel_image's signature) let a caller naming many windows
+    (lockscope top) read /proc/kallsyms once instead of every time."""
+    sym = sym or Symbolizer()
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
     samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
@@ -129,7 +133,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         # per-thread times and wake-ups (absent when the per-thread probe did not load)
         tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
         wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,
-        kernel_image=kernel_image({e.lock for e in contention}, vmlinux),
+        kernel_image=(image or kernel_image)({e.lock for e in contention}, vmlinux),
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
         **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data))
