@@ -73,9 +73,22 @@ def resolve(data: dict) -> dict:
     return out
 
 
+def _object_sites(waits: list[GoWait]) -> dict[tuple[int, int], str]:
+    """The site naming each heap lock object (tgid, lock address): the
+    program frame of its heaviest waits, so that one object is one entry
+    however many functions wait for it (an RWMutex's writers and readers)."""
+    per: dict[tuple[int, int], dict[str, int]] = {}
+    for w in waits:
+        s = userlocks.site(w.frames) if w.frames else "[no stack]"
+        d = per.setdefault((w.tgid, w.lock), {})
+        d[s] = d.get(s, 0) + w.total_ns
+    return {k: max(d, key=lambda s: (d[s], s)) for k, d in per.items()}
+
+
 def name_go_waits(raw: RawProbe, workers: int, window_ns: int) -> list[Lock]:
     """The Go waits of the record's raw section as named locks, heaviest first."""
     groups: dict[str, LockAcc] = {}
+    sites = _object_sites(raw.go_waits or [])
     for w in raw.go_waits or []:
         frames = w.frames or []
         if w.symbol:
@@ -83,7 +96,7 @@ def name_go_waits(raw: RawProbe, workers: int, window_ns: int) -> list[Lock]:
                 "verified"
             obj = f"{w.symbol} ({w.exe})"
         else:
-            s = userlocks.site(frames) if frames else "[no stack]"
+            s = sites[(w.tgid, w.lock)]
             name, cls, tier, obj = f"{w.kind} @ {s} (heap)", f"{w.kind} @ {s}", "site", None
         acc = groups.get(name)
         if acc is None:
