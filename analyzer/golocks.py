@@ -59,7 +59,10 @@ def resolve(data: dict) -> dict:
         syms = userlocks.elf_symbols(exe) if exe else None
         base = os.path.basename(exe) if exe else "?"
         frames = []
-        for a in (parse_addr(x) for x in stacks.get(str(w.stack), [])):
+        ips = [parse_addr(x) for x in stacks.get(str(w.stack), [])]
+        if ips and w.ret:
+            ips.insert(1, w.ret)    # the caller the frame-pointer walk skips at entry
+        for a in ips:
             hit = syms and (syms.function_at(a - bias) or syms.function_at(a - bias - 1))
             frames.append(f"{hit[0]}+0x{hit[1]:x} [{base}]" if hit else f"[{base}+0x{a - bias:x}]")
         w.frames = frames
