@@ -59,7 +59,10 @@ def resolve(data: dict) -> dict:
         syms = userlocks.elf_symbols(exe) if exe else None
         base = os.path.basename(exe) if exe else "?"
         frames = []
-        for a in (parse_addr(x) for x in stacks.get(str(w.stack), [])):
+        ips = [parse_addr(x) for x in stacks.get(str(w.stack), [])]
+        if ips and w.ret:
+            ips.insert(1, w.ret)    # the caller the frame-pointer walk skips at entry
+        for a in ips:
             hit = syms and (syms.function_at(a - bias) or syms.function_at(a - bias - 1))
             frames.append(f"{hit[0]}+0x{hit[1]:x} [{base}]" if hit else f"[{base}+0x{a - bias:x}]")
         w.frames = frames
@@ -73,9 +76,22 @@ def resolve(data: dict) -> dict:
     return out
 
 
+def _object_sites(waits: list[GoWait]) -> dict[tuple[int, int], str]:
+    """The site naming each heap lock object (tgid, lock address): the
+    program frame of its heaviest waits, so that one object is one entry
+    however many functions wait for it (an RWMutex's writers and readers)."""
+    per: dict[tuple[int, int], dict[str, int]] = {}
+    for w in waits:
+        s = userlocks.site(w.frames) if w.frames else "[no stack]"
+        d = per.setdefault((w.tgid, w.lock), {})
+        d[s] = d.get(s, 0) + w.total_ns
+    return {k: max(d, key=lambda s: (d[s], s)) for k, d in per.items()}
+
+
 def name_go_waits(raw: RawProbe, workers: int, window_ns: int) -> list[Lock]:
     """The Go waits of the record's raw section as named locks, heaviest first."""
     groups: dict[str, LockAcc] = {}
+    sites = _object_sites(raw.go_waits or [])
     for w in raw.go_waits or []:
         frames = w.frames or []
         if w.symbol:
@@ -83,7 +99,7 @@ def name_go_waits(raw: RawProbe, workers: int, window_ns: int) -> list[Lock]:
                 "verified"
             obj = f"{w.symbol} ({w.exe})"
         else:
-            s = userlocks.site(frames) if frames else "[no stack]"
+            s = sites[(w.tgid, w.lock)]
             name, cls, tier, obj = f"{w.kind} @ {s} (heap)", f"{w.kind} @ {s}", "site", None
         acc = groups.get(name)
         if acc is None:

@@ -238,6 +238,7 @@ class GoWait:
     count: int = 0
     total_ns: int = 0
     max_ns: int = 0
+    ret: Optional[int] = optional(hex=True)      # the semacquire's return address: its caller
     kind: Optional[str] = optional()             # sync.Mutex, sync.RWMutex
     lock: Optional[int] = optional(hex=True)     # the lock object's address
     frames: Optional[list[str]] = optional()     # the user stack, symbolized

@@ -21,7 +21,11 @@
  *     own profile charges as well (sudog.releasetime). A waiter woken but
  *     beaten to the lock parks again in the same semacquire1: a second wait
  *     of the same note.
- * Aggregated by (tgid, sema address, kind, user stack): count, total, max.
+ * Aggregated by (tgid, sema address, kind, user stack, return address):
+ * count, total, max. The return address is the semacquire's caller, which
+ * the frame-pointer walk of the user stack skips at a function's entry
+ * (the caller's frame is not linked yet): a reader's RWMutex.RLock is inlined
+ * into the program's function, that function is this frame.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -52,6 +56,7 @@ struct go_note {
 	__u32 kind;
 	__s32 stack_id;
 	__u32 pad;
+	__u64 ret;                        /* the return address at entry */
 };
 
 /* noted semacquires by goroutine (g address; goroutines are reused) */
@@ -77,6 +82,7 @@ static __always_inline int note(struct pt_regs *ctx, __u32 kind)
 	n.tgid = tgid;
 	n.kind = kind;
 	n.stack_id = bpf_get_stackid(ctx, &go_stacks, BPF_F_USER_STACK);
+	bpf_probe_read_user(&n.ret, sizeof(n.ret), (void *)ctx->sp);
 	bpf_map_update_elem(&go_notes, &g, &n, BPF_ANY);
 	return 0;
 }
@@ -128,6 +134,7 @@ int BPF_KPROBE(lksc_go_ready)
 	key.tgid = n->tgid;
 	key.kind = n->kind;
 	key.stack_id = n->stack_id;
+	key.ret = n->ret;
 	s = bpf_map_lookup_elem(&go_stats, &key);
 	if (!s) {
 		struct wait_stat zero = {};

@@ -361,6 +361,7 @@ void gomutex_json(struct jw *w)
 		jw_khex(w, "sema", k->sema);
 		jw_kstr(w, "via", k->kind < 3 ? kinds[k->kind] : "?");
 		jw_ki64(w, "stack", k->stack_id);
+		jw_khex(w, "ret", k->ret);
 		jw_ku64(w, "count", entries[i].s.count);
 		jw_ku64(w, "total_ns", entries[i].s.total_ns);
 		jw_ku64(w, "max_ns", entries[i].s.max_ns);

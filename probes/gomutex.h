@@ -27,6 +27,9 @@ struct go_key {
 	__u32 kind;
 	__s32 stack_id;
 	__u32 pad;
+	/* the semacquire's return address (its caller's pc): at a function's
+	 * entry the frame-pointer walk of stack_id skips that frame */
+	__u64 ret;
 };
 
 #ifndef __VMLINUX_H__

@@ -1,6 +1,8 @@
 """Locks of the languages servers are written in (issue 16): C++ std::mutex,
-Rust std::sync::Mutex (in an Arc and a `static`) and a glibc rwlock, each
-next to an idle pool on a condition variable and a joining main thread.
+Rust std::sync::Mutex (in an Arc and a `static`) and RwLock (a `static`) and
+a glibc rwlock, each next to an idle pool on a condition variable and a
+joining main thread; Go's sync.Mutex (on the heap, a package-level variable)
+and sync.RWMutex, checked against Go's own mutex profile of the same run.
 
 The tables on frames of real runs of tests/programs/{bank.cpp,ledger.rs,
 rwlock.c} (copied from their records), then each program end to end under
@@ -181,6 +183,24 @@ def test_rust_static_mutex(tmp_path, scratch):
 
 @pytest.mark.e2e
 @needs_e2e
+@needs_cxxfilt
+def test_rust_static_rwlock_is_one_lock(tmp_path, scratch):
+    """Writers sleep on the RwLock's writer_notify word, readers on its
+    state: one lock, the static, by its symbol."""
+    rec = _run(tmp_path, scratch, _build(tmp_path, "ledger.rs"), "1000000", "rwstatic")
+    _check(rec, "std::sync::RwLock ledger::TABLE in ledger", "std::sync::RwLock", "verified")
+    assert not [lk for lk in rec.locks if "TABLE+" in lk.name], [lk.name for lk in rec.locks[:4]]
+
+
+def test_a_rust_rwlocks_two_futex_words_are_one_lock():
+    table = sleepkinds.default()
+    # state (+0) and writer_notify (+4) of a static at 0x...6e8, by symbol offset and address
+    assert [table.object_start("std::sync::RwLock", o) for o in (0, 4, 0x10, 0x14)] == [0, 0, 0x10, 0x10]
+    assert table.object_start("std::sync::RwLock", 0x560aed9546ec) == 0x560aed9546e8
+
+
+@pytest.mark.e2e
+@needs_e2e
 def test_c_global_rwlock_is_one_lock(tmp_path, scratch):
     rec = _run(tmp_path, scratch, _build(tmp_path, "rwlock.c"))
     _check(rec, "pthread_rwlock table_lock in rwlock", "pthread_rwlock", "verified")
@@ -200,23 +220,55 @@ def _pprof_top_program_function(exe: str, profile: str) -> tuple[str, float]:
     raise AssertionError(f"no function of package main in the mutex profile:\n{out}")
 
 
-@pytest.mark.e2e
-@needs_e2e
-def test_go_sync_mutex_is_named_from_the_program_and_ranked_like_gos_profile(tmp_path, scratch):
-    """Goroutines waiting for the hot sync.Mutex (uprobes on the Go runtime):
-    the top user-space lock, named from main.(*Account).Deposit, kind
-    sync.Mutex; Go's own mutex profile of the same run puts the same function
-    first. Go's threads parking in the runtime are never a lock."""
+def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof_top: str):
+    """counter.go in `mode` under lockscope: the top user-space lock is
+    `name` (kind, tier), one object, one entry; Go's own mutex profile of the
+    same run puts `pprof_top` first among the program's functions. Go's
+    threads parking in the runtime are never a lock."""
     exe = _build(tmp_path, "counter.go")
     profile = tmp_path / "mutex.pprof"
-    rec = _run(tmp_path, scratch, exe, env={"COUNTER_MUTEX_PROFILE": str(profile)})
+    rec = _run(tmp_path, scratch, exe, mode, env={"COUNTER_MUTEX_PROFILE": str(profile)})
     user = [lk for lk in rec.locks if lk.component == "user space"]
     assert user, [lk.name for lk in rec.locks]
     top = user[0]
-    assert (top.name, top.kind, top.tier) == \
-        ("sync.Mutex @ main.(*Account).Deposit (heap)", "sync.Mutex", "site"), [lk.name for lk in user]
-    assert top.wait_share > CONTENDED and top.count > 0
+    assert (top.name, top.kind, top.tier) == (name, kind, tier), [lk.name for lk in user]
+    assert top.wait_share > CONTENDED and top.count > 0 and top.instances == 1
+    # one entry per lock object
+    assert len([lk for lk in user if lk.kind == kind]) == 1, [lk.name for lk in user]
     assert not [lk for lk in user if lk.kind in ("Go scheduler parking", "futex")], [lk.name for lk in user]
     assert profile.exists(), "counter did not write its mutex profile at SIGTERM"
     fn, delay_ms = _pprof_top_program_function(exe, str(profile))
-    assert fn == "main.(*Account).Deposit" and delay_ms > 0
+    assert fn == pprof_top and delay_ms > 0
+    return top
+
+
+@pytest.mark.e2e
+@needs_e2e
+def test_go_sync_mutex_is_named_from_the_program_and_ranked_like_gos_profile(tmp_path, scratch):
+    """The hot sync.Mutex of a heap object, named from main.(*Account).Deposit."""
+    _go_run(tmp_path, scratch, "heap", "sync.Mutex @ main.(*Account).Deposit (heap)", "sync.Mutex", "site",
+            "main.(*Account).Deposit")
+
+
+@pytest.mark.e2e
+@needs_e2e
+def test_go_global_sync_mutex_is_named_by_its_symbol(tmp_path, scratch):
+    """A package-level `var mu sync.Mutex`: verified, by its symbol main.mu."""
+    _go_run(tmp_path, scratch, "global", "sync.Mutex main.mu in counter", "sync.Mutex", "verified",
+            "main.depositGlobal")
+
+
+@pytest.mark.e2e
+@needs_e2e
+def test_go_rwmutex_writers_and_readers_are_one_lock_ranked_like_gos_profile(tmp_path, scratch):
+    """A heap sync.RWMutex, mostly written (main.(*Table).Put), sometimes
+    read (main.(*Table).Get): writers waiting for the writer mutex or for
+    readers and readers waiting for the writer are one lock, named by the
+    site of its heaviest waits, as Go's own profile ranks it."""
+    top = _go_run(tmp_path, scratch, "rw", "sync.RWMutex @ main.(*Table).Put (heap)", "sync.RWMutex", "site",
+                  "main.(*Table).Put")
+    calls = {tuple(userlocks.frame_function(f) for f in st.frames[:2]) for st in top.stacks}
+    # a writer behind a writer, a reader behind a writer (RLock is inlined into Get: the
+    # semacquire's caller, which the entry probe's frame-pointer walk alone would miss)
+    assert ("internal/sync.runtime_SemacquireMutex", "internal/sync.(*Mutex).lockSlow") in calls, calls
+    assert ("sync.runtime_SemacquireRWMutexR", "main.(*Table).Get") in calls, calls

@@ -8,7 +8,13 @@
 // and writes the profile there when it is told to stop (SIGTERM, SIGINT).
 //
 //	go build -o counter counter.go
-//	./counter N                 runs until killed
+//	./counter N [heap|global|rw]    runs until killed
+//
+// heap (default): the sync.Mutex of an Account on the heap, named by
+// main.(*Account).Deposit. global: the package-level `var mu sync.Mutex`,
+// named by its symbol main.mu. rw: a sync.RWMutex on the heap, hot with
+// mostly writers (main.(*Table).Put) and some readers (main.(*Table).Get),
+// so that both wait: one lock.
 package main
 
 import (
@@ -41,6 +47,37 @@ func (a *Account) Deposit(v int64) {
 	a.mu.Unlock()
 }
 
+// mu is the global mutex of mode global
+var mu sync.Mutex
+var total int64
+
+//go:noinline
+func depositGlobal(v int64) {
+	mu.Lock()
+	total += v + int64(spin(400)&1)
+	mu.Unlock()
+}
+
+type Table struct {
+	mu   sync.RWMutex
+	rows [8]int64
+}
+
+//go:noinline
+func (t *Table) Put(i int, v int64) {
+	t.mu.Lock()
+	t.rows[i&7] += v + int64(spin(2000)&1)
+	t.mu.Unlock()
+}
+
+//go:noinline
+func (t *Table) Get(i int) int64 {
+	t.mu.RLock()
+	v := t.rows[i&7] + int64(spin(2000)&1)
+	t.mu.RUnlock()
+	return v
+}
+
 // writeProfileAtStop writes the mutex profile to path at SIGTERM or SIGINT, then exits
 func writeProfileAtStop(path string) {
 	runtime.SetMutexProfileFraction(1)
@@ -61,14 +98,30 @@ func main() {
 	if path := os.Getenv("COUNTER_MUTEX_PROFILE"); path != "" {
 		writeProfileAtStop(path)
 	}
+	mode := "heap"
+	if len(os.Args) > 2 {
+		mode = os.Args[2]
+	}
 	acc := &Account{}
+	table := &Table{}
 	var wg sync.WaitGroup
 	for t := 0; t < n; t++ {
 		wg.Add(1)
 		go func(t int) {
 			defer wg.Done()
-			for {
-				acc.Deposit(int64(t))
+			for i := 0; ; i++ {
+				switch mode {
+				case "global":
+					depositGlobal(int64(t))
+				case "rw":
+					if i%4 == 3 {
+						table.Get(i)
+					} else {
+						table.Put(i, int64(t))
+					}
+				default:
+					acc.Deposit(int64(t))
+				}
 				spin(400)
 			}
 		}(t)

@@ -4,13 +4,15 @@
 // come; the main thread joins the workers.
 //
 //     rustc -O -g -o ledger ledger.rs
-//     ./ledger N [SECONDS] [arc|static]
+//     ./ledger N [SECONDS] [arc|static|rwstatic]
 //
 // arc (default): the Mutex lives in an Arc (heap): named by `ledger::post`.
 // static: the Mutex is the `static LEDGER`: named by its symbol.
+// rwstatic: the `static TABLE: RwLock`, mostly written (`put`), sometimes
+// read (`get`), so that writers and readers both wait: one lock, by symbol.
 use std::collections::VecDeque;
 use std::hint::black_box;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,22 @@ fn post(ledger: &Mutex<u64>, amount: u64) {
     let mut balance = ledger.lock().unwrap();
     spin(400); // the critical section
     *balance = balance.wrapping_add(amount);
+}
+
+static TABLE: RwLock<u64> = RwLock::new(0);
+
+#[inline(never)]
+fn put(amount: u64) {
+    let mut v = TABLE.write().unwrap();
+    spin(400);
+    *v = v.wrapping_add(amount);
+}
+
+#[inline(never)]
+fn get() -> u64 {
+    let v = TABLE.read().unwrap();
+    spin(400);
+    *v
 }
 
 struct Pool {
@@ -55,7 +73,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2);
     let seconds: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1e9);
-    let on_heap = args.get(3).map(|s| s != "static").unwrap_or(true);
+    let mode = args.get(3).map(String::as_str).unwrap_or("arc").to_string();
+    let on_heap = mode == "arc";
+    let rw = mode == "rwstatic";
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
 
     let pool = Arc::new(Pool { jobs: Mutex::new((VecDeque::new(), false)), ready: Condvar::new() });
@@ -77,7 +97,13 @@ fn main() {
                     let mut ops = 0u64;
                     while Instant::now() < deadline {
                         for i in 0..256 {
-                            post(lk, t as u64 + i);
+                            if !rw {
+                                post(lk, t as u64 + i);
+                            } else if i % 4 == 3 {
+                                black_box(get());
+                            } else {
+                                put(t as u64 + i);
+                            }
                             spin(400); // work outside the lock
                         }
                         ops += 256;
@@ -93,5 +119,5 @@ fn main() {
     for b in bg {
         b.join().unwrap();
     }
-    println!("ops/s: {:.0} balance {}", total as f64 / seconds, *heap_ledger.lock().unwrap() + *LEDGER.lock().unwrap());
+    println!("ops/s: {:.0} balance {}", total as f64 / seconds, *heap_ledger.lock().unwrap() + *LEDGER.lock().unwrap() + *TABLE.read().unwrap());
 }
