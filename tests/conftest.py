@@ -80,6 +80,38 @@ def bpftool_progs() -> list[str]:
     return [p.get("name", "") for p in json.loads(out or "[]")]
 
 
+def held_prog_ids() -> set[int]:
+    """Ids of the BPF programs some live process holds an fd of (a program
+    fd or a link fd: fdinfo says `prog_id`)."""
+    ids: set[int] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fdinfo")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    ids.update(int(line.split()[1]) for line in f if line.startswith("prog_id:"))
+            except (OSError, ValueError, IndexError):
+                continue
+    return ids
+
+
+def leaked_progs(prefix: str) -> list[str]:
+    """Programs named `prefix`* that no live process holds: left attached
+    by a link nobody closes (another lockscope running now holds its own)."""
+    import json
+    if not shutil.which("bpftool"):
+        return []
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+    progs = [(p["id"], p.get("name", "")) for p in json.loads(out or "[]") if p.get("name", "").startswith(prefix)]
+    if not progs:
+        return []
+    held = held_prog_ids()
+    return [f"{name} (id {pid})" for pid, name in progs if pid not in held]
+
+
 def our_processes() -> list[tuple[str, str]]:
     """(pid, comm) of every live lockscope-probe and lockscope-workload
     process (a zombie is dead, waiting to be reaped)."""

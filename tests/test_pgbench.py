@@ -78,9 +78,12 @@ def test_pgbench_point(postgres, pgscratch, tmp_path):
     drivers = {x.name for x in rec.roles if x.driver}
     assert drivers == {"pgbench (driver)"}, drivers
     assert rec.target.how == "server" and [p.comm for p in rec.target.processes] == ["postgres"]
-    # the backends' waits for each other (PGSemaphoreLock: LWLocks, heavyweight locks) are seen
-    assert any("PGSemaphoreLock" in lk.name
-               for lk in rec.locks), [lk.name for lk in rec.locks[:8]]
+    # the backends' waits for each other are seen: named by PostgreSQL's own
+    # USDT probes (LWLock tranches, heavyweight locks by tag) where they load,
+    # else as the semaphore sleeps they are (PGSemaphoreLock)
+    usdt_ok = bool(rec.probe.raw.usdt_probe and rec.probe.raw.usdt_probe.loaded and rec.probe.raw.usdt_probe.attached)
+    assert any(lk.component == "PostgreSQL" and lk.tier == "verified" if usdt_ok else "PGSemaphoreLock" in lk.name
+               for lk in rec.locks), ([lk.name for lk in rec.locks[:8]], rec.probe.raw.usdt_probe)
     assert servers_under(pgscratch) == []        # the pgscratch fixture checks that nothing is mounted
 
 

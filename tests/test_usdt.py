@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import pgcluster
-from conftest import REPO, bpftool_progs, e2e_missing
+from conftest import REPO, e2e_missing, leaked_progs
 from lockscope import record
 from lockscope.analyzer import usdt
 
@@ -200,7 +200,7 @@ def test_lwlock_sleeps_not_counted_twice(experiment):
 
 def test_nothing_left_attached(experiment):
     """The USDT programs go with the probe (their links are closed)."""
-    assert not [p for p in bpftool_progs() if p.startswith("lksc_usdt")]
+    assert not leaked_progs("lksc_usdt")
 
 
 def test_usdt_lock_names_agree_with_pg_stat_activity(experiment):
