@@ -154,7 +154,9 @@ def _threads(raw: RawProbe, drivers: set[int]) -> dict[int, ThreadTimes]:
 
 def _thread(out: dict[int, ThreadTimes], tid: int, tgid: int) -> ThreadTimes:
     if tid not in out:
-        out[tid] = ThreadTimes(tid, tgid, f"pid {tgid}", f"pid {tgid}")
+        # tid 0: the idle tasks (never tracked by the probe; never the work)
+        out[tid] = (ThreadTimes(tid, 0, "[idle]", "[idle]", kernel=True) if tid == 0 else
+                    ThreadTimes(tid, tgid, f"pid {tgid}", f"pid {tgid}"))
     return out[tid]
 
 

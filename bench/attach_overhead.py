@@ -17,6 +17,7 @@ probes need BPF).
 
     sudo python3 bench/attach_overhead.py                        # -c 2 and -c 4, 5 pairs of 5 s
     sudo python3 bench/attach_overhead.py --clients 2,4,8 --pairs 7 --seconds 5 --json /tmp/o.json
+    sudo python3 bench/attach_overhead.py --null     # A/A: both runs alone, the machine's own noise
 
 A ratio of 0.90 means pgbench kept 90% of its tps under the probes. Not a
 test: the table goes in bench/README.md.
@@ -85,6 +86,8 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=1, help="pgbench -i -s (default 1: hot rows)")
     ap.add_argument("--attach-arg", action="append", default=[],
                     help="an extra argument of lockscope attach (repeat), e.g. --attach-arg=--sample-hz=0")
+    ap.add_argument("--null", action="store_true",
+                    help="A/A: both runs of a pair alone (no lockscope), to see the machine's own noise")
     ap.add_argument("--json", type=Path, help="write every run here too")
     args = ap.parse_args()
     why = pgcluster.missing()
@@ -98,7 +101,10 @@ def main() -> None:
         for c in clients:
             for i in range(args.pairs):
                 out = Path(tmp) / f"c{c}-{i}"
-                if i % 2 == 0:
+                if args.null:
+                    alone = pgbench(cluster, c, args.seconds)
+                    traced, ready = pgbench(cluster, c, args.seconds), 0.0
+                elif i % 2 == 0:
                     alone = pgbench(cluster, c, args.seconds)
                     traced, ready = attached(cluster, c, args.seconds, out, args.attach_arg)
                 else:
