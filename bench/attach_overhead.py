@@ -110,14 +110,18 @@ def main() -> None:
                 else:
                     traced, ready = attached(cluster, c, args.seconds, out, args.attach_arg)
                     alone = pgbench(cluster, c, args.seconds)
-                row = {"clients": c, "pair": i + 1, "first": "alone" if i % 2 == 0 else "attached",
+                row = {"clients": c, "pair": i + 1, "null": args.null,
+                       "first": "alone" if i % 2 == 0 or args.null else "attached",
                        "tps_alone": alone, "tps_attached": traced, "ratio": traced / alone,
                        "attach_ready_s": round(ready, 2)}
                 results.append(row)
-                print(f"-c {c} pair {i + 1} ({row['first']} first): alone {alone:.0f} tps, attached {traced:.0f} "
+                print(f"-c {c} pair {i + 1}: alone {alone:.0f} tps, alone again {traced:.0f} tps, ratio "
+                      f"{row['ratio']:.3f}" if args.null else
+                      f"-c {c} pair {i + 1} ({row['first']} first): alone {alone:.0f} tps, attached {traced:.0f} "
                       f"tps, ratio {row['ratio']:.3f} (attach ready in {ready:.1f} s)", flush=True)
     print()
-    print("| clients | tps alone (median) | tps attached (median) | median ratio | per-pair ratios |")
+    print("| clients | tps alone (median) | tps " + ("alone again" if args.null else "attached") +
+          " (median) | median ratio | per-pair ratios |")
     print("|---|---|---|---|---|")
     for c in clients:
         rows = [r for r in results if r["clients"] == c]
