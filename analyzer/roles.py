@@ -208,7 +208,7 @@ def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int,
         out[r] = (False, f"not counted: the command, which only drives the load of the --target (busy "
                          f"{we(b):.2f} worker-equivalents)")
     for r in unrelated - drivers - kernel:
-        out[r] = (False, f"not counted: another program, neither the command nor woken by it (system-wide; busy "
+        out[r] = (False, f"not counted: another program, neither the one measured nor woken by it (system-wide; busy "
                          f"{we(sum(t.busy_ns for t in roles[r])):.2f} worker-equivalents)")
     for r in kernel - drivers:
         out[r] = (False, f"not counted: kernel threads (on CPU {we(sum(t.on_cpu_ns for t in roles[r])):.2f} "
