@@ -4,8 +4,17 @@ waits, idle, I/O, page/journal waits, preempted and other waits, and the
 roles that do the measured work found from the data.
 
 A role does the measured work when it is busy (everything but idle) at
-least WORKER_SHARE of the busiest role's busy time; the record says why
-each role was or was not counted. With `run --target` the command only
+least WORKER_SHARE of the busiest user-space role's busy time; the record
+says why each role was or was not counted. Kernel threads (kworker,
+ksoftirqd, rcu_*, jbd2: the probe marks them, PF_KTHREAD) are roles of their
+own, never the work (their CPU may still be time taken from the workers);
+the idle tasks (pid 0) are not traced at all. Threads of different programs
+with the same name are kept apart: a thread name that several programs use
+is qualified by its program's (`nginx/worker`, `redis/worker`). With
+`work` (the processes of a command run system-wide) the work is looked for
+only among the command's roles and the roles that wake them (a server it
+drives: wakeups.path_roles); another program busy on the same machine is a
+role of its own, not the work. With `run --target` the command only
 drives the load: its processes (`drivers`, by tgid) form roles of their
 own, marked driver and never counted as the work, whatever their share. A thread "works" when it was on CPU at
 least WORKING_SHARE of the time it was seen.
@@ -45,6 +54,22 @@ def role_name(process: str, comm: str) -> str:
     return fold(comm or process or "?")
 
 
+def role_names(keys: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(process, thread name) -> the role's name: the thread's role_name,
+    qualified by its program's folded name (`nginx/worker`) where threads of
+    different programs would share it; a program's own main-thread name
+    (comm = process) stays plain."""
+    programs: dict[str, set[str]] = defaultdict(set)
+    for process, comm in keys:
+        programs[role_name(process, comm)].add(fold(process or comm or "?"))
+    out = {}
+    for process, comm in keys:
+        name = role_name(process, comm)
+        prog = fold(process or comm or "?")
+        out[(process, comm)] = name if len(programs[name]) == 1 or prog == name else f"{prog}/{name}"
+    return out
+
+
 @dataclass
 class ThreadTimes:
     tid: int
@@ -52,6 +77,7 @@ class ThreadTimes:
     role: str
     process: str
     on_cpu_ns: int = 0
+    kernel: bool = False         # a kernel thread: never the work
     kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     @property
@@ -116,10 +142,11 @@ DRIVER = " (driver)"
 
 def _threads(raw: RawProbe, drivers: set[int]) -> dict[int, ThreadTimes]:
     out: dict[int, ThreadTimes] = {}
+    names = role_names({(t.process, t.comm) for t in raw.tasks or []})
     for t in raw.tasks or []:
         # a driver's role is apart from the target's, even under the same name
-        role = role_name(t.process, t.comm) + (DRIVER if t.tgid in drivers else "")
-        th = out[t.tid] = ThreadTimes(t.tid, t.tgid, role, t.process)
+        role = names[(t.process, t.comm)] + (DRIVER if t.tgid in drivers else "")
+        th = out[t.tid] = ThreadTimes(t.tid, t.tgid, role, t.process, kernel=t.kernel)
         th.on_cpu_ns = t.on_cpu_ns
         th.kinds[PREEMPTED] += t.preempted_ns
     return out
@@ -127,7 +154,9 @@ def _threads(raw: RawProbe, drivers: set[int]) -> dict[int, ThreadTimes]:
 
 def _thread(out: dict[int, ThreadTimes], tid: int, tgid: int) -> ThreadTimes:
     if tid not in out:
-        out[tid] = ThreadTimes(tid, tgid, f"pid {tgid}", f"pid {tgid}")
+        # tid 0: the idle tasks (never tracked by the probe; never the work)
+        out[tid] = (ThreadTimes(tid, 0, "[idle]", "[idle]", kernel=True) if tid == 0 else
+                    ThreadTimes(tid, tgid, f"pid {tgid}", f"pid {tgid}"))
     return out[tid]
 
 
@@ -157,9 +186,13 @@ def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[
 
 
 def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int,
-                    drivers: set[str]) -> dict[str, tuple[bool, str]]:
-    """role -> (counted as the measured work, why); `drivers`' roles never are."""
-    busy = {r: sum(t.busy_ns for t in ts) for r, ts in roles.items() if r not in drivers}
+                    drivers: set[str], kernel: set[str] = frozenset(),
+                    unrelated: set[str] = frozenset()) -> dict[str, tuple[bool, str]]:
+    """role -> (counted as the measured work, why); `drivers`', the `kernel`
+    threads' and `unrelated` programs' roles never are, and the busiest role
+    is looked for among the others (user space) only."""
+    busy = {r: sum(t.busy_ns for t in ts) for r, ts in roles.items()
+            if r not in drivers and r not in kernel and r not in unrelated}
     top = max(busy.values(), default=0)
     we = (lambda ns: ns / window_ns) if window_ns else (lambda ns: 0.0)
     out = {}
@@ -174,14 +207,40 @@ def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int,
         b = sum(t.busy_ns for t in roles[r])
         out[r] = (False, f"not counted: the command, which only drives the load of the --target (busy "
                          f"{we(b):.2f} worker-equivalents)")
+    for r in unrelated - drivers - kernel:
+        out[r] = (False, f"not counted: another program, neither the one measured nor woken by it (system-wide; busy "
+                         f"{we(sum(t.busy_ns for t in roles[r])):.2f} worker-equivalents)")
+    for r in kernel - drivers:
+        out[r] = (False, f"not counted: kernel threads (on CPU {we(sum(t.on_cpu_ns for t in roles[r])):.2f} "
+                         "worker-equivalents)")
     return out
 
 
-def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = None) -> RoleAnalysis | None:
+def _unrelated(by_role: dict[str, list[ThreadTimes]], work: set[int], wakes: list,
+               role_of: dict[int, str]) -> set[str]:
+    """System-wide with a command (`work`: its tgids): the roles that are
+    neither the command's nor on its path (the traced roles that end at
+    least wakeups.PATH_SHARE of its working threads' woken sleeps: a server
+    it drives)."""
+    ours = {r for r, ts in by_role.items() if any(t.tgid in work for t in ts)}
+    if not ours:
+        return set()
+    # the wake-ups of its threads that work (not of a main thread that only
+    # waits for them, which lockscope itself starts)
+    working = {t.tid for ts in by_role.values() for t in ts if t.tgid in work and t.working}
+    related = wakeups.path_roles(wakeups.role_edges([w for w in wakes if w.wakee_tid in working], role_of, fold),
+                                 ours)
+    return set(by_role) - related
+
+
+def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = None,
+            work: set[int] | None = None) -> RoleAnalysis | None:
     """Roles, their time split and the roles that do the measured work;
     None when the probe recorded no per-thread data (older records).
     `drivers`: the tgids of a command that only drives the load (run
-    --target): roles of their own, never the work."""
+    --target): roles of their own, never the work. `work`: system-wide, the
+    tgids of the command run (the work is among its roles and those it waits
+    for); None: every user-space role may be the work."""
     if raw is None or raw.tasks is None:
         return None
     drivers = drivers or set()
@@ -192,22 +251,25 @@ def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = Non
     for t in threads.values():
         by_role[t.role].append(t)
     driver_roles = {t.role for t in threads.values() if t.tgid in drivers}
-    chosen = _choose_workers(by_role, window_ns, driver_roles)
-    workers = {r for r, (counted, _) in chosen.items() if counted}
-    working = {t.tid for t in threads.values() if t.working and t.role in workers}
+    kernel_roles = {r for r, ts in by_role.items() if all(t.kernel for t in ts)}
     futex_ns: dict[tuple, int] = defaultdict(int)
     for e in raw.futex or []:
         futex_ns[(e.tid, e.uaddr)] += e.total_ns
     wakes = wakeups.estimate_waits(raw.wakeups or [], futex_ns)
+    role_of = {t.tid: t.role for t in threads.values()}
+    unrelated = _unrelated(by_role, work, wakes, role_of) if work else set()
+    chosen = _choose_workers(by_role, window_ns, driver_roles, kernel_roles, unrelated)
+    workers = {r for r, (counted, _) in chosen.items() if counted}
+    working = {t.tid for t in threads.values() if t.working and t.role in workers}
     lock_part = wakeups.handoff_lock_parts(wakes, [(th.tid, e.uaddr) for th, e in handoffs
                                                                 if th.tid in working], working)
     for th, e in handoffs:
         part = e.total_ns * lock_part.get((th.tid, e.uaddr), 0.0)
         th.kinds[IDLE] -= part
         th.kinds[LOCK] += part
-    roles = [_role(name, ts, *chosen[name], driver=name in driver_roles) for name, ts in by_role.items()]
+    roles = [_role(name, ts, *chosen[name], driver=name in driver_roles, kernel=name in kernel_roles)
+             for name, ts in by_role.items()]
     roles.sort(key=lambda r: (not r.worker, -(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.other_ns)))
-    role_of = {t.tid: t.role for t in threads.values()}
     edges = wakeups.role_edges(wakes, role_of, fold)
     # the path of the work: who wakes the threads that do it (not a main
     # thread that only waits for them)
@@ -218,12 +280,13 @@ def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = Non
     return RoleAnalysis(roles, threads, edges, path, primitive, lock_part)
 
 
-def _role(name: str, threads: list[ThreadTimes], worker: bool, reason: str, driver: bool = False) -> Role:
+def _role(name: str, threads: list[ThreadTimes], worker: bool, reason: str, driver: bool = False,
+          kernel: bool = False) -> Role:
     k: dict[str, int] = defaultdict(int)
     for t in threads:
         for kind, ns in t.kinds.items():
             k[kind] += ns
     return Role(name=name, processes=sorted({t.process for t in threads}), threads=len(threads),
-                pids=len({t.tgid for t in threads}), worker=worker, reason=reason, driver=driver,
+                pids=len({t.tgid for t in threads}), worker=worker, reason=reason, driver=driver, kernel=kernel,
                 on_cpu_ns=sum(t.on_cpu_ns for t in threads),
                 **{f"{kind}_ns": int(max(0, k.get(kind, 0))) for kind in KINDS})

@@ -2,7 +2,9 @@
 --duration seconds or until SIGINT/SIGTERM, or until the targets exit.
 
 The probe tracks the targets' tgids (their threads, and children forked
-during the window by the probe's fork-following); the window is the one
+during the window by the probe's fork-following), or with --system-wide
+every task (the work is then found among the user-space roles,
+analyzer/roles.py); the window is the one
 a command's point uses (runner.Window) and the record is named and finished
 as `run`'s (runner.raw_from_probe, runner.finish_record). The targets are
 only read from /proc: never stopped, signalled or killed, and never given
@@ -28,6 +30,9 @@ POLL_S = 0.1                 # how often the targets' liveness is checked
 CHILDREN_EVERY_S = 0.5       # how often children forked during the window are looked for
 NO_THROUGHPUT = ("throughput unknown (attach): lockscope did not start the target and reads no output of it, "
                  "so it cannot count its operations")
+SYSTEM_WIDE_NOTE = ("system-wide: every process is a role of its own (by program and thread name); the work is "
+                    "the busiest user-space roles, never kernel threads or the idle tasks; kernel lock waits have no "
+                    "per-thread split and count every task's")
 NO_OPS_SERIES = ("time series: the lock waits per interval are recorded (the time view); ops/s per interval "
                  "are unavailable: no workload driver counts the target's operations")
 
@@ -48,7 +53,13 @@ class AttachSpec:
         return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:40] or "attach"
 
     @property
+    def system_wide(self) -> bool:
+        return self.targets.how == tg.SYSTEM_WIDE
+
+    @property
     def workers_count(self) -> int:
+        if self.system_wide:      # the machine: its CPUs
+            return self.workers or len(os.sched_getaffinity(0))
         return self.workers or max(1, self.targets.threads)
 
     @property
@@ -130,6 +141,17 @@ def wait_window(procs: list[tg.Proc], duration: float | None, end: WindowEnd, t0
         time.sleep(POLL_S if duration is None else max(0.0, min(POLL_S, duration - (now - t0))))
 
 
+def wait_system_wide(duration: float | None, end: WindowEnd, t0: float) -> str:
+    """System-wide: until the duration is over or a signal came."""
+    while True:
+        now = time.monotonic()
+        if end.signum:
+            return signal.Signals(end.signum).name
+        if duration is not None and now - t0 >= duration:
+            return "duration"
+        time.sleep(POLL_S if duration is None else max(0.0, min(POLL_S, duration - (now - t0))))
+
+
 def _end_notes(ended: str, spec: AttachSpec) -> list[str]:
     if ended == "exited":
         return ["the window ended early: the targets exited" if spec.duration else
@@ -143,18 +165,22 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
     notes: list[str] = []
     series_ms = max(1, round(spec.interval * 1000)) if spec.interval > 0 else 0
     with contextlib.ExitStack() as stack:
-        probe = stack.enter_context(ProbeSession(sample_hz=spec.sample_hz, series_ms=series_ms))
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz, series_ms=series_ms))
         procs = _track(probe, spec.targets.procs, notes)
-        if not procs:
+        if spec.system_wide:
+            probe.rescan_usdt()            # the USDT lock probes of every program running now
+        elif not procs:
             raise UsageError(f"the targets ({spec.targets.how} {spec.targets.value}) exited before lockscope "
                              "attached")
         window = Window(stack, probe, sorted(os.sched_getaffinity(0)))
-        what = ", ".join(f"{p.tgid} ({p.comm})" for p in procs[:5]) + (" ..." if len(procs) > 5 else "")
+        what = ("every task on the machine (system-wide)" if spec.system_wide else
+                ", ".join(f"{p.tgid} ({p.comm})" for p in procs[:5]) + (" ..." if len(procs) > 5 else ""))
         with WindowEnd() as end:
             window.start()
             progress(f"attached to {what}: " + (f"{spec.duration:g} s" if spec.duration else "until Ctrl-C") +
                      "; Ctrl-C ends the window and writes the record")
-            ended = wait_window(procs, spec.duration, end, window.t0, notes, probe.attach_usdt)
+            ended = (wait_system_wide(spec.duration, end, window.t0) if spec.system_wide else
+                     wait_window(procs, spec.duration, end, window.t0, notes, probe.attach_usdt))
             data = window.stop()
         progress(f"window ended ({ended}) after {window.elapsed:.2f} s; naming the locks")
         raw = raw_from_probe(data, None, spec.vmlinux)
@@ -166,10 +192,11 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
         ops=None, ops_per_sec=None, kind="attach", throughput_unit="ops/s",
         cpus=sorted(window.before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
         cpu=window.cpu(), probe=probe_info(data, raw, None),
-        warnings=[NO_THROUGHPUT] + ([NO_OPS_SERIES] if spec.interval > 0 else []) + _end_notes(ended, spec) + notes,
+        warnings=[NO_THROUGHPUT] + ([NO_OPS_SERIES] if spec.interval > 0 else []) + _end_notes(ended, spec) + notes
+                 + ([SYSTEM_WIDE_NOTE] if spec.system_wide else []),
         interval_s=spec.interval,
         attach=AttachInfo(how=t.how, target=t.value,
                           processes=[AttachedProcess(p.tgid, p.comm, p.threads) for p in procs],
                           threads=sum(p.threads for p in procs),
                           ended=ended, exited=[n for n in notes if "exited" in n]))
-    return finish_record(rec, data, raw, window.hw.result())
+    return finish_record(rec, data, raw, window.hw.result(), system_wide=spec.system_wide)

@@ -76,7 +76,7 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
 def cmd_attach(args: argparse.Namespace) -> int:
     from lockscope.attach import AttachSpec, run_attach
     from lockscope.settings import default_out
-    from lockscope.targets import resolve
+    from lockscope.targets import resolve, system_wide
 
     if args.duration is not None:
         validate.check_duration(args.duration, 0.0)
@@ -85,7 +85,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be 1 or more")
     vmlinux = validate.check_vmlinux(args.vmlinux)
-    targets = resolve(args.pid, args.comm, args.cgroup)      # no such pid, no match: exit 2
+    targets = system_wide() if args.system_wide else resolve(args.pid, args.comm, args.cgroup)   # no such pid: exit 2
     validate.require_run_environment(True)
     spec = AttachSpec(targets, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
     out = args.out or default_out(spec.id)

@@ -148,10 +148,14 @@ def _add_attach_command(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--cgroup", default=None, metavar="PATH",
                      help="the processes of this cgroup v2 directory and those below it at the start (e.g. "
                           "/sys/fs/cgroup/system.slice/foo.service; a relative path is below cgroup v2's mount)")
+    who.add_argument("--system-wide", action="store_true",
+                     help="every task on the machine: each program a role of its own; the work is the busiest "
+                          "user-space roles (never kernel threads or the idle tasks)")
     p.add_argument("--duration", type=float, default=None,
                    help="seconds to profile (default: until Ctrl-C, SIGTERM, or the targets exit)")
     p.add_argument("--workers", type=int, default=None,
-                   help="the worker count the shares are relative to (default: the targets' threads at the start)")
+                   help="the worker count the shares are relative to (default: the targets' threads at the start; "
+                        "system-wide: the CPUs)")
     p.add_argument("--name", default=None,
                    help="the workload name in the results (default: the target's comm, or the cgroup's name)")
     p.add_argument("--out", type=Path, default=None,

@@ -295,6 +295,7 @@ class TaskTimes:
     preempted_ns: int = 0
     sleep_ns: int = 0
     switches: int = 0
+    kernel: bool = field(default=False, metadata={"omit_empty": True})   # a kernel thread (PF_KTHREAD)
 
     @property
     def total_ns(self) -> int:

@@ -92,6 +92,7 @@ class Role:
     reason: str = ""             # why it is or is not counted
     path: bool = False           # on the path of the measured work: a worker role or one the workers wait for
     driver: bool = field(default=False, metadata={"omit_empty": True})   # run --target: the command that drives the load
+    kernel: bool = field(default=False, metadata={"omit_empty": True})   # kernel threads (kworker, ksoftirqd, ...): never the work
     on_cpu_ns: int = 0
     lock_ns: int = 0
     idle_ns: int = 0
@@ -270,7 +271,7 @@ class AttachedProcess:
 @dataclass
 class AttachInfo:
     """What `lockscope attach` profiled: processes it did not start."""
-    how: str                              # pid | comm | cgroup
+    how: str                              # pid | comm | cgroup | system-wide
     target: str                           # the pids, the comm or the cgroup directory asked for
     processes: list[AttachedProcess] = field(default_factory=list)   # at the start of the window
     threads: int = 0                      # their threads at the start

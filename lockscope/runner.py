@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -184,13 +185,57 @@ def _without_driver_locks(locks: list, drivers: set[str]) -> tuple[list, int]:
     return kept, len(locks) - len(kept)
 
 
+def _without_other_programs_locks(locks: list, path: set[str]) -> tuple[list, int]:
+    """System-wide: a lock whose waiters are known (Lock.roles) and none of
+    them on the work's path is another program's (a daemon's futex): left
+    out. Kernel locks with no sampled waiter stay."""
+    kept = [lk for lk in locks if not lk.roles or set(lk.roles) & path]
+    return kept, len(locks) - len(kept)
+
+
+def _work_first(locks: list, path: set[str]) -> list:
+    """The locks the measured work waits on first: user-space locks by the
+    wait of the roles on the work's path (analyzer/roles.py), then by their
+    whole wait, so that another program's lock (a daemon's, system-wide) is
+    never the top lock for its own threads' waits. Kernel locks have no
+    per-thread split and keep their whole wait."""
+    def ours(lk) -> int:
+        return sum(ns for r, ns in lk.roles.items() if r in path) if lk.roles else lk.wait_ns
+    return sorted(locks, key=lambda lk: (-ours(lk), -lk.wait_ns))
+
+
+def _kernel_lock_roles(locks: list, raw: RawProbe, rs) -> None:
+    """System-wide: a kernel lock's wait split by the role of its waiters,
+    in proportion to the probe's sampled (lock, thread) pairs (raw.waiters),
+    so that another program's kernel lock is not counted as the work's. A
+    lock with no sampled waiter keeps its whole wait (no split)."""
+    by_lock: dict[int, list] = defaultdict(list)
+    for w in raw.waiters or []:
+        by_lock[w.lock].append(w)
+    for lk in locks:
+        if lk.roles or lk.component == "user space":
+            continue
+        seen: dict[str, int] = defaultdict(int)
+        for a in lk.addresses:
+            try:
+                addr = int(a, 16) if isinstance(a, str) else int(a)
+            except ValueError:
+                continue
+            for w in by_lock.get(addr, ()):
+                seen[rs.role_of(w.tid) or f"tid {w.tid}"] += w.count
+        total = sum(seen.values())
+        if total:
+            lk.roles = {r: round(lk.wait_ns * n / total) for r, n in seen.items()}
+
+
 def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None,
-                  drivers: set[int] | None = None) -> RunRecord:
+                  drivers: set[int] | None = None, work: set[int] | None = None,
+                  system_wide: bool = False) -> RunRecord:
     if data is not None:
         window = data["window_ns"]
         rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
         # who is a worker: roles, the kind of each sleep, who woke whom
-        rs = roles.analyze(raw, window, drivers)
+        rs = roles.analyze(raw, window, drivers, work)
         # user-space locks (futex waits) next to the kernel's, Go sync.Mutex waits (uprobes on
         # the Go runtime), and application locks named by the program's own USDT probes (whose
         # semaphore sleeps are not counted again as futex locks)
@@ -207,6 +252,13 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
             if left:
                 rec.warnings.append(f"{left} user-space lock{'s' if left != 1 else ''} waited on only by the "
                                     "command driving the load (--target) left out")
+            if system_wide:
+                _kernel_lock_roles(rec.locks, raw, rs)
+                rec.locks, others = _without_other_programs_locks(rec.locks, rs.path)
+                if others:
+                    rec.warnings.append(f"system-wide: {others} lock{'s' if others != 1 else ''} waited on only by "
+                                        "other programs (roles off the work's path) left out")
+            rec.locks = _work_first(rec.locks, rs.path)
         rec.warnings += probe_warnings(rec.probe)
     rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec.lockscope_version = __version__
@@ -346,7 +398,9 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
     ran_out = [w.worker for w in rec.per_worker if w.ran_out]
     if ran_out:
         rec.warnings.append(f"workers {ran_out} ran out of pre-created work before the end of the window")
-    return finish_record(rec, data, raw, hw.result())
+    # system-wide: the work is the workload's processes (and what they wait for), not another program's
+    return finish_record(rec, data, raw, hw.result(), work=set(probe.tracked) if probe and spec.system_wide else None,
+                         system_wide=spec.system_wide)
 
 
 def substitute(argv: list[str], workers: int, directory: Path | None, port: int | None = None) -> list[str]:
@@ -412,8 +466,9 @@ def _track_targets(probe: ProbeSession | None, spec: PointSpec, server) -> tg.Ta
 
 def _wait_command(proc: subprocess.Popen, timeout: float | None, drivers: set[int] | None) -> int | None:
     """The command's exit code, or None at the timeout; meanwhile, with
-    --target, its processes are collected in `drivers` (the command and what
-    it forks: they drive the load and are not the work)."""
+    --target (or system-wide), its processes are collected in `drivers` (the
+    command and what it forks: with --target they drive the load and are not
+    the work; system-wide, the work is among them)."""
     if drivers is None:
         try:
             return proc.wait(timeout=timeout)
@@ -468,6 +523,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             if spec.probe else None
         targets = _track_targets(probe, spec, server)
         drivers: set[int] | None = set() if targets else None
+        # system-wide: the command's processes, where the work is looked for (analyzer/roles.py)
+        work: set[int] | None = set() if probe and spec.system_wide and not targets else None
         out = stack.enter_context(tempfile.TemporaryFile())
         err = stack.enter_context(tempfile.TemporaryFile())
         if probe and fs:
@@ -483,7 +540,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         except OSError as e:
             raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
         stack.callback(kill_group, proc)      # the command only: never the --target
-        rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration, drivers)
+        rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration,
+                           drivers if drivers is not None else work)
         completed = rc is not None
         data = window.stop()
         elapsed = window.elapsed
@@ -524,7 +582,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         warnings=warnings, params=dict(spec.params),
         application=Application(**spec.application, prepare=prepare, prepare_s=prepare_s)
         if spec.application else None, target=target_info)
-    return finish_record(rec, data, raw, window.hw.result(), drivers)
+    return finish_record(rec, data, raw, window.hw.result(), drivers, work, spec.system_wide)
 
 
 def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:

@@ -12,6 +12,7 @@ from pathlib import Path
 from lockscope.errors import UsageError
 
 PROC = Path("/proc")
+SYSTEM_WIDE = "system-wide"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -25,8 +26,8 @@ class Proc:
 
 @dataclass
 class Targets:
-    how: str                     # pid | comm | cgroup
-    value: str                   # what was asked: "123,456", a comm, a cgroup directory
+    how: str                     # pid | comm | cgroup | system-wide
+    value: str                   # what was asked: "123,456", a comm, a cgroup directory ("all": system-wide)
     procs: list[Proc] = field(default_factory=list)
 
     @property
@@ -39,6 +40,8 @@ class Targets:
         was asked for."""
         if self.how == "cgroup":
             return Path(self.value).name or "cgroup"
+        if self.how == SYSTEM_WIDE:
+            return "system"
         comms = sorted({p.comm for p in self.procs})
         return comms[0] if len(comms) == 1 else f"{self.how}-{self.value}"
 
@@ -164,6 +167,13 @@ def by_cgroup(text: str) -> Targets:
     if not procs:
         raise UsageError(f"--cgroup: {path} and the cgroups below it have no process")
     return Targets("cgroup", str(path), procs)
+
+
+def system_wide() -> Targets:
+    """Every task on the machine (the probe's --system-wide): no process to
+    track; the idle tasks and kernel threads are roles that are never the
+    work (analyzer/roles.py)."""
+    return Targets(SYSTEM_WIDE, "all")
 
 
 def resolve(pid: str | None, comm: str | None, cgroup: str | None) -> Targets:

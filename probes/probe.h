@@ -269,6 +269,8 @@ struct task_times {
 	__u64 off_start;      /* off CPU since; 0: on CPU, or exited */
 	__u32 tgid;
 	__u32 off_preempted;  /* the open off-CPU span is runnable time */
+	__u32 kernel;         /* a kernel thread (PF_KTHREAD): never the work */
+	__u32 pad;
 	char comm[16];
 	char process[16];     /* the group leader's comm */
 };

@@ -11,8 +11,9 @@
  * asleep before a wake-up, runnable before a switch-in without one (a new
  * thread). Threads with no event at all get theirs from the task iterator at
  * stop, from their state then; the iterator also takes the names (comm, and
- * the group leader's) as they are at stop, and a thread that exits takes
- * them at its last switch-out. The loader adds the spans still open at stop.
+ * the group leader's) and whether it is a kernel thread as they are at stop,
+ * and a thread that exits takes them at its last switch-out. The idle tasks
+ * (pid 0) are never tracked. The loader adds the spans still open at stop.
  *
  * sched_waking: who woke a tracked thread, by (waker thread, wakee thread,
  * the futex the wakee sleeps on, from futex.bpf.c's open waits, or 0):
@@ -36,6 +37,7 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_DEAD 0x80
+#define PF_KTHREAD 0x00200000      /* include/linux/sched.h: a kernel thread */
 
 const volatile bool system_wide = false;
 const volatile bool have_futex = false;    /* futex_open is futex.bpf.c's */
@@ -71,6 +73,7 @@ static __always_inline void take_names(struct task_times *tt, struct task_struct
 {
 	BPF_CORE_READ_INTO(&tt->comm, t, comm);
 	BPF_CORE_READ_INTO(&tt->process, t, group_leader, comm);
+	tt->kernel = !!(BPF_CORE_READ(t, flags) & PF_KTHREAD);
 }
 
 /* a tracked thread's entry, made at its first event: the window start (or

@@ -215,6 +215,8 @@ void tasks_json(struct jw *w)
 		jw_ku64(w, "tgid", t->tgid);
 		jw_kutf8(w, "comm", t->comm);
 		jw_kutf8(w, "process", t->process);
+		if (t->kernel)
+			jw_kbool(w, "kernel", true);
 		jw_ku64(w, "on_cpu_ns", t->on_cpu_ns);
 		jw_ku64(w, "preempted_ns", t->preempted_ns);
 		jw_ku64(w, "sleep_ns", t->sleep_ns);

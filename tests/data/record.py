@@ -50,6 +50,9 @@ PROGRAM_SWEEPS = {
     "pool": ("1,2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
     # issue 11: workers flock() files of their own while /proc/locks is read: the global file_rwsem
     "flocker": ("2", ["{program}", "{n}", "2", "{dir}"], "ops/s: ([0-9.]+)"),
+    # issue 10: the same pool, --system-wide: every task traced; the work is pool's threads, never a
+    # kernel thread or another program (name: program, then extra options of the sweep)
+    "pool_systemwide": ("1,2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)", "pool", ["--system-wide"]),
 }
 # name: runs of (fs, mode): a program of tests/programs run once per mode,
 # `lockscope run --fs FS -- PROGRAM MODE {n} {dir}` for 2 s, all in one directory
@@ -87,6 +90,11 @@ def trim(rec: dict) -> dict:
     raw["objects"]["files"] = [f for f in files if (scratch and f["path"].startswith(scratch))
                                or (f["tgid"] in workload and "private_data" in f)][:50]
     kept = {e["lock"] for e in raw["contention"]}
+    if len(raw["objects"].get("tasks", [])) > 50:
+        # system-wide: every process's task object; keep those behind a kept lock, and the workers'
+        workers = {p for r in rec.get("roles", []) if r.get("worker") for p in r.get("processes", [])}
+        raw["objects"]["tasks"] = [t for t in raw["objects"]["tasks"] if t.get("comm") in workers
+                                   or any(v in kept for v in t.values() if isinstance(v, str))]
     if raw.get("waiters") is not None:
         raw["waiters"] = [e for e in raw["waiters"] if e["lock"] in kept]
     if "slab" in raw:
@@ -111,13 +119,14 @@ def main() -> int:
                  for name, (fs, workers, cmd) in COMMANDS.items()})
     only = set(sys.argv[1:])
     programs = tempfile.mkdtemp()
-    for name, (workers, cmd, regex) in PROGRAM_SWEEPS.items():
-        exe = Path(programs, name)
-        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{name}.c")],
+    for name, (workers, cmd, regex, *more) in PROGRAM_SWEEPS.items():
+        program, extra = more if more else (name, [])
+        exe = Path(programs, program)
+        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{program}.c")],
                        check=True)
         fs = ["--fs", "tmpfs"] if "{dir}" in cmd else []
-        jobs[name] = ["sweep", "--workers", workers, *fs, "--name", name, "--throughput-regex", regex, "--",
-                      *[c.replace("{program}", str(exe)) for c in cmd]]
+        jobs[name] = ["sweep", "--workers", workers, *fs, "--name", program, "--throughput-regex", regex, *extra,
+                      "--", *[c.replace("{program}", str(exe)) for c in cmd]]
     for name, runs in PROGRAM_RUNS.items():
         if only and name not in only:
             continue
