@@ -11,6 +11,7 @@ code, demangled, with its kind; the pool's wait and the join are no lock."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -216,11 +217,19 @@ def _pprof_top_program_function(exe: str, profile: str) -> tuple[str, float]:
     for line in out.splitlines():
         cols = line.split()
         if len(cols) >= 6 and cols[5].startswith("main.") and not cols[5].startswith("main.main"):
-            return cols[5], float(cols[3].rstrip("ms")) if cols[3].endswith("ms") else float(cols[3].rstrip("s")) * 1e3
+            return cols[5], _pprof_ms(cols[3])
     raise AssertionError(f"no function of package main in the mutex profile:\n{out}")
 
 
-def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof_top: str):
+def _pprof_ms(value: str) -> float:
+    """A delay as `go tool pprof -top` prints it (`12.5ms`, `28961.44us`, `1.2s`, `3mins`), in ms."""
+    m = re.fullmatch(r"([0-9.]+)(ns|us|µs|ms|s|mins?|hrs?)", value)
+    assert m, value
+    scale = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "min": 6e4, "mins": 6e4, "hr": 3.6e6, "hrs": 3.6e6}
+    return float(m.group(1)) * scale[m.group(2)]
+
+
+def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof_top: set[str]):
     """counter.go in `mode` under lockscope: the top user-space lock is
     `name` (kind, tier), one object, one entry; Go's own mutex profile of the
     same run puts `pprof_top` first among the program's functions. Go's
@@ -238,7 +247,7 @@ def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof
     assert not [lk for lk in user if lk.kind in ("Go scheduler parking", "futex")], [lk.name for lk in user]
     assert profile.exists(), "counter did not write its mutex profile at SIGTERM"
     fn, delay_ms = _pprof_top_program_function(exe, str(profile))
-    assert fn == pprof_top and delay_ms > 0
+    assert fn in pprof_top and delay_ms > 0, (fn, delay_ms)
     return top
 
 
@@ -247,7 +256,7 @@ def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof
 def test_go_sync_mutex_is_named_from_the_program_and_ranked_like_gos_profile(tmp_path, scratch):
     """The hot sync.Mutex of a heap object, named from main.(*Account).Deposit."""
     _go_run(tmp_path, scratch, "heap", "sync.Mutex @ main.(*Account).Deposit (heap)", "sync.Mutex", "site",
-            "main.(*Account).Deposit")
+            {"main.(*Account).Deposit"})
 
 
 @pytest.mark.e2e
@@ -255,7 +264,7 @@ def test_go_sync_mutex_is_named_from_the_program_and_ranked_like_gos_profile(tmp
 def test_go_global_sync_mutex_is_named_by_its_symbol(tmp_path, scratch):
     """A package-level `var mu sync.Mutex`: verified, by its symbol main.mu."""
     _go_run(tmp_path, scratch, "global", "sync.Mutex main.mu in counter", "sync.Mutex", "verified",
-            "main.depositGlobal")
+            {"main.depositGlobal"})
 
 
 @pytest.mark.e2e
@@ -265,8 +274,11 @@ def test_go_rwmutex_writers_and_readers_are_one_lock_ranked_like_gos_profile(tmp
     read (main.(*Table).Get): writers waiting for the writer mutex or for
     readers and readers waiting for the writer are one lock, named by the
     site of its heaviest waits, as Go's own profile ranks it."""
+    # Go charges a delay to the goroutine that unlocked, lockscope to the one
+    # that waited: for a RWMutex, Put's and Get's unlocks trade places between
+    # runs in Go's ranking, so either of the table's methods may head it
     top = _go_run(tmp_path, scratch, "rw", "sync.RWMutex @ main.(*Table).Put (heap)", "sync.RWMutex", "site",
-                  "main.(*Table).Put")
+                  {"main.(*Table).Put", "main.(*Table).Get"})
     calls = {tuple(userlocks.frame_function(f) for f in st.frames[:2]) for st in top.stacks}
     # a writer behind a writer, a reader behind a writer (RLock is inlined into Get: the
     # semacquire's caller, which the entry probe's frame-pointer walk alone would miss)
