@@ -241,7 +241,9 @@ def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof
     assert user, [lk.name for lk in rec.locks]
     top = user[0]
     assert (top.name, top.kind, top.tier) == (name, kind, tier), [lk.name for lk in user]
-    assert top.wait_share > CONTENDED and top.count > 0 and top.instances == 1
+    # (Go's goroutines spin and hand off before they park: the parked waits
+    # are a small share, 0.4-1.8% here; a millisecond of them is a contended run)
+    assert top.wait_ns > 1_000_000 and top.count > 0 and top.instances == 1
     # one entry per lock object
     assert len([lk for lk in user if lk.kind == kind]) == 1, [lk.name for lk in user]
     assert not [lk for lk in user if lk.kind in ("Go scheduler parking", "futex")], [lk.name for lk in user]
