@@ -116,10 +116,9 @@ def wait_window(procs: list[tg.Proc], duration: float | None, end: WindowEnd, t0
     next_children = t0 + CHILDREN_EVERY_S
     while True:
         now = time.monotonic()
-        if end.signum:
-            return signal.Signals(end.signum).name
-        if duration is not None and now - t0 >= duration:
-            return "duration"
+        over = _window_over(end, duration, t0, now)
+        if over:
+            return over
         if now >= next_children:
             for c in tg.children(set(known)):
                 if c.tgid not in known:
@@ -138,18 +137,31 @@ def wait_window(procs: list[tg.Proc], duration: float | None, end: WindowEnd, t0
                 notes.append(f"{forked} process{'es' if forked != 1 else ''} forked by the targets during "
                              "the window were followed until they exited")
             return "exited"
-        time.sleep(POLL_S if duration is None else max(0.0, min(POLL_S, duration - (now - t0))))
+        _nap(duration, t0, now)
+
+
+def _window_over(end: WindowEnd, duration: float | None, t0: float, now: float) -> str | None:
+    """Why the window ends now (a signal's name, "duration"), or None."""
+    if end.signum:
+        return signal.Signals(end.signum).name
+    if duration is not None and now - t0 >= duration:
+        return "duration"
+    return None
+
+
+def _nap(duration: float | None, t0: float, now: float) -> None:
+    """Sleep one poll, not past the end of the duration."""
+    time.sleep(POLL_S if duration is None else max(0.0, min(POLL_S, duration - (now - t0))))
 
 
 def wait_system_wide(duration: float | None, end: WindowEnd, t0: float) -> str:
     """System-wide: until the duration is over or a signal came."""
     while True:
         now = time.monotonic()
-        if end.signum:
-            return signal.Signals(end.signum).name
-        if duration is not None and now - t0 >= duration:
-            return "duration"
-        time.sleep(POLL_S if duration is None else max(0.0, min(POLL_S, duration - (now - t0))))
+        over = _window_over(end, duration, t0, now)
+        if over:
+            return over
+        _nap(duration, t0, now)
 
 
 def _end_notes(ended: str, spec: AttachSpec) -> list[str]:
