@@ -48,8 +48,11 @@ class ProbeSession(JsonLinesProcess):
     what = "lockscope-probe"
 
     def __init__(self, system_wide: bool = False, interval_ms: int = 1000, sample_hz: int = DEFAULT_SAMPLE_HZ,
-                 futex: bool = True, series_ms: int | None = None):
+                 futex: bool = True, series_ms: int | None = None, timed_rate: int | None = None):
         super().__init__()
+        # spin and mutex waits timed per second per CPU before the rest are
+        # sampled (None: the loader's default; 0: every wait timed)
+        self.timed_rate = timed_rate
         self.series_ms = series_ms    # the time view's snapshot period (None: the loader's default, 0: none)
         self.system_wide = system_wide
         self.futex = futex            # also trace futex waits (user-space locks)
@@ -69,6 +72,8 @@ class ProbeSession(JsonLinesProcess):
             argv.append("--futex")
         if self.series_ms is not None:
             argv += ["--series-ms", str(self.series_ms)]
+        if self.timed_rate is not None:
+            argv += ["--timed-rate", str(self.timed_rate)]
         self._spawn(argv)
         try:
             self.ready = self.expect("ready", timeout=60)

@@ -24,8 +24,10 @@ class Contention:
     flags: int = 0               # lock:contention_begin flags (naming.lock_kind)
     stack: int = -1              # a key of RawProbe.stacks; negative: not sampled or lost
     count: int = 0
-    total_ns: int = 0
-    max_ns: int = 0
+    total_ns: int = 0            # estimated when some waits were not timed (untimed)
+    max_ns: int = 0              # of the timed waits
+    # waits counted but not timed (the probe's --timed-rate): the timed ones stand for them
+    untimed: int = field(default=0, metadata={"omit_empty": True})
 
 
 @dataclass

@@ -64,9 +64,27 @@ def summarize(rec: RunRecord) -> str:
             where = f"  {' <- '.join(st.frames[:3])}" + (f" [{st.syscall}]" if st and st.syscall else "") if st else ""
             inst = sharing.clause(lk, rec.workers) or f"{lk.instances} instance{'s' if lk.instances != 1 else ''}"
             lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
+        timed = timed_note(rec)
+        if timed:
+            lines.append(f"  ({timed})")
     for w in rec.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def timed_note(rec: RunRecord) -> str | None:
+    """How many of the kernel lock waits were timed, where the probe timed a
+    random sample of them (at high wait rates) and the wait times are
+    estimates; None where every wait was timed."""
+    raw = rec.probe.raw
+    if not raw or not raw.contention:
+        return None
+    n = sum(e.count for e in raw.contention)
+    untimed = sum(e.untimed for e in raw.contention)
+    if not untimed:
+        return None
+    return (f"wait times estimated: {n - untimed:,} of {n:,} kernel lock waits timed, a random sample that "
+            f"stands for the rest; lockscope-probe --timed-rate")
 
 
 def role_lines(rec: RunRecord, top: int = 6) -> list[str]:

@@ -58,6 +58,7 @@ void wait_stat_add(struct wait_stat *acc, const struct wait_stat *s)
 {
 	acc->count += s->count;
 	acc->total_ns += s->total_ns;
+	acc->untimed += s->untimed;
 	if (s->max_ns > acc->max_ns)
 		acc->max_ns = s->max_ns;
 }

@@ -138,7 +138,8 @@ static __u64 merge_pending(const struct probe *p, const struct cpu_state *cpu_st
 		for (__u32 i = 0; i < np; i++) {
 			const struct pending_wait *pw = &cpu_st[c].pending[i];
 			struct lock_key k = { .lock = pw->lock, .flags = pw->flags, .stack_id = pw->stack };
-			struct wait_stat one = { .count = pw->count, .total_ns = pw->delta, .max_ns = pw->max };
+			struct wait_stat one = { .count = pw->count, .total_ns = pw->delta, .max_ns = pw->max,
+						 .untimed = pw->untimed };
 
 			if (merge_entry(e, &k, &one) == 0)
 				merged += pw->count;
@@ -165,6 +166,8 @@ static unsigned int emit_lock_stats(struct jw *w, const struct probe *p,
 		jw_ku64(w, "count", e.arr[i].s.count);
 		jw_ku64(w, "total_ns", e.arr[i].s.total_ns);
 		jw_ku64(w, "max_ns", e.arr[i].s.max_ns);
+		if (e.arr[i].s.untimed)
+			jw_ku64(w, "untimed", e.arr[i].s.untimed);
 		jw_obj_end(w);
 		id_set_add(&wait_stack_ids, e.arr[i].key.stack_id);
 	}

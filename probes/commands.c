@@ -93,6 +93,7 @@ static void cmd_untrack(struct probe *p, const char *arg)
 		return;
 	/* children forked before this keep being tracked */
 	bpf_map_delete_elem(bpf_map__fd(p->cskel->maps.tracked), &tgid);
+	__atomic_add_fetch(&p->cskel->bss->tracked_epoch, 1, __ATOMIC_SEQ_CST);  /* the CPUs' cached tgid is void */
 	emit_pid_event("untracked", tgid);
 }
 

@@ -7,9 +7,15 @@
  * start time, sampled kernel stack) and added up at end by (lock, flags,
  * stack): count, total, max. Spinning waits (spinlock, rwlock) run with
  * preemption disabled, so they live on a small per-CPU stack that also holds
- * waits nested from interrupt context. Sleeping waits (mutex, rwsem,
- * rt_mutex, percpu rwsem) live in task-local storage; a mutex begins
- * (spinning), begins again (sleeping) and ends once: one wait.
+ * waits nested from interrupt context. So do mutex waits while their task is
+ * on CPU: a mutex wait runs with preemption disabled from its first begin to
+ * its end except where it calls schedule(), and sched_switch moves an open
+ * mutex wait into the task's storage at switch-out and back onto the CPU's
+ * stack at switch-in, so a mutex wait's begin and end (the common case: won
+ * by spinning, never slept) touch no task storage. A mutex begins
+ * (spinning), begins again (sleeping) and ends once: one wait. Other sleeping
+ * waits (rwsem, rt_mutex, percpu rwsem: preemptible) live in task-local
+ * storage.
  *
  * contention_end runs with the lock just taken: everything it does lengthens
  * the critical section, and so manufactures contention. So end makes no hash
@@ -51,6 +57,9 @@ const volatile bool system_wide = false;
 /* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all
  * (the loader's --stack-rate, default 500/s: 5) */
 const volatile __u32 stack_budget = 5;
+/* spin and mutex waits timed per CPU per 10 ms before the rest are sampled
+ * (the loader's --timed-rate, default 10,000/s: 100); 0: every wait timed */
+const volatile __u32 timed_per_window = 100;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
 const volatile long nr_futex = -1;
 const volatile long nr_futex_waitv = -1;
@@ -59,6 +68,9 @@ const volatile long nr_futex_waitv = -1;
  * storage cannot be cleared from user space: older slots are ignored) */
 bool enabled = false;
 __u32 generation = 0;
+/* bumped by the loader when a tgid leaves the tracked map: each CPU's cached
+ * last tracked tgid is void */
+__u32 tracked_epoch = 0;
 
 struct task_state {
 	__u64 lock;            /* open sleeping-lock wait, 0 if none */
@@ -131,12 +143,12 @@ struct {
 	__type(value, __u64);
 } waiters SEC(".maps");
 
-static __always_inline void sample_waiter(__u64 lock, __u32 flags)
+static __always_inline void sample_waiter(__u64 lock, __u32 flags, __u32 rnd)
 {
 	struct waiter_key k = { .lock = lock };
 	__u64 one = 1, *n;
 
-	if ((flags & (LCB_F_SPIN | LCB_F_MUTEX)) && bpf_get_prandom_u32() % WAITER_EVERY)
+	if ((flags & (LCB_F_SPIN | LCB_F_MUTEX)) && rnd % WAITER_EVERY)
 		return;
 	k.tid = (__u32)bpf_get_current_pid_tgid();
 	n = bpf_map_lookup_elem(&waiters, &k);
@@ -170,9 +182,33 @@ static __always_inline bool tgid_tracked(__u32 tgid)
 	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
 }
 
+/* tgid_tracked through a per-CPU cache of the last tracked tgid seen: a
+ * lock's waits come from the same few processes; the map only grows between
+ * epochs */
+static __always_inline bool tracked_here(struct cpu_state *cs, __u32 tgid)
+{
+	if (system_wide)
+		return true;
+	if (cs->tracked_tgid == tgid + 1 && cs->tracked_epoch == tracked_epoch)
+		return true;
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
+		return false;
+	cs->tracked_epoch = tracked_epoch;
+	cs->tracked_tgid = tgid + 1;
+	return true;
+}
+
 static __always_inline bool spinning(__u32 flags)
 {
 	return (flags & LCB_F_SPIN) && !(flags & LCB_F_MUTEX);
+}
+
+/* the CPU's stack holds, at its bottom, the open mutex wait of the task on
+ * CPU (mutexes are never taken from interrupt context, and no spin wait is
+ * open when one begins) */
+static __always_inline bool mutex_open_here(struct cpu_state *cs)
+{
+	return cs->depth > 0 && cs->depth <= MAX_SPIN_NEST && (cs->spins[0].flags & LCB_F_MUTEX);
 }
 
 /* the task's slot, reset if it belongs to an earlier window */
@@ -189,7 +225,7 @@ static __always_inline struct task_state *task_state_of(struct task_struct *task
 }
 
 static __always_inline void add_waits(struct cpu_state *cs, void *map, void *key, __u32 n, __u64 total,
-				      __u64 max, __u32 full)
+				      __u64 max, __u32 untimed, __u32 full)
 {
 	struct wait_stat *s = bpf_map_lookup_elem(map, key);
 
@@ -205,29 +241,26 @@ static __always_inline void add_waits(struct cpu_state *cs, void *map, void *key
 	}
 	s->count += n;
 	s->total_ns += total;
+	s->untimed += untimed;
 	if (max > s->max_ns)
 		s->max_ns = max;
 }
 
 static __always_inline void add_wait(struct cpu_state *cs, void *map, void *key, __u64 delta, __u32 full)
 {
-	add_waits(cs, map, key, 1, delta, delta, full);
+	add_waits(cs, map, key, 1, delta, delta, 0, full);
 }
 
-/* n waits of one key, total and max */
+/* n waits of one key: their (estimated) total, the max of the timed ones,
+ * how many were not timed */
 static __always_inline void aggregate_n(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u32 n,
-					__u64 total, __u64 max)
+					__u64 total, __u64 max, __u32 untimed)
 {
 	struct lock_key key = { .lock = lock, .flags = flags, .stack_id = stack };
 
-	add_waits(cs, &lock_stats, &key, n, total, max, CNT_AGG_FULL);
+	add_waits(cs, &lock_stats, &key, n, total, max, untimed, CNT_AGG_FULL);
 	if (cs)
 		__sync_fetch_and_add(&cs->counters[CNT_CONTENTIONS], n);
-}
-
-static __always_inline void aggregate(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 delta)
-{
-	aggregate_n(cs, lock, flags, stack, 1, delta, delta);
 }
 
 /* move the pending finished waits of this CPU into lock_stats; only from
@@ -247,7 +280,7 @@ static __always_inline void flush_pending(struct cpu_state *cs)
 		if (i >= n)
 			break;
 		p = &cs->pending[i];
-		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max);
+		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max, p->untimed);
 	}
 	cs->npending = 0;
 	cs->busy = 0;
@@ -262,9 +295,17 @@ static __always_inline void flush_due(struct cpu_state *cs, __u64 now)
 		flush_pending(cs);
 }
 
-/* a finished wait, from non-preemptible context */
-static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 delta,
-				      __u64 now)
+/* at an untimed begin (no clock): only when the buffer is half full */
+static __always_inline void flush_full(struct cpu_state *cs)
+{
+	if (cs->npending >= MAX_PENDING / 2)
+		flush_pending(cs);
+}
+
+/* a finished wait (estimated total, timed duration or 0, untimed 0 or 1),
+ * from non-preemptible context */
+static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 total,
+				      __u64 max, __u32 untimed)
 {
 	__u32 n;
 
@@ -272,7 +313,7 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 		return;
 	/* an interrupt inside a buffer update on this CPU: add it directly */
 	if (cs->busy) {
-		aggregate(cs, lock, flags, stack, delta);
+		aggregate_n(cs, lock, flags, stack, 1, total, max, untimed);
 		return;
 	}
 	cs->busy = 1;
@@ -284,9 +325,10 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 
 		if (last->lock == lock && last->flags == flags && last->stack == stack) {
 			last->count++;
-			last->delta += delta;
-			if (delta > last->max)
-				last->max = delta;
+			last->delta += total;
+			last->untimed += untimed;
+			if (max > last->max)
+				last->max = max;
 			cs->busy = 0;
 			return;
 		}
@@ -301,11 +343,12 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 	cs->pending[n].lock = lock;
 	cs->pending[n].flags = flags;
 	cs->pending[n].stack = stack;
-	cs->pending[n].delta = delta;
-	cs->pending[n].max = delta;
+	cs->pending[n].delta = total;
+	cs->pending[n].max = max;
 	cs->pending[n].count = 1;
+	cs->pending[n].untimed = untimed;
 	if (!n)
-		cs->pending_since = now;
+		cs->pending_since = cs->last_now;
 	cs->npending = n + 1;
 	cs->busy = 0;
 }
@@ -320,13 +363,62 @@ static __always_inline __s32 stack_in(void *ctx, void *map, struct cpu_state *cs
 }
 
 /*
+ * Per CPU, a 10 ms window (rolled at a clock read, see timed_wait): its stack
+ * walks and its spin and mutex waits. The waits' rate in one window sets how
+ * many of the next window's are timed.
+ */
+static __always_inline void window_roll(struct cpu_state *cs, __u64 now)
+{
+	__u64 elapsed = now - cs->window_start;
+
+	if (elapsed <= SAMPLE_WINDOW_NS)
+		return;
+	/* one in time_every: about timed_per_window timed waits per window */
+	if (timed_per_window && elapsed < 100 * SAMPLE_WINDOW_NS)
+		cs->time_every = cs->window_waits * SAMPLE_WINDOW_NS / elapsed / timed_per_window + 1;
+	else
+		cs->time_every = 1;
+	cs->window_start = now;
+	cs->window_waits = 0;
+	cs->walks = 0;
+}
+
+/*
+ * Two clock reads cost about 110 ns here (bpf_ktime_get_ns, ~55 ns each in
+ * this VM), more than the rest of a wait's begin and end together. A spin
+ * or mutex wait is timed when the CPU has fewer than timed_per_window such
+ * waits per 10 ms, else one in time_every at random (a run of waits at
+ * regular places would alias with every Nth); an untimed wait is counted,
+ * exactly, and a timed one adds its duration times time_every to the
+ * total, so that each lock's and stack's total estimates the sum of all its
+ * waits without bias (max: of the timed ones). A wait that sleeps is timed
+ * from then on anyway and weighs one (sched_switch): long waits are never
+ * left to chance.
+ */
+static __always_inline bool timed_wait(struct cpu_state *cs, __u32 rnd, __u64 *now, __u32 *weight)
+{
+	__u32 every = cs->time_every;
+
+	cs->window_waits++;
+	if (every > 1 && (rnd >> 8) % every) {
+		*weight = 0;
+		return false;
+	}
+	*now = bpf_ktime_get_ns();
+	*weight = every > 1 ? every : 1;
+	cs->last_now = *now;
+	window_roll(cs, *now);
+	return true;
+}
+
+/*
  * A kernel stack walk costs about a microsecond, longer than most spin waits.
  * Each CPU walks at most stack_budget stacks per 10 ms window; beyond that,
  * the first STACKS_PER_LOCK waits of every (lock, flags) still get a stack.
  * Other waits are counted, exactly, under their lock with stack id
  * STACK_NOT_SAMPLED; the analyzer spreads them over the lock's sampled stacks.
  */
-static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags, __u64 now)
+static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags)
 {
 	struct lock_key key = { .lock = lock, .flags = flags };
 	__u64 tag = lock ^ ((__u64)flags << 56);     /* kernel addresses: top byte 0xff */
@@ -334,10 +426,6 @@ static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u6
 
 	if (!stack_budget)
 		return stack_in(ctx, &stacks, cs);
-	if (now - cs->window_start > SAMPLE_WINDOW_NS) {
-		cs->window_start = now;
-		cs->walks = 0;
-	}
 	/* budget spent and the lock known to have its first stacks: no lookup */
 	if (cs->walks >= stack_budget && cs->stacked[slot] == tag) {
 		count(cs, CNT_STACK_SKIPPED);
@@ -365,29 +453,75 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 {
 	struct cpu_state *cs;
 	struct task_state *ts;
-	__u64 now;
+	__u32 rnd, weight = 1;
+	__u64 now = 0;
 
 	/* the filter first: every task's waits come here */
-	if (!enabled || !tgid_tracked(bpf_get_current_pid_tgid() >> 32))
+	if (!enabled)
 		return 0;
-	now = bpf_ktime_get_ns();         /* the wait starts here */
 	cs = this_cpu();
-	if (!cs)
+	if (!cs || !tracked_here(cs, bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	sample_waiter((__u64)lock, flags);
+	rnd = bpf_get_prandom_u32();
 
+	if (flags & LCB_F_MUTEX) {
+		__u32 d = cs->depth;
+
+		/* a mutex wait begins again (sleeping, or spinning as the first
+		 * waiter after a wake-up): still one wait */
+		if (d > 0 && d <= MAX_SPIN_NEST && cs->spins[0].lock == (__u64)lock &&
+		    (cs->spins[0].flags & LCB_F_MUTEX)) {
+			if (!(flags & LCB_F_SPIN))
+				cs->spins[0].flags |= LS_F_SLEPT;
+			if (d > 1) {            /* spin waits above it lost their end */
+				count(cs, CNT_STALE_SPIN);
+				cs->depth = 1;
+			}
+			return 0;
+		}
+		sample_waiter((__u64)lock, flags, rnd);
+		/* anything left here lost its end: a mutex begins with no wait open */
+		if (d > 0 && d <= MAX_SPIN_NEST)
+			count(cs, (cs->spins[0].flags & LCB_F_MUTEX) ? CNT_STALE_WAIT : CNT_STALE_SPIN);
+		/* the stack before the clock: a timed wait rolls the window,
+		 * whose walk budget must not favour timed waits */
+		cs->spins[0].stack = sampled_stack(ctx, cs, (__u64)lock, flags);
+		if (timed_wait(cs, rnd, &now, &weight))
+			flush_due(cs, now);         /* the task spins or sleeps anyway */
+		else
+			flush_full(cs);
+		cs->spins[0].lock = (__u64)lock;
+		cs->spins[0].flags = flags;
+		cs->spins[0].start = now;
+		cs->spins[0].weight = weight;
+		cs->depth = 1;
+		return 0;
+	}
+
+	sample_waiter((__u64)lock, flags, rnd);
 	if (spinning(flags)) {
 		struct spin_wait *w;
-		__u32 d = cs->depth;
+		__u32 d = cs->depth, base;
 		__s32 stack;
+		bool timed;
 
 		if (d > MAX_SPIN_NEST)
 			d = 0;
 		/* an end missed (e.g. skipped by BPF recursion protection) leaves an
-		 * entry behind; spin waits are short, so an old entry is stale */
-		if (d > 0 && now - cs->spins[0].start > STALE_SPIN_NS) {
-			count(cs, CNT_STALE_SPIN);
-			d = 0;
+		 * entry behind; spin waits are short, so an old entry is stale (an
+		 * open mutex wait at the bottom is not a spin wait: it may be old;
+		 * an untimed entry has no start: left to the checks below and to the
+		 * next task switch) */
+		base = d > 0 && (cs->spins[0].flags & LCB_F_MUTEX) ? 1 : 0;
+		/* the stack before the clock (see the mutex case) */
+		stack = sampled_stack(ctx, cs, (__u64)lock, flags);
+		timed = timed_wait(cs, rnd, &now, &weight);
+		if (timed && d > base) {
+			w = &cs->spins[base & (MAX_SPIN_NEST - 1)];
+			if (w->weight && now - w->start > STALE_SPIN_NS) {
+				count(cs, CNT_STALE_SPIN);
+				d = base;
+			}
 		}
 		/* spinning locks never begin twice within one wait: the same lock
 		 * on top means its end was missed; this begin starts a new wait */
@@ -399,39 +533,36 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 			count(cs, CNT_SPIN_OVERFLOW);
 			return 0;
 		}
-		flush_due(cs, now);         /* the task spins anyway */
-		stack = sampled_stack(ctx, cs, (__u64)lock, flags, now);
+		if (timed)
+			flush_due(cs, now);     /* the task spins anyway */
+		else
+			flush_full(cs);
 		barrier_var(d);             /* keep the mask: the verifier needs the bound */
 		w = &cs->spins[d & (MAX_SPIN_NEST - 1)];
 		w->lock = (__u64)lock;
 		w->flags = flags;
 		w->stack = stack;
 		w->start = now;
+		w->weight = weight;
 		cs->depth = d + 1;
 		return 0;
 	}
 
+	/* rwsem, rt_mutex, percpu rwsem: every wait timed (preemptible, fewer) */
 	ts = task_state_of(bpf_get_current_task_btf(), true);
 	if (!ts) {
 		count(cs, CNT_TASK_FULL);
 		return 0;
 	}
-	/* a mutex wait begins spinning (MUTEX|SPIN), begins again when it goes
-	 * to sleep (MUTEX), and its first waiter spins and sleeps again inside
-	 * the wait loop: one wait, counted once. rwsem, rt_mutex and percpu
-	 * rwsem waits begin once, so any other begin while a wait is open means
-	 * that wait's end was missed (a task waits for one sleeping lock at a
-	 * time): it is discarded and this one starts. */
-	if (ts->lock == (__u64)lock && (flags & LCB_F_MUTEX)) {
-		if (!(flags & LCB_F_SPIN))
-			ts->lock_flags |= LS_F_SLEPT;
-		return 0;
-	}
+	now = bpf_ktime_get_ns();
+	cs->last_now = now;
+	window_roll(cs, now);
+	/* they begin once, so a begin while a wait is open means that wait's
+	 * end was missed (a task waits for one sleeping lock at a time): it is
+	 * discarded and this one starts */
 	if (ts->lock)
 		count(cs, CNT_STALE_WAIT);
-	if (flags & LCB_F_MUTEX)
-		flush_due(cs, now);         /* mutex waits run with preemption off */
-	ts->lock_stack = sampled_stack(ctx, cs, (__u64)lock, flags, now);
+	ts->lock_stack = sampled_stack(ctx, cs, (__u64)lock, flags);
 	ts->lock_flags = flags;
 	ts->lock_start = now;
 	ts->lock = (__u64)lock;
@@ -448,15 +579,21 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 
 	if (!cs)
 		return 0;
-	/* the clock only for a wait of ours: every task's waits end here */
+	/* the clock only for a timed wait of ours: every task's waits end here */
 	d = cs->depth;
 	if (d > 0 && d <= MAX_SPIN_NEST) {
 		struct spin_wait *w = &cs->spins[(d - 1) & (MAX_SPIN_NEST - 1)];
 
 		if (w->lock == (__u64)lock) {
-			now = bpf_ktime_get_ns();
 			cs->depth = d - 1;
-			push_wait(cs, w->lock, w->flags, w->stack, now - w->start, now);
+			if (w->weight) {
+				now = bpf_ktime_get_ns();
+				cs->last_now = now;
+				push_wait(cs, w->lock, w->flags, w->stack, (now - w->start) * w->weight,
+					  now - w->start, 0);
+			} else {
+				push_wait(cs, w->lock, w->flags, w->stack, 0, 0, 1);
+			}
 			return 0;
 		}
 	}
@@ -470,11 +607,9 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 	}
 	now = bpf_ktime_get_ns();
 	ts->lock = 0;
-	if (ts->lock_flags & LCB_F_MUTEX)
-		/* mutex waits end with preemption disabled */
-		push_wait(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, now - ts->lock_start, now);
-	else if (enabled)
-		aggregate(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, now - ts->lock_start);
+	if (enabled)                /* preemptible: no per-CPU buffer */
+		aggregate_n(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, 1, now - ts->lock_start,
+			    now - ts->lock_start, 0);
 	return 0;
 }
 
@@ -520,10 +655,38 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	if (!cs)
 		return 0;
 	/* no spin wait is open on a CPU that switches tasks: whatever is left
-	 * on this CPU's spin stack lost its end (e.g. to the recursion guard) */
+	 * on this CPU's spin stack lost its end (e.g. to the recursion guard),
+	 * but for an open mutex wait at its bottom, which is prev's: it goes
+	 * with prev, into its task storage */
 	if (cs->depth) {
-		if (cs->depth <= MAX_SPIN_NEST && enabled)
-			count(cs, CNT_STALE_SPIN);
+		__u32 d = cs->depth;
+
+		if (enabled && d <= MAX_SPIN_NEST) {
+			if (cs->spins[0].flags & LCB_F_MUTEX) {
+				ts = task_state_of(prev, true);
+				if (ts) {
+					if (ts->lock)
+						count(cs, CNT_STALE_WAIT);
+					ts->lock = cs->spins[0].lock;
+					ts->lock_flags = cs->spins[0].flags;
+					ts->lock_stack = cs->spins[0].stack;
+					/* a wait that sleeps is timed, from its begin
+					 * or else from now, and weighs one */
+					if (cs->spins[0].weight) {
+						ts->lock_start = cs->spins[0].start;
+					} else {
+						now = bpf_ktime_get_ns();
+						ts->lock_start = now;
+					}
+				} else {
+					count(cs, CNT_TASK_FULL);
+				}
+				if (d > 1)
+					count(cs, CNT_STALE_SPIN);
+			} else {
+				count(cs, CNT_STALE_SPIN);
+			}
+		}
 		cs->depth = 0;
 	}
 	if (!enabled)
@@ -545,6 +708,17 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	}
 
 	ts = task_state_of(next, false);
+	/* next's open mutex wait comes back onto this CPU's stack: it runs
+	 * with preemption disabled until the wait ends or it sleeps again */
+	if (ts && ts->lock && (ts->lock_flags & LCB_F_MUTEX)) {
+		cs->spins[0].lock = ts->lock;
+		cs->spins[0].flags = ts->lock_flags;
+		cs->spins[0].stack = ts->lock_stack;
+		cs->spins[0].start = ts->lock_start;
+		cs->spins[0].weight = 1;
+		cs->depth = 1;
+		ts->lock = 0;
+	}
 	if (ts && ts->off_start) {
 		struct offcpu_key key = {
 			.stack_id = ts->off_stack,
@@ -586,8 +760,12 @@ int lksc_cpu_sample(struct bpf_perf_event_data *ctx)
 	else if (sid < 0)
 		count(cs, CNT_STACK_LOST);
 	key.stack_id = sid;
-	ts = task_state_of(bpf_get_current_task_btf(), false);
-	key.in_lock_wait = ts && ts->lock;
+	if (cs && mutex_open_here(cs)) {
+		key.in_lock_wait = 1;
+	} else {
+		ts = task_state_of(bpf_get_current_task_btf(), false);
+		key.in_lock_wait = ts && ts->lock;
+	}
 	n = bpf_map_lookup_elem(&cpu_samples, &key);
 	if (n)
 		(*n)++;

@@ -44,7 +44,7 @@
 
 struct options {
 	bool system_wide, futex;
-	long interval_ms, stack_rate, sample_hz, series_ms;
+	long interval_ms, stack_rate, sample_hz, series_ms, timed_rate;
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -157,6 +157,7 @@ static int load(struct probe *p, const struct options *o)
 	p->cskel->rodata->nr_futex_waitv = __NR_futex_waitv;
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
 	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
+	p->cskel->rodata->timed_per_window = o->timed_rate ? (o->timed_rate + 99) / 100 : 0;
 	err = contention_bpf__load(p->cskel);
 	if (err)
 		return err;
@@ -173,12 +174,15 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
-		"                       [--series-ms N] [--futex]\n"
+		"                       [--series-ms N] [--timed-rate N] [--futex]\n"
 		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
 		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 500; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
+		"  --timed-rate N  spin and mutex waits timed per second per CPU; beyond it a\n"
+		"                  random sample is timed and stands for the rest (default\n"
+		"                  10000; 0: every wait timed)\n"
 		"  --futex         also trace futex waits (user-space locks) by address and user stack\n"
 		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
 		"Events on stdout, one JSON object per line.\n");
@@ -193,27 +197,29 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "stack-rate", required_argument, NULL, 'r' },
 		{ "sample-hz", required_argument, NULL, 'f' },
 		{ "series-ms", required_argument, NULL, 'S' },
+		{ "timed-rate", required_argument, NULL, 'T' },
 		{ "futex", no_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "si:r:f:S:uh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "si:r:f:S:T:uh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': o->system_wide = true; break;
 		case 'i': o->interval_ms = strtol(optarg, NULL, 10); break;
 		case 'r': o->stack_rate = strtol(optarg, NULL, 10); break;
 		case 'f': o->sample_hz = strtol(optarg, NULL, 10); break;
 		case 'S': o->series_ms = strtol(optarg, NULL, 10); break;
+		case 'T': o->timed_rate = strtol(optarg, NULL, 10); break;
 		case 'u': o->futex = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (o->interval_ms <= 0 || o->stack_rate < 0 || o->sample_hz < 0 || o->sample_hz > 100000 ||
-	    o->series_ms < 0) {
-		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate >= 0, "
+	    o->series_ms < 0 || o->timed_rate < 0) {
+		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate and --timed-rate >= 0, "
 			"--sample-hz between 0 and 100000\n");
 		return 2;
 	}
@@ -246,6 +252,7 @@ static void emit_ready(const struct probe *p, const struct options *o)
 	jw_ku64(&out, "ncpus", p->ncpus);
 	jw_ku64(&out, "stack_depth", MAX_STACK_DEPTH);
 	jw_ku64(&out, "stack_rate", (uint64_t)o->stack_rate);
+	jw_ku64(&out, "timed_rate", (uint64_t)o->timed_rate);
 	jw_ku64(&out, "sample_period_ns", p->sample_period_ns);
 	jw_kbool(&out, "futex", futex_attached());
 	jw_event_end(&out);
@@ -378,7 +385,7 @@ static void teardown(struct probe *p)
 int main(int argc, char **argv)
 {
 	static struct probe p;
-	struct options o = { .interval_ms = 1000, .stack_rate = 500, .sample_hz = 199,
+	struct options o = { .interval_ms = 1000, .stack_rate = 500, .timed_rate = 10000, .sample_hz = 199,
 			     .series_ms = 250 };
 	const char *reason = "quit";
 	int sfd, rc = parse_options(argc, argv, &o);

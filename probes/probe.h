@@ -32,8 +32,9 @@ struct lock_key {
 
 struct wait_stat {
 	__u64 count;
-	__u64 total_ns;
+	__u64 total_ns;       /* lock waits: estimated from the timed ones (contention.bpf.c) */
 	__u64 max_ns;
+	__u64 untimed;        /* lock waits counted but not timed; 0 elsewhere */
 };
 
 /* waiters: a (lock, thread) pair of a sampled wait (contention.bpf.c) */
@@ -167,9 +168,11 @@ struct kmem_ent {
  * yet aggregated, the stack sampler, the counters */
 struct spin_wait {
 	__u64 lock;
-	__u64 start;
+	__u64 start;          /* 0 if not timed */
 	__u32 flags;
 	__s32 stack;
+	__u32 weight;         /* waits a timed one stands for; 0: not timed */
+	__u32 pad;
 };
 
 /* finished waits of one (lock, flags, stack) in a row, coalesced: count,
@@ -181,7 +184,7 @@ struct pending_wait {
 	__u32 flags;
 	__s32 stack;
 	__u32 count;
-	__u32 pad;
+	__u32 untimed;
 };
 
 /* per CPU, direct-mapped: locks (lock ^ flags) known to have had their
@@ -196,6 +199,11 @@ struct cpu_state {
 	__u32 walks;          /* stack walks in the current sampling window */
 	__u64 window_start;
 	__u64 pending_since;  /* when pending[0] was written */
+	__u32 tracked_tgid;   /* the last tracked tgid seen here + 1 (0: none) */
+	__u32 tracked_epoch;  /* of tracked_epoch then */
+	__u64 last_now;       /* the last clock read of a wait here */
+	__u32 window_waits;   /* spin and mutex waits in the current window */
+	__u32 time_every;     /* one in this many is timed (0, 1: all) */
 	struct spin_wait spins[MAX_SPIN_NEST];
 	struct pending_wait pending[MAX_PENDING];
 	__u64 stacked[STACKED_CACHE];
