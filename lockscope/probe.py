@@ -16,7 +16,7 @@ BTF = Path("/sys/kernel/btf/vmlinux")
 # on-CPU samples per second per CPU: they measure rwsem spinning, which no
 # tracepoint sees; each costs an interrupt (bench/README.md: 199 Hz keeps
 # >= 0.96 of the throughput of a serialized workload, 997 Hz 0.955)
-DEFAULT_SAMPLE_HZ = 199
+DEFAULT_SAMPLE_HZ = 49
 
 
 def preflight() -> None:

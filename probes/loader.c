@@ -179,7 +179,7 @@ static void usage(FILE *f)
 		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 500; 0: a stack for every wait)\n"
-		"  --sample-hz N   on-CPU samples per second per CPU (default 199; 0: none)\n"
+		"  --sample-hz N   on-CPU samples per second per CPU (default 49; 0: none)\n"
 		"  --timed-rate N  spin and mutex waits timed per second per CPU; beyond it a\n"
 		"                  random sample is timed and stands for the rest (default\n"
 		"                  10000; 0: every wait timed)\n"
@@ -385,7 +385,7 @@ static void teardown(struct probe *p)
 int main(int argc, char **argv)
 {
 	static struct probe p;
-	struct options o = { .interval_ms = 1000, .stack_rate = 500, .timed_rate = 10000, .sample_hz = 199,
+	struct options o = { .interval_ms = 1000, .stack_rate = 500, .timed_rate = 10000, .sample_hz = 49,
 			     .series_ms = 250 };
 	const char *reason = "quit";
 	int sfd, rc = parse_options(argc, argv, &o);
