@@ -693,7 +693,7 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		return 0;
 	flush_pending(cs);
 
-	if (BPF_CORE_READ(prev, pid) && tgid_tracked(BPF_CORE_READ(prev, tgid))) {
+	if (BPF_CORE_READ(prev, pid) && tracked_here(cs, BPF_CORE_READ(prev, tgid))) {
 		ts = task_state_of(prev, true);
 		now = bpf_ktime_get_ns();
 		if (ts) {
