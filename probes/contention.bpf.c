@@ -287,18 +287,13 @@ static __always_inline void flush_pending(struct cpu_state *cs)
 }
 
 /* at a contention_begin: flush when the buffer is half full or its first
- * entry waited FLUSH_AFTER_NS (the time series reads only the map); runs of
- * one key take one entry, so a serialized workload flushes seldom */
-static __always_inline void flush_due(struct cpu_state *cs, __u64 now)
+ * entry waited FLUSH_AFTER_NS by this CPU's last clock read (the time series
+ * reads only the map); runs of one key take one entry, so a serialized
+ * workload flushes seldom */
+static __always_inline void flush_due(struct cpu_state *cs)
 {
-	if (cs->npending >= MAX_PENDING / 2 || (cs->npending && now - cs->pending_since > FLUSH_AFTER_NS))
-		flush_pending(cs);
-}
-
-/* at an untimed begin (no clock): only when the buffer is half full */
-static __always_inline void flush_full(struct cpu_state *cs)
-{
-	if (cs->npending >= MAX_PENDING / 2)
+	if (cs->npending >= MAX_PENDING / 2 ||
+	    (cs->npending && cs->last_now - cs->pending_since > FLUSH_AFTER_NS))
 		flush_pending(cs);
 }
 
@@ -469,8 +464,7 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 
 		/* a mutex wait begins again (sleeping, or spinning as the first
 		 * waiter after a wake-up): still one wait */
-		if (d > 0 && d <= MAX_SPIN_NEST && cs->spins[0].lock == (__u64)lock &&
-		    (cs->spins[0].flags & LCB_F_MUTEX)) {
+		if (mutex_open_here(cs) && cs->spins[0].lock == (__u64)lock) {
 			if (!(flags & LCB_F_SPIN))
 				cs->spins[0].flags |= LS_F_SLEPT;
 			if (d > 1) {            /* spin waits above it lost their end */
@@ -486,10 +480,8 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 		/* the stack before the clock: a timed wait rolls the window,
 		 * whose walk budget must not favour timed waits */
 		cs->spins[0].stack = sampled_stack(ctx, cs, (__u64)lock, flags);
-		if (timed_wait(cs, rnd, &now, &weight))
-			flush_due(cs, now);         /* the task spins or sleeps anyway */
-		else
-			flush_full(cs);
+		timed_wait(cs, rnd, &now, &weight);
+		flush_due(cs);              /* the task spins or sleeps anyway */
 		cs->spins[0].lock = (__u64)lock;
 		cs->spins[0].flags = flags;
 		cs->spins[0].start = now;
@@ -533,10 +525,7 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 			count(cs, CNT_SPIN_OVERFLOW);
 			return 0;
 		}
-		if (timed)
-			flush_due(cs, now);     /* the task spins anyway */
-		else
-			flush_full(cs);
+		flush_due(cs);              /* the task spins anyway */
 		barrier_var(d);             /* keep the mask: the verifier needs the bound */
 		w = &cs->spins[d & (MAX_SPIN_NEST - 1)];
 		w->lock = (__u64)lock;
