@@ -84,15 +84,18 @@ def test_analyze_warns_at_a_slowed_point_and_the_diagnosis_says_so(tmp_path):
 
 
 def test_builtin_run_records_a_sane_reference_without_warning(e2e, scratch, tmp_path):
-    """DRBL at 1 worker contends on nothing: the window's rate is close to the
-    reference's (within a factor of 2 on a busy machine) and nothing warns."""
+    """DRBL at 1 worker contends on nothing: the probes do not slow the window
+    below half the reference's rate, and nothing warns. The other way is
+    looser: a neighbour that takes the CPU for part of the 0.5 s reference
+    leaves the window faster than it (2.9x once in CI, 1.3-1.4x here on 2 of
+    12 runs, with or without probes), which warns of nothing."""
     out = tmp_path / "out"
     p = lockscope("run", "DRBL", "--workers", "1", "--duration", "1", "--warmup", "1", "--scratch", str(scratch),
                   "--out", str(out))
     assert p.returncode == 0, p.stderr
     rec = record.load(out / "runs" / "DRBL-tmpfs-w1.json")
     assert rec.reference_s == pytest.approx(0.5, abs=0.1) and rec.reference_ops > 0
-    assert 0.5 < rec.probe_effect < 2
+    assert 0.5 < rec.probe_effect < 5
     assert rec.probe_effect == pytest.approx(rec.ops_per_sec / rec.reference_ops_per_sec)
     assert not any("probes slowed" in w for w in rec.warnings)
     assert re.search(r"reference \(first 0\.\d\d s of the warm-up, probes not recording\)", p.stdout), p.stdout
