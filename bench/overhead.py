@@ -18,51 +18,21 @@ probes. Not a test: the figures go in bench/README.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from lockscope import paths, scratch  # noqa: E402
+from lockscope import scratch  # noqa: E402
 from lockscope.probe import ProbeSession, preflight  # noqa: E402
+from lockscope.steadyload import SteadyLoad  # noqa: E402
 
 INTERVAL = 0.1
 scratch_root: list[Path] = []     # --scratch
-
-
-class Progress:
-    """Reads the driver's JSON lines; keeps (t_ns, total ops) samples."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.samples: list[tuple[int, int]] = []
-        self.ready: dict = {}
-        self.started = threading.Event()
-        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
-        self.thread.start()
-
-    def _read(self, proc):
-        for line in proc.stdout:
-            ev = json.loads(line)
-            if ev["event"] == "ready":
-                self.ready = ev
-            elif ev["event"] == "measure_start":
-                self.started.set()
-            elif ev["event"] == "progress":
-                self.samples.append((ev["t_ns"], sum(ev["ops"])))
-
-    def rate(self, t0: int, t1: int) -> float:
-        inside = [s for s in self.samples if t0 <= s[0] <= t1]
-        if len(inside) < 2:
-            raise RuntimeError("phase too short for the progress interval")
-        (a_t, a_ops), (b_t, b_ops) = inside[0], inside[-1]
-        return (b_ops - a_ops) / ((b_t - a_t) / 1e9)
 
 
 def _use_probe(path: str | None) -> None:
@@ -82,14 +52,7 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
     total = phases * 2 + 1
     duration = total * (phase + 1.5) + 5
     with scratch.mounted(fs, *scratch_root) as m:
-        proc = subprocess.Popen([str(paths.workload_binary()), "run", "--workload", workload, "--workers",
-                                 str(workers), "--duration", str(duration), "--warmup", "1", "--dir",
-                                 str(m.mountpoint), "--interval", str(INTERVAL)],
-                                stdout=subprocess.PIPE, text=True)
-        try:
-            prog = Progress(proc)
-            if not prog.started.wait(120):
-                raise RuntimeError("the workload did not start")
+        with SteadyLoad(workload, workers, m.mountpoint, duration, INTERVAL) as prog:
             alone, probed, events, with_futex = [], [], [], []
             for i in range(total):
                 if i % 2 == 0:
@@ -102,7 +65,7 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                     if other_probe:          # "on": this tree's binary
                         _use_probe(own_probe if on else other_probe)
                     with ProbeSession(futex=True if other_probe else on) as probe:
-                        for pid in prog.ready["worker_pids"]:
+                        for pid in prog.worker_pids:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]
                         time.sleep(phase)
@@ -113,9 +76,6 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                     events.append((c["contentions"] / window, c["cpu_samples"] / window,
                                    c["offcpu_spans"] / window, c.get("futex_waits", 0) / window))
                 time.sleep(0.3)      # let attach/detach settle before the next phase
-        finally:
-            proc.kill()
-            proc.wait()
     ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
     if other_probe:
         _use_probe(own_probe)

@@ -47,9 +47,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from lockscope import paths, scratch  # noqa: E402
+from lockscope import scratch  # noqa: E402
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
-from overhead import INTERVAL, Progress, _use_probe  # noqa: E402
+from lockscope.steadyload import SteadyLoad  # noqa: E402
+from overhead import INTERVAL, _use_probe  # noqa: E402
 
 BPF_ENABLE_STATS = 32       # enum bpf_cmd
 BPF_STATS_RUN_TIME = 0
@@ -115,19 +116,12 @@ def measure(workload: str, a) -> dict[str, dict]:
     binaries = [("other", a.compare_probe), ("this", own_probe)] if a.compare_probe else [("this", own_probe)]
     total = a.phases * len(binaries) * 2 + 1
     duration = total * (a.phase + 1.5) + 5
-    cmd = [str(paths.workload_binary()), "run", "--workload", workload, "--workers", str(a.workers),
-           "--duration", str(duration), "--warmup", "1", "--interval", str(INTERVAL)]
-    if a.cpus:
-        cmd += ["--cpus", a.cpus]
     rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {b: {} for b, _ in binaries}
     counters: dict[str, list[dict]] = {b: [] for b, _ in binaries}
     which: list[str] = []
-    with scratch.mounted(a.fs, *([a.scratch] if a.scratch else [])) as m:
-        proc = subprocess.Popen(cmd + ["--dir", str(m.mountpoint)], stdout=subprocess.PIPE, text=True)
+    with scratch.mounted(a.fs, *([a.scratch] if a.scratch else [])) as m, \
+            SteadyLoad(workload, a.workers, m.mountpoint, duration, INTERVAL, cpus=a.cpus) as prog:
         try:
-            prog = Progress(proc)
-            if not prog.started.wait(120):
-                raise RuntimeError("the workload did not start")
             alone, probed = [], []
             for i in range(total):
                 if i % 2 == 0:
@@ -139,7 +133,7 @@ def measure(workload: str, a) -> dict[str, dict]:
                 which.append(label)
                 _use_probe(binary)
                 with ProbeSession(futex=not a.no_futex, sample_hz=a.sample_hz) as probe:
-                    for pid in prog.ready["worker_pids"]:
+                    for pid in prog.worker_pids:
                         probe.track(pid)
                     lpid = probe.proc.pid
                     names.clear()
@@ -159,8 +153,6 @@ def measure(workload: str, a) -> dict[str, dict]:
                 rows[label].setdefault("(user space: lockscope-probe)", []).append((0.0, 0.0, (c1 - c0) / wall / 1e7))
                 time.sleep(0.3)
         finally:
-            proc.kill()
-            proc.wait()
             _use_probe(own_probe)
     ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
     out = {}
@@ -181,7 +173,7 @@ def print_table(workload: str, r: dict, a, label: str) -> None:
     print(f"\n{workload}{probe}, {a.workers} worker(s), CPUs {cpus}, --sample-hz {a.sample_hz}: alone "
           f"{r['alone']:,.0f} ops/s, probed {r['probed']:,.0f}, ratio {r['ratio']:.3f} "
           f"({min(r['ratios']):.3f}..{max(r['ratios']):.3f}; indicative on a busy machine)")
-    print(f"| program | events/s | ns/event | CPU% |\n|---|---|---|---|")
+    print("| program | events/s | ns/event | CPU% |\n|---|---|---|---|")
     total = 0.0
     for name, (ev, ns, pct) in sorted(r["rows"].items(), key=lambda kv: -kv[1][2]):
         total += pct

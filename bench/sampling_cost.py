@@ -9,13 +9,21 @@ Each phase's rate is divided by the median rate alone. The probe binary is
 this tree's unless LOCKSCOPE_PROBE names another (e.g. a build whose
 programs return at once, to see the timer alone).
 
+With --perf PATH (the user's own `perf`), two more phases per rate sample
+with no BPF at all: `perf record -e cpu-clock -a` (a timer on every CPU,
+what lockscope-probe does) and `perf record -e task-clock -p WORKERS` (a
+timer per thread that runs only while the thread does, but with a perf
+context to switch at each of its context switches).
+
     sudo python3 bench/sampling_cost.py [--workload PMUTEX] [--hz 199,49,0] [--rounds 4]
+    sudo python3 bench/sampling_cost.py --hz 199,49 --perf /usr/bin/perf
 
 Not a test: the figures go in bench/README.md ("What the sampling timer costs").
 """
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import subprocess
 import sys
@@ -26,11 +34,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from overhead import Progress  # noqa: E402
-from lockscope import paths, scratch  # noqa: E402
+from lockscope import scratch  # noqa: E402
+from lockscope.steadyload import SteadyLoad  # noqa: E402
 from lockscope.probe import ProbeSession  # noqa: E402
 
 SLEEPER = "import time\nwhile True: time.sleep(0.005)"
+
+
+def perf_record(perf: str, phase: str, pids: list[int]) -> subprocess.Popen:
+    """`perf record` of one phase ("perf cpu-clock 49 Hz"), its output thrown away"""
+    _, clock, hz, _ = phase.split()
+    who = ["-a"] if clock == "cpu-clock" else ["-p", ",".join(map(str, pids))]
+    return subprocess.Popen([perf, "record", "-q", "-e", clock, "-c", str(1_000_000_000 // int(hz)), *who,
+                             "-o", "/dev/null"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def main() -> int:
@@ -41,42 +57,36 @@ def main() -> int:
     ap.add_argument("--hz", default="199,49,0", help="sampling rates to compare (default 199,49,0)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--phase", type=float, default=1.5, help="seconds per phase (default 1.5)")
+    ap.add_argument("--perf", metavar="PATH", help="also time perf record's per-CPU and per-thread sampling")
     a = ap.parse_args()
     rates = [int(x) for x in a.hz.split(",")]
     phases = ["alone"] + [f"probe {hz} Hz" for hz in rates] + ["alone + 200 Hz sleeper"]
+    if a.perf:
+        phases += [f"perf {clock} {hz} Hz" for hz in rates if hz for clock in ("cpu-clock", "task-clock")]
     got: dict[str, list[float]] = {p: [] for p in phases}
     duration = a.rounds * len(phases) * (a.phase + 2.5) + 10
-    with scratch.mounted(a.fs) as m:
-        proc = subprocess.Popen([str(paths.workload_binary()), "run", "--workload", a.workload, "--workers",
-                                 str(a.workers), "--duration", str(duration), "--warmup", "1", "--dir",
-                                 str(m.mountpoint), "--interval", "0.1"], stdout=subprocess.PIPE, text=True)
-        try:
-            prog = Progress(proc)
-            if not prog.started.wait(120):
-                raise RuntimeError("the workload did not start")
-            for _ in range(a.rounds):
-                for p in phases:
-                    if p.startswith("probe"):
-                        with ProbeSession(sample_hz=int(p.split()[1])) as probe:
-                            for pid in prog.ready["worker_pids"]:
-                                probe.track(pid)
-                            t0 = probe.start()["t_ns"]
-                            time.sleep(a.phase)
-                            t1 = probe.stop()["t_stop_ns"]
-                    else:
-                        sleeper = subprocess.Popen([sys.executable, "-c", SLEEPER]) if "sleeper" in p else None
-                        time.sleep(0.3 if sleeper else 0)
-                        t0 = time.monotonic_ns()
+    with scratch.mounted(a.fs) as m, SteadyLoad(a.workload, a.workers, m.mountpoint, duration) as prog:
+        for _ in range(a.rounds):
+            for p in phases:
+                if p.startswith("probe"):
+                    with ProbeSession(sample_hz=int(p.split()[1])) as probe:
+                        for pid in prog.worker_pids:
+                            probe.track(pid)
+                        t0 = probe.start()["t_ns"]
                         time.sleep(a.phase)
-                        t1 = time.monotonic_ns()
-                        if sleeper:
-                            sleeper.kill()
-                            sleeper.wait()
-                    got[p].append(prog.rate(t0, t1))
-                    time.sleep(0.3)
-        finally:
-            proc.kill()
-            proc.wait()
+                        t1 = probe.stop()["t_stop_ns"]
+                else:
+                    other = subprocess.Popen([sys.executable, "-c", SLEEPER]) if "sleeper" in p else \
+                        perf_record(a.perf, p, prog.worker_pids) if p.startswith("perf") else None
+                    time.sleep(0.5 if other else 0)
+                    t0 = time.monotonic_ns()
+                    time.sleep(a.phase)
+                    t1 = time.monotonic_ns()
+                    if other:
+                        other.send_signal(signal.SIGINT)
+                        other.wait()
+                got[p].append(prog.rate(t0, t1))
+                time.sleep(0.3)
     alone = statistics.median(got["alone"])
     print(f"{a.workload}, {a.workers} workers, {a.rounds} rounds of {a.phase} s phases; alone {alone:,.0f} ops/s")
     print("| phase | ratio (median) | phases |\n|---|---|---|")

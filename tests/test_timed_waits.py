@@ -7,47 +7,21 @@ the wait time is an estimate. These tests hold one running MWRM (the rename
 storm: hundreds of thousands of mutex waits per second) and trace it in
 alternate windows with every wait timed and with the default sample, and
 check that the estimate is the exact figure, within the windows' noise."""
-import json
 import os
-import subprocess
-import threading
 import time
 
 import pytest
 
 from conftest import lockscope
-from lockscope import paths
 from lockscope import scratch as sc
 from lockscope.probe import ProbeSession
+from lockscope.errors import LockscopeError
+from lockscope.steadyload import SteadyLoad
 
 
-class Ops:
-    """The driver's progress lines: (t_ns, total ops)."""
-
-    def __init__(self, proc):
-        self.samples: list[tuple[int, int]] = []
-        self.pids: list[int] = []
-        self.started = threading.Event()
-        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
-
-    def _read(self, proc):
-        for line in proc.stdout:
-            ev = json.loads(line)
-            if ev["event"] == "ready":
-                self.pids = ev["worker_pids"]
-            elif ev["event"] == "measure_start":
-                self.started.set()
-            elif ev["event"] == "progress":
-                self.samples.append((ev["t_ns"], sum(ev["ops"])))
-
-    def between(self, t0: int, t1: int) -> int:
-        inside = [s for s in self.samples if t0 <= s[0] <= t1]
-        return inside[-1][1] - inside[0][1]
-
-
-def window(ops: Ops, timed_rate: int | None) -> dict:
+def window(ops: SteadyLoad, timed_rate: int | None) -> dict:
     with ProbeSession(timed_rate=timed_rate, sample_hz=0) as p:
-        for pid in ops.pids:
+        for pid in ops.worker_pids:
             p.track(pid)
         t0 = p.start()["t_ns"]
         time.sleep(1.0)
@@ -56,23 +30,14 @@ def window(ops: Ops, timed_rate: int | None) -> dict:
     total = sum(e["total_ns"] for e in waits)
     return {"waits": sum(e["count"] for e in waits), "untimed": sum(e.get("untimed", 0) for e in waits),
             "timed": sum(e["count"] - e.get("untimed", 0) for e in waits),
-            "wait_per_op": total / max(1, ops.between(t0, d["t_stop_ns"])),
+            "wait_per_op": total / max(1, ops.ops_between(t0, d["t_stop_ns"])),
             "window_s": d["window_ns"] / 1e9,
             "max_ns": max((e["max_ns"] for e in waits), default=0)}
 
 
 def test_sampled_wait_time_estimates_the_exact_one(e2e, scratch):
-    with sc.mounted("tmpfs", scratch) as m:
-        proc = subprocess.Popen([str(paths.workload_binary()), "run", "--workload", "MWRM", "--workers", "2",
-                                 "--duration", "60", "--warmup", "0.5", "--dir", str(m.mountpoint),
-                                 "--interval", "0.1"], stdout=subprocess.PIPE, text=True)
-        try:
-            ops = Ops(proc)
-            assert ops.started.wait(60), "MWRM did not start"
-            runs = [(rate, window(ops, rate)) for rate in (0, None, 0, None)]
-        finally:
-            proc.kill()
-            proc.wait()
+    with sc.mounted("tmpfs", scratch) as m, SteadyLoad("MWRM", 2, m.mountpoint, 60, warmup=0.5) as ops:
+        runs = [(rate, window(ops, rate)) for rate in (0, None, 0, None)]
     exact = [r for rate, r in runs if rate == 0]
     sampled = [r for rate, r in runs if rate is None]
     # --timed-rate 0: every wait timed
@@ -104,3 +69,11 @@ def test_run_says_the_wait_times_are_estimates(e2e, scratch, tmp_path):
     # "(wait times estimated: 52,961 of 1,019,590 kernel lock waits timed, ...)"
     timed, total = (int(x.replace(",", "")) for x in note[0].split(": ")[1].split(" kernel")[0].split(" of "))
     assert 0 < timed < total
+
+
+def test_a_steady_load_that_cannot_start_says_why(e2e, tmp_path):
+    """The helper that holds a workload running for side-by-side measurements
+    fails at once, with the driver's exit status, when the driver does."""
+    with pytest.raises(LockscopeError, match=r"the workload exited with status 2: .*NOSUCH"):
+        with SteadyLoad("NOSUCH", 1, tmp_path, 5):
+            pass

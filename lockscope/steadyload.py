@@ -1,0 +1,82 @@
+"""A built-in workload held running while something else is switched on and
+off beside it: the side-by-side measurements of bench/ (probe overhead,
+probe cost, sampling cost) and the timed-wait tests. The driver runs
+directly (no ProbeSession, no record) with a progress line every `interval`
+seconds; a thread keeps (t_ns, total ops) of each, so that the rate of any
+stretch of the run can be read afterwards.
+
+    with SteadyLoad("PMUTEX", 2, mountpoint, duration=60) as load:
+        t0 = time.monotonic_ns(); time.sleep(1.5)
+        load.rate(t0, time.monotonic_ns())
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+from . import paths
+from .errors import LockscopeError
+
+START_TIMEOUT_S = 120
+
+
+class SteadyLoad:
+    def __init__(self, workload: str, workers: int, directory: Path | str, duration: float,
+                 interval: float = 0.1, warmup: float = 1.0, cpus: str | None = None):
+        self.argv = [str(paths.workload_binary()), "run", "--workload", workload, "--workers", str(workers),
+                     "--duration", str(duration), "--warmup", str(warmup), "--dir", str(directory),
+                     "--interval", str(interval)] + (["--cpus", cpus] if cpus else [])
+        self.samples: list[tuple[int, int]] = []
+        self.ready: dict = {}
+        self.started = threading.Event()     # the window started, or the driver's output ended
+        self.ended = False
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return self.ready.get("worker_pids", [])
+
+    def __enter__(self) -> "SteadyLoad":
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self.started.wait(START_TIMEOUT_S) or self.ended:
+            self.__exit__()
+            why = f"exited with status {self.proc.returncode}" if self.ended else \
+                f"did not start within {START_TIMEOUT_S} s"
+            raise LockscopeError(f"the workload {why}: {' '.join(self.argv)}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            ev = json.loads(line)
+            if ev["event"] == "ready":
+                self.ready = ev
+            elif ev["event"] == "measure_start":
+                self.started.set()
+            elif ev["event"] == "progress":
+                self.samples.append((ev["t_ns"], sum(ev["ops"])))
+        self.ended = True
+        self.started.set()
+
+    def _ends(self, t0: int, t1: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        if len(inside) < 2:
+            raise LockscopeError("the stretch is too short for the workload's progress interval")
+        return inside[0], inside[-1]
+
+    def ops_between(self, t0: int, t1: int) -> int:
+        """ops done between the first and last progress lines in [t0, t1]"""
+        (_, a), (_, b) = self._ends(t0, t1)
+        return b - a
+
+    def rate(self, t0: int, t1: int) -> float:
+        """ops/s between the first and last progress lines in [t0, t1]"""
+        (a_t, a_ops), (b_t, b_ops) = self._ends(t0, t1)
+        return (b_ops - a_ops) / ((b_t - a_t) / 1e9)

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
+/* contention.bpf.c's per-CPU buffer of finished waits: contention_end
+ * appends to it (no hash lookup while the lock is just taken), the next
+ * contention_begin or sched_switch on that CPU adds it to lock_stats.
+ * Included by contention.bpf.c after its helpers (aggregate_n). */
+#ifndef LOCKSCOPE_PENDING_BPF_H
+#define LOCKSCOPE_PENDING_BPF_H
+
+#define FLUSH_AFTER_NS 1000000ULL
+
+/* move the pending finished waits of this CPU into lock_stats; only from
+ * non-preemptible context */
+static __always_inline void flush_pending(struct cpu_state *cs)
+{
+	__u32 n = cs->npending;
+
+	if (!n || cs->busy)
+		return;
+	cs->busy = 1;
+	if (n > MAX_PENDING)
+		n = MAX_PENDING;
+	for (__u32 i = 0; i < MAX_PENDING; i++) {
+		struct pending_wait *p;
+
+		if (i >= n)
+			break;
+		p = &cs->pending[i];
+		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max, p->untimed);
+	}
+	cs->npending = 0;
+	cs->busy = 0;
+}
+
+/* at a contention_begin: flush when the buffer is half full or its first
+ * entry waited FLUSH_AFTER_NS by this CPU's last clock read (the time series
+ * reads only the map); runs of one key take one entry, so a serialized
+ * workload flushes seldom */
+static __always_inline void flush_due(struct cpu_state *cs)
+{
+	if (cs->npending >= MAX_PENDING / 2 ||
+	    (cs->npending && cs->last_now - cs->pending_since > FLUSH_AFTER_NS))
+		flush_pending(cs);
+}
+
+/* a finished wait (estimated total, timed duration or 0, untimed 0 or 1),
+ * from non-preemptible context */
+static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 total,
+				      __u64 max, __u32 untimed)
+{
+	__u32 n;
+
+	if (!enabled)
+		return;
+	/* an interrupt inside a buffer update on this CPU: add it directly */
+	if (cs->busy) {
+		aggregate_n(cs, lock, flags, stack, 1, total, max, untimed);
+		return;
+	}
+	cs->busy = 1;
+	n = cs->npending;
+	/* the same key as the last one (a serialized workload's waits, mostly
+	 * unsampled): one entry, so the flush makes one lookup for all */
+	if (n > 0 && n <= MAX_PENDING) {
+		struct pending_wait *last = &cs->pending[(n - 1) & (MAX_PENDING - 1)];
+
+		if (last->lock == lock && last->flags == flags && last->stack == stack) {
+			last->count++;
+			last->delta += total;
+			last->untimed += untimed;
+			if (max > last->max)
+				last->max = max;
+			cs->busy = 0;
+			return;
+		}
+	}
+	if (n >= MAX_PENDING) {
+		cs->busy = 0;
+		flush_pending(cs);
+		cs->busy = 1;
+		n = 0;
+	}
+	n &= MAX_PENDING - 1;
+	cs->pending[n].lock = lock;
+	cs->pending[n].flags = flags;
+	cs->pending[n].stack = stack;
+	cs->pending[n].delta = total;
+	cs->pending[n].max = max;
+	cs->pending[n].count = 1;
+	cs->pending[n].untimed = untimed;
+	if (!n)
+		cs->pending_since = cs->last_now;
+	cs->npending = n + 1;
+	cs->busy = 0;
+}
+
+#endif
