@@ -33,6 +33,10 @@
  * account for rwsem optimistic spinning, which fires no tracepoint.
  *
  * Tracked tasks: a set of tgids filled by the loader and by fork-following.
+ *
+ * Beside this file: pending.bpf.h (the per-CPU buffer of finished waits) and
+ * waitsampling.bpf.h (which waits are timed, get a stack walk, and are
+ * recorded as their lock's waiters).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
