@@ -19,7 +19,9 @@ def summarize(rec: RunRecord) -> str:
     if rec.reference_ops_per_sec is not None:
         lines.append(f"reference (first {rec.reference_s:.2f} s of the warm-up, probes not recording): "
                      f"{rec.reference_ops_per_sec:,.0f} {rec.throughput_unit}" +
-                     (f"; the window ran at {rec.probe_effect:.0%} of it" if rec.probe_effect is not None else ""))
+                     (f"; the window ran at {rec.probe_effect:.0%} of it" if rec.probe_effect is not None else "") +
+                     (f" (its first interval at {start:.0%})" if (start := probeeffect.start_effect(rec)) is not None
+                      and abs(start - rec.probe_effect) >= 0.1 else ""))
     if rec.attach:
         a = rec.attach
         procs = ", ".join(f"{p.pid} {p.comm} ({p.threads} thread{'s' if p.threads != 1 else ''})"

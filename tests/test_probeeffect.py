@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import DATA, load, lockscope
-from lockscope import record
+from lockscope import record, textout
 from lockscope.analyzer import probeeffect
 from lockscope.jsondata import to_dict
 
@@ -81,6 +81,27 @@ def test_analyze_warns_at_a_slowed_point_and_the_diagnosis_says_so(tmp_path):
     data = json.loads(lockscope("analyze", "--json", str(tmp_path)).stdout)
     point = next(pt for e in data["experiments"] for pt in e["points"] if pt["workers"] == 2)
     assert any(w.startswith("the probes slowed this point to 16%") for w in point["warnings"])
+
+
+def test_a_workload_that_slows_by_itself_is_not_blamed_on_the_probes():
+    """MWCM filling one directory, 4 s, probed (a real run): its rate fell from
+    314,592 to 169,956 ops/s during the window, and the window ran at 70% of
+    the reference; its first interval ran at 96% of it. The probes did not do
+    that (--no-probe, the same fall: 76%), so no warning; a first interval as
+    slow as the rest is flagged."""
+    rec = load("mwcm_drift/MWCM-tmpfs-w2")
+    assert rec.timeseries[-1].ops_per_sec < 0.6 * rec.timeseries[0].ops_per_sec
+    assert probeeffect.start_effect(rec) == pytest.approx(rec.timeseries[0].ops_per_sec / rec.reference_ops_per_sec)
+    assert probeeffect.lock_share(rec) >= probeeffect.MIN_LOCK_SHARE
+    drifted = with_reference(rec, 0.65)
+    assert probeeffect.start_effect(drifted) > probeeffect.THRESHOLD
+    assert probeeffect.warning(drifted) is None
+    # the whole window at 65%, the first interval too: flagged
+    flat = dataclasses.replace(drifted, timeseries=[dataclasses.replace(i, ops_per_sec=rec.ops_per_sec)
+                                                    for i in rec.timeseries])
+    assert probeeffect.warning(flat).startswith("the probes slowed this point to 65%")
+    # lockscope run's text says where the window started
+    assert re.search(r"the window ran at 65% of it \(its first interval at \d+%\)", textout.summarize(drifted))
 
 
 def test_builtin_run_records_a_sane_reference_without_warning(e2e, scratch, tmp_path):

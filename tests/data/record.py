@@ -36,7 +36,11 @@ SWEEPS = {
     "dbench_ext4": ("dbench", "ext4", "1,2"),
     # issue 11: the sampled waiters: one i_rwsem shared by both workers (MWCM), private directories (MWCL)
     "sharing_tmpfs": ("MWCM,MWCL", "tmpfs", "2"),
+    # a workload that slows down by itself (MWCM fills one directory): a 4-s window's time series
+    "mwcm_drift": ("MWCM", "tmpfs", "2"),
 }
+# the run options of a job, where they are not --duration 2 --warmup 0.5
+OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1"]}
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
     # small files written with fsync: jbd2 commits, j_state_lock
@@ -155,7 +159,7 @@ def main() -> int:
             # a program of tests/programs runs for its own time (it prints its
             # throughput at the end)
             opts = (["--out", tmp] if name in PROGRAM_SWEEPS else
-                    ["--duration", "2", "--warmup", "0.5", "--out", tmp])
+                    OPTIONS.get(name, ["--duration", "2", "--warmup", "0.5"]) + ["--out", tmp])
             if os.environ.get("RECORD_SCRATCH"):
                 opts += ["--scratch", os.environ["RECORD_SCRATCH"]]
             i = args.index("--") if "--" in args else len(args)
