@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lockscope import scratch  # noqa: E402
-from lockscope.probe import ProbeSession, preflight  # noqa: E402
+from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
 from lockscope.steadyload import SteadyLoad  # noqa: E402
 
 INTERVAL = 0.1
@@ -44,7 +44,7 @@ def _use_probe(path: str | None) -> None:
 
 
 def measure(workload: str, fs: str, workers: int, phases: int, phase: float, futex: bool | None = True,
-            other_probe: str | None = None) -> dict:
+            other_probe: str | None = None, sample_hz: int = DEFAULT_SAMPLE_HZ) -> dict:
     """futex None: probed phases alternate without and with futex tracing;
     other_probe: probed phases alternate between that lockscope-probe binary
     and this tree's, both with futex tracing"""
@@ -64,7 +64,7 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                     with_futex.append(on)
                     if other_probe:          # "on": this tree's binary
                         _use_probe(own_probe if on else other_probe)
-                    with ProbeSession(futex=True if other_probe else on) as probe:
+                    with ProbeSession(futex=True if other_probe else on, sample_hz=sample_hz) as probe:
                         for pid in prog.worker_pids:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]
@@ -107,6 +107,8 @@ def main() -> int:
     ap.add_argument("--phases", type=int, default=8, help="probed phases per workload (default 8)")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase (default 2)")
     ap.add_argument("--no-futex", action="store_true", help="probe without the futex (user-space lock) tracing")
+    ap.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                    help=f"the probe's CPU sampling rate (default {DEFAULT_SAMPLE_HZ}; 0: none)")
     ap.add_argument("--compare-futex", action="store_true",
                     help="probed phases alternate without and with futex tracing; print both median ratios")
     ap.add_argument("--compare-probe", metavar="PATH",
@@ -120,7 +122,7 @@ def main() -> int:
     if a.compare_probe:
         print(f"{'workload':<8} {'ratio ' + Path(a.compare_probe).name:>24} {'ratio this tree':>15}")
         for wl in a.workloads.split(","):
-            r = measure(wl, a.fs, a.workers, a.phases, a.phase, other_probe=a.compare_probe)
+            r = measure(wl, a.fs, a.workers, a.phases, a.phase, other_probe=a.compare_probe, sample_hz=a.sample_hz)
             print(f"{wl:<8} {r['ratio_other']:>24.3f} {r['ratio_this']:>15.3f}  "
                   f"(ratios {[round(x, 3) for x in r['ratios_other']]} / {[round(x, 3) for x in r['ratios_this']]})",
                   flush=True)
@@ -128,7 +130,7 @@ def main() -> int:
     if a.compare_futex:
         print(f"{'workload':<8} {'ratio no futex':>14} {'ratio futex':>11}  {'futex waits/s':>13}")
         for wl in a.workloads.split(","):
-            r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=None)
+            r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=None, sample_hz=a.sample_hz)
             print(f"{wl:<8} {r['ratio_no_futex']:>14.3f} {r['ratio_futex']:>11.3f}  {r['futex_waits_per_s']:>13,.0f}  "
                   f"(ratios {[round(x, 3) for x in r['ratios_no_futex']]} / {[round(x, 3) for x in r['ratios_futex']]})",
                   flush=True)
@@ -136,7 +138,7 @@ def main() -> int:
     print(f"{'workload':<8} {'alone ops/s':>12} {'probed ops/s':>13} {'ratio':>6}  {'ratios min..max':>15}  "
           f"{'lock waits/s':>12} {'samples/s':>9} {'switches/s':>10} {'futex waits/s':>13}")
     for wl in a.workloads.split(","):
-        r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=not a.no_futex)
+        r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=not a.no_futex, sample_hz=a.sample_hz)
         print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f}  "
               f"{min(r['ratios']):>7.3f}..{max(r['ratios']):.3f}  {r['waits_per_s']:>12,.0f} "
               f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f} {r['futex_waits_per_s']:>13,.0f}", flush=True)
