@@ -147,7 +147,8 @@ def _add_attach_command(sub: argparse._SubParsersAction) -> None:
                      help="the processes whose name (/proc/PID/comm) is NAME at the start")
     who.add_argument("--cgroup", default=None, metavar="PATH",
                      help="the processes of this cgroup v2 directory and those below it at the start (e.g. "
-                          "/sys/fs/cgroup/system.slice/foo.service; a relative path is below cgroup v2's mount)")
+                          "/sys/fs/cgroup/system.slice/foo.service; a relative path is below cgroup v2's mount; "
+                          "a bare unit name, foo.service, is looked for below it)")
     who.add_argument("--system-wide", action="store_true",
                      help="every task on the machine: each program a role of its own; the work is the busiest "
                           "user-space roles (never kernel threads or the idle tasks)")

@@ -148,12 +148,46 @@ def cgroup2_root() -> Path:
     return CGROUP_ROOT
 
 
-def by_cgroup(text: str) -> Targets:
+UNIT_SUFFIXES = (".service", ".scope", ".slice")
+UNIT_SEARCH_DEPTH = 6            # system.slice/foo.service, user.slice/user-1000.slice/user@1000.service/app.slice/...
+
+
+def unit_cgroups(name: str) -> list[Path]:
+    """The cgroup v2 directories named `name` (a systemd unit: foo.service),
+    at most UNIT_SEARCH_DEPTH levels down."""
+    root = cgroup2_root()
+    found = []
+    for d, dirs, _ in os.walk(root):
+        depth = len(Path(d).relative_to(root).parts)
+        if depth >= UNIT_SEARCH_DEPTH:
+            dirs.clear()
+        found += [Path(d) / x for x in dirs if x == name]
+    return sorted(found)
+
+
+def cgroup_path(text: str) -> Path:
+    """--cgroup's directory: absolute; relative to cgroup v2's mount; or a
+    bare systemd unit name (postgresql.service) found below that mount."""
     path = Path(text)
-    if not path.is_absolute():
-        path = cgroup2_root() / path
+    if path.is_absolute():
+        return path
+    if "/" not in text and text.endswith(UNIT_SUFFIXES) and not (cgroup2_root() / text).exists():
+        units = unit_cgroups(text)
+        if len(units) > 1:
+            raise UsageError(f"--cgroup: {len(units)} cgroups are named {text}: "
+                             f"{', '.join(map(str, units[:4]))}; give the path of one")
+        if units:
+            return units[0]
+    return cgroup2_root() / path
+
+
+def by_cgroup(text: str) -> Targets:
+    path = cgroup_path(text)
     # cgroup.controllers is cgroup v2's alone (v1 directories have cgroup.procs too)
     if not (path / "cgroup.procs").is_file() or not (path / "cgroup.controllers").is_file():
+        if "/" not in text and text.endswith(UNIT_SUFFIXES):
+            raise UsageError(f"--cgroup: no cgroup named {text} below {cgroup2_root()} (a systemd unit that "
+                             "is not running has none: `systemctl status` says where a running one is)")
         raise UsageError(f"--cgroup: {text} is not a cgroup v2 directory (cgroup v2 is mounted at "
                          f"{cgroup2_root()})")
     pids: set[int] = set()

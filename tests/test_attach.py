@@ -284,6 +284,35 @@ def test_attach_cgroup_with_descendants(cgroup, target, tmp_path):
     target.assert_undisturbed()
 
 
+def test_attach_cgroup_by_unit_name(cgroup, target, tmp_path):
+    """--cgroup NAME.service: a systemd unit's cgroup found by its name below
+    cgroup v2's mount (here a directory named like one; a real systemd 252
+    transient unit is in bench/README.md); two of that name are ambiguous."""
+    d, move = cgroup
+    unit = f"{d.name}.service"
+    (d / "leaf" / unit).mkdir()
+    try:
+        move(target.pid, d / "leaf" / unit)
+        out = tmp_path / "out"
+        r = lockscope("attach", "--cgroup", unit, "--duration", "1.5", "--out", str(out))
+        assert r.returncode == 0, r.stderr
+        rec = _record(out)
+        _assert_names_hot_lock(rec, target.pid)
+        assert rec.attach.target == str(d / "leaf" / unit) and rec.workload == unit
+        (d / unit).mkdir()
+        r = lockscope("attach", "--cgroup", unit, "--duration", "1")
+        assert r.returncode == 2 and f"2 cgroups are named {unit}: " in r.stderr, r.stderr
+        r = lockscope("attach", "--cgroup", "lockscope-no-such.service", "--duration", "1")
+        assert r.returncode == 2
+        assert r.stderr.startswith("lockscope: error: --cgroup: no cgroup named lockscope-no-such.service below "), r.stderr
+    finally:
+        move(target.pid, d)
+        for sub in (d / unit, d / "leaf" / unit):
+            if sub.exists():
+                sub.rmdir()
+    target.assert_undisturbed()
+
+
 def test_empty_cgroup_is_an_error(cgroup):
     d, _ = cgroup
     r = lockscope("attach", "--cgroup", str(d), "--duration", "1")
