@@ -18,6 +18,7 @@ probes need BPF).
     sudo python3 bench/attach_overhead.py                        # -c 2 and -c 4, 5 pairs of 5 s
     sudo python3 bench/attach_overhead.py --clients 2,4,8 --pairs 7 --seconds 5 --json /tmp/o.json
     sudo python3 bench/attach_overhead.py --null     # A/A: both runs alone, the machine's own noise
+    sudo python3 bench/attach_overhead.py --bpf-stats   # and each BPF program's run time (probe_cost.py's table)
 
 A ratio of 0.90 means pgbench kept 90% of its tps under the probes. Not a
 test: the table goes in bench/README.md.
@@ -40,7 +41,27 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import pgcluster  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from probe_cost import enable_stats, names, prog_stats  # noqa: E402
+
+# per program over every attached run: [run_cnt, run_time_ns], and the runs' seconds (--bpf-stats)
+bpf_totals: dict[str, list[int]] = {}
+bpf_seconds: list[float] = []
+
+
+def probe_pid(pid: int) -> int | None:
+    """the lockscope-probe process below pid"""
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        if Path(f"/proc/{child}/comm").read_text().strip() == "lockscope-probe":
+            return int(child)
+        if (found := probe_pid(int(child))) is not None:
+            return found
+    return None
+
 TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
+
+
+stats_on = None                # the BPF_ENABLE_STATS fd, with --bpf-stats
 
 
 def pgbench(cluster: pgcluster.Cluster, clients: int, seconds: int) -> float:
@@ -68,8 +89,19 @@ def attached(cluster: pgcluster.Cluster, clients: int, seconds: int, out: Path, 
         p.wait()
         raise SystemExit("lockscope attach failed:\n" + "".join(log))
     ready = time.monotonic() - t0
+    lpid = probe_pid(p.pid) if bpf_seconds is not None and stats_on else None
     try:
+        if lpid:
+            names.clear()
+            s0, w0 = prog_stats(lpid), time.monotonic()
         tps = pgbench(cluster, clients, seconds)
+        if lpid:
+            s1 = prog_stats(lpid)
+            bpf_seconds.append(time.monotonic() - w0)
+            for name, (cnt, ns) in s1.items():
+                tot = bpf_totals.setdefault(name, [0, 0])
+                tot[0] += cnt - s0.get(name, (0, 0))[0]
+                tot[1] += ns - s0.get(name, (0, 0))[1]
     finally:
         p.send_signal(signal.SIGINT)      # ends the window; the record is written
         rest = p.communicate(timeout=300)
@@ -89,12 +121,16 @@ def main() -> None:
     ap.add_argument("--null", action="store_true",
                     help="A/A: both runs of a pair alone (no lockscope), to see the machine's own noise")
     ap.add_argument("--json", type=Path, help="write every run here too")
+    ap.add_argument("--bpf-stats", action="store_true",
+                    help="time every BPF program during the attached runs (kernel.bpf_stats: ~20 ns per run)")
     args = ap.parse_args()
     why = pgcluster.missing()
     if why:
         raise SystemExit(f"attach_overhead: {why}")
     clients = [int(c) for c in args.clients.split(",")]
     results = []
+    global stats_on
+    stats_on = enable_stats() if args.bpf_stats else None
     with tempfile.TemporaryDirectory(prefix="lksc-attach-overhead-") as tmp, pgcluster.Cluster() as cluster:
         cluster.as_user("pgbench", *cluster.conn, "-i", "-s", str(args.scale), "-q", "postgres", timeout=300)
         pgbench(cluster, max(clients), 2)                        # warm the cache and the server
@@ -129,6 +165,14 @@ def main() -> None:
               f"{statistics.median(r['tps_attached'] for r in rows):.0f} | "
               f"{statistics.median(r['ratio'] for r in rows):.3f} | "
               + ", ".join(f"{r['ratio']:.2f}" for r in rows) + " |")
+    if bpf_totals:
+        wall = sum(bpf_seconds)
+        print(f"\nBPF programs during the attached runs ({wall:.0f} s in all):\n"
+              "| program | events/s | ns/event | CPU% |\n|---|---|---|---|")
+        for name, (cnt, ns) in sorted(bpf_totals.items(), key=lambda kv: -kv[1][1]):
+            if cnt:
+                print(f"| {name} | {cnt / wall:,.0f} | {ns / cnt:,.0f} | {ns / wall / 1e7:.2f} |")
+        print(f"| **total** | | | **{sum(ns for _, ns in bpf_totals.values()) / wall / 1e7:.2f}** |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
 

@@ -50,9 +50,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define EFAULT 14
 #define STALE_SPIN_NS 1000000000ULL
-/* a thread sleeping in a futex wait again reuses its last off-CPU stack for
- * that op; one such sleep in OFFCPU_RESTACK_EVERY walks it again */
+/* a thread that sleeps again in the same syscall on the same first argument
+ * reuses its last off-CPU stack; one such sleep in OFFCPU_RESTACK_EVERY walks
+ * it again (offcpu_stack) */
 #define OFFCPU_RESTACK_EVERY 64
+#define SLEEP_SIGS 4
+#define TASK_UNINTERRUPTIBLE 0x2
 
 const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
@@ -77,9 +80,15 @@ struct task_state {
 	__u32 off_state;
 	__u32 off_in_lock;
 	__u32 gen;
-	__s32 futex_stack;     /* the last off-CPU stack of a futex wait, */
-	__u32 futex_op;        /* of this op + 1 (0: none) */
-	__u32 futex_sleeps;    /* futex sleeps since */
+	/* the last walked off-CPU stacks of sleeps in a syscall, by signature
+	 * (syscall and first argument, or futex op; 0: none), with the sleeps
+	 * of that signature since; the slot replaced next */
+	__u64 sleep_sig[SLEEP_SIGS];
+	__s32 sleep_stack[SLEEP_SIGS];
+	__u32 sleeps[SLEEP_SIGS];
+	__u32 sleep_next;
+	__s32 preempt_stack;   /* the last walked off-CPU stack of a preemption, */
+	__u32 preempts;        /* preemptions since the first */
 };
 
 struct {
@@ -394,32 +403,64 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 /* ---- off-CPU -------------------------------------------------------------- */
 
 /*
- * The kernel stack of a switch-out (a walk: about a microsecond, on the
- * lock hand-off path of a user-space lock). A thread that sleeps in a futex
- * wait sleeps in the same kernel stack each time for a given op (futex_wait,
- * lock_pi, waitv: the syscall, then the futex code, then schedule): its last
- * walked stack for that op is reused, and walked again one time in
- * OFFCPU_RESTACK_EVERY. Other sleeps are walked each time.
+ * The kernel stack of a switch-out: a walk, a microsecond or more (2.1 us per
+ * switch-out on PostgreSQL's backends, which sleep in epoll_wait, recvfrom
+ * and semaphores). A thread that goes to sleep again in the same syscall on
+ * the same first argument (epoll_wait on one epoll fd, read of one socket or
+ * pipe, poll of one array, a futex wait op: its futex does not matter)
+ * sleeps in the same kernel stack nearly always: its last walked stack for
+ * that signature (one of the last SLEEP_SIGS signatures: a server sleeps in
+ * epoll_wait, recvfrom and a write in turn) is reused, and walked again one
+ * time in OFFCPU_RESTACK_EVERY, so a thread that sleeps at two places under
+ * one signature gets both stacks, in the wrong proportion. A preemption (state
+ * 0: the class is "preempted" whatever the stack) reuses the thread's last
+ * preemption stack the same way: the stacks of its preemptions are a 1 in
+ * OFFCPU_RESTACK_EVERY sample. Walked each time: uninterruptible sleeps
+ * (D: block I/O, page locks, journal waits, whose class is their exact site:
+ * one write(2) of one fd sleeps in either), sleeps outside a syscall (page
+ * faults, kernel threads), and sleeps inside a traced lock wait (their time
+ * is the lock's).
  */
 static __always_inline __s32 offcpu_stack(void *ctx, struct cpu_state *cs, struct task_struct *prev,
-					  struct task_state *ts, bool sleeps)
+					  struct task_state *ts, __u32 state)
 {
 	struct pt_regs *regs;
-	__u64 uaddr;
-	__u32 op;
+	__u32 slot;
+	__u64 sig;
+	long nr;
 
-	if (!sleeps || !(regs = (struct pt_regs *)bpf_task_pt_regs(prev)) ||
-	    !futex_wait_of(regs, nr_futex, nr_futex_waitv, false, &uaddr, &op))
-		return stack_in(ctx, &stacks, cs);
-	if (ts->futex_op == op + 1 && ts->futex_stack >= 0 &&
-	    ++ts->futex_sleeps % OFFCPU_RESTACK_EVERY) {
-		count(cs, CNT_OFFCPU_STACK_REUSED);
-		return ts->futex_stack;
+	if (!state) {
+		if (ts->preempts++ % OFFCPU_RESTACK_EVERY && ts->preempt_stack >= 0) {
+			count(cs, CNT_OFFCPU_STACK_REUSED);
+			return ts->preempt_stack;
+		}
+		ts->preempt_stack = stack_in(ctx, &stacks, cs);
+		return ts->preempt_stack;
 	}
-	ts->futex_stack = stack_in(ctx, &stacks, cs);
-	ts->futex_op = op + 1;
-	ts->futex_sleeps = 0;
-	return ts->futex_stack;
+	if ((state & TASK_UNINTERRUPTIBLE) || ts->lock || !(regs = (struct pt_regs *)bpf_task_pt_regs(prev)))
+		return stack_in(ctx, &stacks, cs);
+	nr = SYSCALL_NR(regs);
+	if (nr < 0)
+		return stack_in(ctx, &stacks, cs);
+	sig = ((__u64)nr << 48 ^ (nr == nr_futex ? (SYSCALL_ARG2(regs) & FUTEX_CMD_MASK) : SYSCALL_ARG1(regs))) |
+	      1ULL << 63;         /* never 0, "none" */
+	slot = ts->sleep_next % SLEEP_SIGS;
+	for (__u32 i = 0; i < SLEEP_SIGS; i++) {
+		if (ts->sleep_sig[i] != sig)
+			continue;
+		if (ts->sleep_stack[i] >= 0 && ++ts->sleeps[i] % OFFCPU_RESTACK_EVERY) {
+			count(cs, CNT_OFFCPU_STACK_REUSED);
+			return ts->sleep_stack[i];
+		}
+		slot = i;                   /* walked again in its own slot */
+		break;
+	}
+	if (slot == ts->sleep_next % SLEEP_SIGS)
+		ts->sleep_next++;
+	ts->sleep_stack[slot] = stack_in(ctx, &stacks, cs);
+	ts->sleep_sig[slot] = sig;
+	ts->sleeps[slot] = 0;
+	return ts->sleep_stack[slot];
 }
 
 SEC("tp_btf/sched_switch")
@@ -475,7 +516,7 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		ts = task_state_of(prev, true);
 		now = bpf_ktime_get_ns();
 		if (ts) {
-			ts->off_stack = offcpu_stack(ctx, cs, prev, ts, !preempt && prev_state);
+			ts->off_stack = offcpu_stack(ctx, cs, prev, ts, preempt ? 0 : prev_state);
 			/* preempted: runnable, whatever state it was about to enter */
 			ts->off_state = preempt ? 0 : prev_state;
 			ts->off_in_lock = ts->lock != 0;

@@ -84,7 +84,7 @@ struct sample_key {
 	X(CNT_FORKS_TRACKED, "forks_tracked")                                                   \
 	X(CNT_SAMPLES, "cpu_samples")                /* CPU samples of tracked tasks */         \
 	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */ \
-	/* futex sleep whose off-CPU stack is the thread's last one for that op */              \
+	/* off-CPU span given the thread's last stack of that sleep or preemption */ \
 	X(CNT_OFFCPU_STACK_REUSED, "offcpu_stacks_reused")
 
 /* the enum of a counter list, and its names (an array indexed by it) */
