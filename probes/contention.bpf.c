@@ -55,7 +55,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * it again (offcpu_stack) */
 #define OFFCPU_RESTACK_EVERY 64
 #define SLEEP_SIGS 4
+#define TASK_INTERRUPTIBLE 0x1
 #define TASK_UNINTERRUPTIBLE 0x2
+#define PF_KTHREAD 0x00200000
 
 const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
@@ -415,11 +417,11 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
  * one signature gets both stacks, in the wrong proportion. A preemption (state
  * 0: the class is "preempted" whatever the stack) reuses the thread's last
  * preemption stack the same way: the stacks of its preemptions are a 1 in
- * OFFCPU_RESTACK_EVERY sample. Walked each time: uninterruptible sleeps
- * (D: block I/O, page locks, journal waits, whose class is their exact site:
- * one write(2) of one fd sleeps in either), sleeps outside a syscall (page
- * faults, kernel threads), and sleeps inside a traced lock wait (their time
- * is the lock's).
+ * OFFCPU_RESTACK_EVERY sample. Walked each time: sleeps other than
+ * interruptible ones (D: block I/O, page locks, journal waits, whose class is
+ * their exact site: one write(2) of one fd sleeps in either; stopped, dead),
+ * kernel threads' (no syscall registers), sleeps outside a syscall (page
+ * faults), and sleeps inside a traced lock wait (their time is the lock's).
  */
 static __always_inline __s32 offcpu_stack(void *ctx, struct cpu_state *cs, struct task_struct *prev,
 					  struct task_state *ts, __u32 state)
@@ -437,7 +439,8 @@ static __always_inline __s32 offcpu_stack(void *ctx, struct cpu_state *cs, struc
 		ts->preempt_stack = stack_in(ctx, &stacks, cs);
 		return ts->preempt_stack;
 	}
-	if ((state & TASK_UNINTERRUPTIBLE) || ts->lock || !(regs = (struct pt_regs *)bpf_task_pt_regs(prev)))
+	if (!(state & TASK_INTERRUPTIBLE) || (state & TASK_UNINTERRUPTIBLE) || ts->lock ||
+	    (prev->flags & PF_KTHREAD) || !(regs = (struct pt_regs *)bpf_task_pt_regs(prev)))
 		return stack_in(ctx, &stacks, cs);
 	nr = SYSCALL_NR(regs);
 	if (nr < 0)
