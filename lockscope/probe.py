@@ -14,8 +14,9 @@ from lockscope.jsonlines import JsonLinesProcess
 
 BTF = Path("/sys/kernel/btf/vmlinux")
 # on-CPU samples per second per CPU: they measure rwsem spinning, which no
-# tracepoint sees; each costs an interrupt (bench/README.md: 199 Hz keeps
-# >= 0.96 of the throughput of a serialized workload, 997 Hz 0.955)
+# tracepoint sees; each costs an interrupt (bench/README.md, "the sampling
+# timer": a hand-off workload on 2 vCPUs kept 0.78 of its throughput at
+# 199 Hz, 0.90 at 49 Hz, bcc profile's default)
 DEFAULT_SAMPLE_HZ = 49
 
 

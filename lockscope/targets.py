@@ -165,13 +165,18 @@ def unit_cgroups(name: str) -> list[Path]:
     return sorted(found)
 
 
+def is_unit_name(text: str) -> bool:
+    """A bare systemd unit name (foo.service), not a path."""
+    return "/" not in text and text.endswith(UNIT_SUFFIXES)
+
+
 def cgroup_path(text: str) -> Path:
     """--cgroup's directory: absolute; relative to cgroup v2's mount; or a
     bare systemd unit name (postgresql.service) found below that mount."""
     path = Path(text)
     if path.is_absolute():
         return path
-    if "/" not in text and text.endswith(UNIT_SUFFIXES) and not (cgroup2_root() / text).exists():
+    if is_unit_name(text) and not (cgroup2_root() / text).exists():
         units = unit_cgroups(text)
         if len(units) > 1:
             raise UsageError(f"--cgroup: {len(units)} cgroups are named {text}: "
@@ -185,7 +190,7 @@ def by_cgroup(text: str) -> Targets:
     path = cgroup_path(text)
     # cgroup.controllers is cgroup v2's alone (v1 directories have cgroup.procs too)
     if not (path / "cgroup.procs").is_file() or not (path / "cgroup.controllers").is_file():
-        if "/" not in text and text.endswith(UNIT_SUFFIXES):
+        if is_unit_name(text):
             raise UsageError(f"--cgroup: no cgroup named {text} below {cgroup2_root()} (a systemd unit that "
                              "is not running has none: `systemctl status` says where a running one is)")
         raise UsageError(f"--cgroup: {text} is not a cgroup v2 directory (cgroup v2 is mounted at "

@@ -55,9 +55,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * it again (offcpu_stack) */
 #define OFFCPU_RESTACK_EVERY 64
 #define SLEEP_SIGS 4
-#define TASK_INTERRUPTIBLE 0x1
-#define TASK_UNINTERRUPTIBLE 0x2
-#define PF_KTHREAD 0x00200000
 
 const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */

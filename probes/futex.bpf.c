@@ -38,7 +38,6 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define EEXIST 17
-#define TASK_DEAD 0x80
 /* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8
 #define STACK_EVERY 64

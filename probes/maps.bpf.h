@@ -3,9 +3,15 @@
  * share: the set of tracked tgids. Include after vmlinux.h, the libbpf BPF
  * headers and probe.h. Each .bpf.c file is its own BPF object: the loader
  * makes them use one `tracked` map (bpf_map__reuse_fd of contention.bpf.c's),
- * and futex.bpf.c and tasks.bpf.c one `futex_open`. */
+ * and futex.bpf.c and tasks.bpf.c one `futex_open`. Also the task constants
+ * of include/linux/sched.h they test, which vmlinux.h (types only) lacks. */
 #ifndef LOCKSCOPE_MAPS_BPF_H
 #define LOCKSCOPE_MAPS_BPF_H
+
+#define TASK_INTERRUPTIBLE   0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_DEAD            0x80
+#define PF_KTHREAD           0x00200000   /* task_struct.flags: a kernel thread */
 
 #define TRACKED_ENTRIES      16384   /* tgids in the filter */
 #define AGG_ENTRIES          16384   /* keys of an aggregation (wait, sample) map */

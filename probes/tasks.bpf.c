@@ -36,8 +36,6 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#define TASK_DEAD 0x80
-#define PF_KTHREAD 0x00200000      /* include/linux/sched.h: a kernel thread */
 
 const volatile bool system_wide = false;
 const volatile bool have_futex = false;    /* futex_open is futex.bpf.c's */
