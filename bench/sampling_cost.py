@@ -3,9 +3,12 @@
 
 One workload runs for the whole benchmark; rounds of phases alternate: the
 workload alone, then the probe (lockscope-probe, tracking the workers) at each
---sample-hz given, then alone with a process that only wakes up at 200 Hz
+--sample-hz given, with each --sample-clock of --clocks (tick: at the timer
+interrupts the CPUs take anyway; cpu-clock: a perf event's own), then alone with a process that only wakes up at 200 Hz
 (`time.sleep(0.005)` in a loop: periodic interruptions with no BPF at all).
-Each phase's rate is divided by the median rate alone. The probe binary is
+Each phase's rate is divided by the rate alone at its time, interpolated
+between the alone phases that open its round and the next (one more closes
+the last round): the VM's speed drifts by 10-15% over a minute. The probe binary is
 this tree's unless LOCKSCOPE_PROBE names another (e.g. a build whose
 programs return at once, to see the timer alone).
 
@@ -15,10 +18,10 @@ what lockscope-probe does) and `perf record -e task-clock -p WORKERS` (a
 timer per thread that runs only while the thread does, but with a perf
 context to switch at each of its context switches).
 
-    sudo python3 bench/sampling_cost.py [--workload PMUTEX] [--hz 199,49,0] [--rounds 4]
+    sudo python3 bench/sampling_cost.py [--workload PMUTEX] [--hz 49,0] [--clocks tick,cpu-clock] [--rounds 4]
     sudo python3 bench/sampling_cost.py --hz 199,49 --perf /usr/bin/perf
 
-Not a test: the figures go in bench/README.md ("What the sampling timer costs").
+Not a test: the figures go in bench/README.md ("Samples at the tick").
 """
 from __future__ import annotations
 
@@ -30,13 +33,15 @@ import sys
 import time
 from pathlib import Path
 
+import numpy
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from lockscope import scratch  # noqa: E402
 from lockscope.steadyload import SteadyLoad  # noqa: E402
-from lockscope.probe import ProbeSession  # noqa: E402
+from lockscope.probe import TICK_MAX_HZ, ProbeSession  # noqa: E402
 
 SLEEPER = "import time\nwhile True: time.sleep(0.005)"
 
@@ -54,22 +59,29 @@ def main() -> int:
     ap.add_argument("--workload", default="PMUTEX")
     ap.add_argument("--fs", default="tmpfs")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--hz", default="199,49,0", help="sampling rates to compare (default 199,49,0)")
+    ap.add_argument("--hz", default="49,0", help="sampling rates to compare (default 49,0)")
+    ap.add_argument("--clocks", default="tick,cpu-clock",
+                    help="the probe's --sample-clock values to compare at each rate (default tick,cpu-clock; "
+                         "tick only up to 100 Hz)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--phase", type=float, default=1.5, help="seconds per phase (default 1.5)")
     ap.add_argument("--perf", metavar="PATH", help="also time perf record's per-CPU and per-thread sampling")
     a = ap.parse_args()
     rates = [int(x) for x in a.hz.split(",")]
-    phases = ["alone"] + [f"probe {hz} Hz" for hz in rates] + ["alone + 200 Hz sleeper"]
+    clocks = a.clocks.split(",")
+    phases = ["alone"] + [f"probe {clock} {hz} Hz" if hz else "probe 0 Hz" for hz in rates for clock in clocks
+                          if not (clock == "tick" and hz > TICK_MAX_HZ) and (hz or clock == clocks[0])] + \
+        ["alone + 200 Hz sleeper"]
     if a.perf:
         phases += [f"perf {clock} {hz} Hz" for hz in rates if hz for clock in ("cpu-clock", "task-clock")]
-    got: dict[str, list[float]] = {p: [] for p in phases}
-    duration = a.rounds * len(phases) * (a.phase + 2.5) + 10
+    got: dict[str, list[tuple[float, float]]] = {p: [] for p in phases}     # (mid time, rate)
+    duration = (a.rounds * len(phases) + 1) * (a.phase + 2.5) + 10
     with scratch.mounted(a.fs) as m, SteadyLoad(a.workload, a.workers, m.mountpoint, duration) as prog:
-        for _ in range(a.rounds):
-            for p in phases:
+        for r in range(a.rounds + 1):
+            for p in phases if r < a.rounds else ["alone"]:
                 if p.startswith("probe"):
-                    with ProbeSession(sample_hz=int(p.split()[1])) as probe:
+                    *clock, hz, _ = p.split()[1:]
+                    with ProbeSession(sample_hz=int(hz), sample_clock=clock[0] if clock else "auto") as probe:
                         for pid in prog.worker_pids:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]
@@ -85,13 +97,15 @@ def main() -> int:
                     if other:
                         other.send_signal(signal.SIGINT)
                         other.wait()
-                got[p].append(prog.rate(t0, t1))
+                got[p].append(((t0 + t1) / 2, prog.rate(t0, t1)))
                 time.sleep(0.3)
-    alone = statistics.median(got["alone"])
-    print(f"{a.workload}, {a.workers} workers, {a.rounds} rounds of {a.phase} s phases; alone {alone:,.0f} ops/s")
+    alone = got["alone"]
+    print(f"{a.workload}, {a.workers} workers, {a.rounds} rounds of {a.phase} s phases; alone "
+          f"{statistics.median(r for _, r in alone):,.0f} ops/s (median)")
     print("| phase | ratio (median) | phases |\n|---|---|---|")
     for p, v in got.items():
-        print(f"| {p} | {statistics.median(v) / alone:.3f} | {', '.join(f'{x / alone:.2f}' for x in v)} |")
+        ratios = [rate / numpy.interp(t, [t for t, _ in alone], [r for _, r in alone]) for t, rate in v]
+        print(f"| {p} | {statistics.median(ratios):.3f} | {', '.join(f'{x:.2f}' for x in ratios)} |")
     return 0
 
 
