@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 HOT = ["lksc_cont_begin", "lksc_cont_end", "lksc_switch", "lksc_futex_switch", "lksc_tasks_switch",
-       "lksc_tasks_waking", "lksc_cpu_sample", "lksc_tick_sample"]
+       "lksc_tasks_waking", "lksc_cpu_sample"]
 
 
 def ablate(source: str, name: str) -> str:

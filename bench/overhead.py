@@ -11,7 +11,6 @@ way the noise is that of adjacent seconds of one run.
 
     sudo python3 bench/overhead.py [--workloads MWRM,MWRL] [--phases 8] [--phase 2]
     sudo python3 bench/overhead.py --compare-probe /tmp/lockscope-probe.before   # a change, side by side
-    sudo python3 bench/overhead.py --compare-sample-clock cpu-clock    # the two ways of taking CPU samples
 
 A ratio of 0.95 means the workload kept 95% of its throughput under the
 probes. Not a test: the figures go in bench/README.md.
@@ -29,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lockscope import scratch  # noqa: E402
-from lockscope.probe import DEFAULT_SAMPLE_HZ, SAMPLE_CLOCKS, ProbeSession, preflight  # noqa: E402
+from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
 from lockscope.steadyload import SteadyLoad  # noqa: E402
 
 INTERVAL = 0.1
@@ -45,12 +44,10 @@ def _use_probe(path: str | None) -> None:
 
 
 def measure(workload: str, fs: str, workers: int, phases: int, phase: float, futex: bool | None = True,
-            other_probe: str | None = None, sample_hz: int = DEFAULT_SAMPLE_HZ, sample_clock: str = "auto",
-            other_clock: str | None = None) -> dict:
+            other_probe: str | None = None, sample_hz: int = DEFAULT_SAMPLE_HZ) -> dict:
     """futex None: probed phases alternate without and with futex tracing;
     other_probe: probed phases alternate between that lockscope-probe binary
-    and this tree's, both with futex tracing; other_clock: between that
-    --sample-clock and sample_clock (this tree's probe)"""
+    and this tree's, both with futex tracing"""
     own_probe = os.environ.get("LOCKSCOPE_PROBE")
     total = phases * 2 + 1
     duration = total * (phase + 1.5) + 5
@@ -63,13 +60,11 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                     time.sleep(phase)
                     alone.append(prog.rate(t0, time.monotonic_ns()))
                 else:
-                    other = other_probe or other_clock
-                    on = bool((i // 2) % 2 == 0) if futex is None or other else futex
+                    on = bool((i // 2) % 2 == 0) if futex is None or other_probe else futex
                     with_futex.append(on)
                     if other_probe:          # "on": this tree's binary
                         _use_probe(own_probe if on else other_probe)
-                    clock = sample_clock if on or not other_clock else other_clock
-                    with ProbeSession(futex=True if other else on, sample_hz=sample_hz, sample_clock=clock) as probe:
+                    with ProbeSession(futex=True if other_probe else on, sample_hz=sample_hz) as probe:
                         for pid in prog.worker_pids:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]
@@ -82,7 +77,7 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                                    c["offcpu_spans"] / window, c.get("futex_waits", 0) / window))
                 time.sleep(0.3)      # let attach/detach settle before the next phase
     ratios = [p / ((alone[i] + alone[i + 1]) / 2) for i, p in enumerate(probed)]
-    if other_probe or other_clock:
+    if other_probe:
         _use_probe(own_probe)
         this = [r for r, f in zip(ratios, with_futex) if f]
         other = [r for r, f in zip(ratios, with_futex) if not f]
@@ -114,11 +109,6 @@ def main() -> int:
     ap.add_argument("--no-futex", action="store_true", help="probe without the futex (user-space lock) tracing")
     ap.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                     help=f"the probe's CPU sampling rate (default {DEFAULT_SAMPLE_HZ}; 0: none)")
-    ap.add_argument("--sample-clock", choices=SAMPLE_CLOCKS, default="auto",
-                    help="how the probe takes its CPU samples (default auto: at the tick up to 100 Hz)")
-    ap.add_argument("--compare-sample-clock", choices=SAMPLE_CLOCKS, metavar="CLOCK",
-                    help="probed phases alternate between --sample-clock CLOCK and --sample-clock (this tree's "
-                         "probe); print both median ratios")
     ap.add_argument("--compare-futex", action="store_true",
                     help="probed phases alternate without and with futex tracing; print both median ratios")
     ap.add_argument("--compare-probe", metavar="PATH",
@@ -129,22 +119,18 @@ def main() -> int:
     if a.scratch:
         scratch_root.append(a.scratch)
     preflight()
-    if a.compare_probe or a.compare_sample_clock:
-        other = Path(a.compare_probe).name if a.compare_probe else f"--sample-clock {a.compare_sample_clock}"
-        this = "this tree" if a.compare_probe else f"--sample-clock {a.sample_clock}"
-        print(f"{'workload':<8} {'ratio ' + other:>30} {'ratio ' + this:>30}")
+    if a.compare_probe:
+        print(f"{'workload':<8} {'ratio ' + Path(a.compare_probe).name:>24} {'ratio this tree':>15}")
         for wl in a.workloads.split(","):
-            r = measure(wl, a.fs, a.workers, a.phases, a.phase, other_probe=a.compare_probe, sample_hz=a.sample_hz,
-                        sample_clock=a.sample_clock, other_clock=a.compare_sample_clock)
-            print(f"{wl:<8} {r['ratio_other']:>30.3f} {r['ratio_this']:>30.3f}  "
+            r = measure(wl, a.fs, a.workers, a.phases, a.phase, other_probe=a.compare_probe, sample_hz=a.sample_hz)
+            print(f"{wl:<8} {r['ratio_other']:>24.3f} {r['ratio_this']:>15.3f}  "
                   f"(ratios {[round(x, 3) for x in r['ratios_other']]} / {[round(x, 3) for x in r['ratios_this']]})",
                   flush=True)
         return 0
     if a.compare_futex:
         print(f"{'workload':<8} {'ratio no futex':>14} {'ratio futex':>11}  {'futex waits/s':>13}")
         for wl in a.workloads.split(","):
-            r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=None, sample_hz=a.sample_hz,
-                        sample_clock=a.sample_clock)
+            r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=None, sample_hz=a.sample_hz)
             print(f"{wl:<8} {r['ratio_no_futex']:>14.3f} {r['ratio_futex']:>11.3f}  {r['futex_waits_per_s']:>13,.0f}  "
                   f"(ratios {[round(x, 3) for x in r['ratios_no_futex']]} / {[round(x, 3) for x in r['ratios_futex']]})",
                   flush=True)
@@ -152,8 +138,7 @@ def main() -> int:
     print(f"{'workload':<8} {'alone ops/s':>12} {'probed ops/s':>13} {'ratio':>6}  {'ratios min..max':>15}  "
           f"{'lock waits/s':>12} {'samples/s':>9} {'switches/s':>10} {'futex waits/s':>13}")
     for wl in a.workloads.split(","):
-        r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=not a.no_futex, sample_hz=a.sample_hz,
-                    sample_clock=a.sample_clock)
+        r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=not a.no_futex, sample_hz=a.sample_hz)
         print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f}  "
               f"{min(r['ratios']):>7.3f}..{max(r['ratios']):.3f}  {r['waits_per_s']:>12,.0f} "
               f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f} {r['futex_waits_per_s']:>13,.0f}", flush=True)

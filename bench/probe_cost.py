@@ -65,7 +65,6 @@ PARTS = {
     "lksc_tasks_switch": "sched_switch: per-thread times (tasks.bpf.c)",
     "lksc_tasks_waking": "sched_waking: wake-up edges (tasks.bpf.c)",
     "lksc_cpu_sample": "perf cpu-clock sample (stack walk)",
-    "lksc_tick_sample": "hrtimer expiry: a CPU sample when one is due (stack walk)",
     "lksc_fork": "sched_process_fork (fork-following)",
 }
 

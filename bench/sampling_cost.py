@@ -3,8 +3,7 @@
 
 One workload runs for the whole benchmark; rounds of phases alternate: the
 workload alone, then the probe (lockscope-probe, tracking the workers) at each
---sample-hz given, with each --sample-clock of --clocks (tick: at the timer
-interrupts the CPUs take anyway; cpu-clock: a perf event's own), then alone with a process that only wakes up at 200 Hz
+--sample-hz given, then alone with a process that only wakes up at 200 Hz
 (`time.sleep(0.005)` in a loop: periodic interruptions with no BPF at all).
 Each phase's rate is divided by the rate alone at its time, interpolated
 between the alone phases that open its round and the next (one more closes
@@ -18,10 +17,11 @@ what lockscope-probe does) and `perf record -e task-clock -p WORKERS` (a
 timer per thread that runs only while the thread does, but with a perf
 context to switch at each of its context switches).
 
-    sudo python3 bench/sampling_cost.py [--workload PMUTEX] [--hz 49,0] [--clocks tick,cpu-clock] [--rounds 4]
+    sudo python3 bench/sampling_cost.py [--workload PMUTEX] [--hz 49,0] [--rounds 4]
     sudo python3 bench/sampling_cost.py --hz 199,49 --perf /usr/bin/perf
 
-Not a test: the figures go in bench/README.md ("Samples at the tick").
+Not a test: the figures go in bench/README.md ("The sampling interrupt, and samples at the tick
+tried").
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from lockscope import scratch  # noqa: E402
 from lockscope.steadyload import SteadyLoad  # noqa: E402
-from lockscope.probe import TICK_MAX_HZ, ProbeSession  # noqa: E402
+from lockscope.probe import ProbeSession  # noqa: E402
 
 SLEEPER = "import time\nwhile True: time.sleep(0.005)"
 
@@ -60,18 +60,12 @@ def main() -> int:
     ap.add_argument("--fs", default="tmpfs")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--hz", default="49,0", help="sampling rates to compare (default 49,0)")
-    ap.add_argument("--clocks", default="tick,cpu-clock",
-                    help="the probe's --sample-clock values to compare at each rate (default tick,cpu-clock; "
-                         "tick only up to 100 Hz)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--phase", type=float, default=1.5, help="seconds per phase (default 1.5)")
     ap.add_argument("--perf", metavar="PATH", help="also time perf record's per-CPU and per-thread sampling")
     a = ap.parse_args()
     rates = [int(x) for x in a.hz.split(",")]
-    clocks = a.clocks.split(",")
-    phases = ["alone"] + [f"probe {clock} {hz} Hz" if hz else "probe 0 Hz" for hz in rates for clock in clocks
-                          if not (clock == "tick" and hz > TICK_MAX_HZ) and (hz or clock == clocks[0])] + \
-        ["alone + 200 Hz sleeper"]
+    phases = ["alone"] + [f"probe {hz} Hz" for hz in rates] + ["alone + 200 Hz sleeper"]
     if a.perf:
         phases += [f"perf {clock} {hz} Hz" for hz in rates if hz for clock in ("cpu-clock", "task-clock")]
     got: dict[str, list[tuple[float, float]]] = {p: [] for p in phases}     # (mid time, rate)
@@ -80,8 +74,7 @@ def main() -> int:
         for r in range(a.rounds + 1):
             for p in phases if r < a.rounds else ["alone"]:
                 if p.startswith("probe"):
-                    *clock, hz, _ = p.split()[1:]
-                    with ProbeSession(sample_hz=int(hz), sample_clock=clock[0] if clock else "auto") as probe:
+                    with ProbeSession(sample_hz=int(p.split()[1])) as probe:
                         for pid in prog.worker_pids:
                             probe.track(pid)
                         t0 = probe.start()["t_ns"]

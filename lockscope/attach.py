@@ -46,7 +46,6 @@ class AttachSpec:
     interval: float = 1.0              # the probe's snapshot period of lock waits (0: none kept)
     sample_hz: int = DEFAULT_SAMPLE_HZ
     vmlinux: Path | None = None
-    sample_clock: str = "auto"         # --sample-clock
 
     @property
     def workload(self) -> str:
@@ -178,8 +177,7 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
     notes: list[str] = []
     series_ms = max(1, round(spec.interval * 1000)) if spec.interval > 0 else 0
     with contextlib.ExitStack() as stack:
-        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz, series_ms=series_ms,
-                                                    sample_clock=spec.sample_clock))
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz, series_ms=series_ms))
         procs = _track(probe, spec.targets.procs, notes)
         if spec.system_wide:
             probe.rescan_usdt()            # the USDT lock probes of every program running now

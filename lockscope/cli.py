@@ -81,14 +81,13 @@ def cmd_attach(args: argparse.Namespace) -> int:
     if args.duration is not None:
         validate.check_duration(args.duration, 0.0)
     validate.check_interval(args.interval)
-    validate.check_sample_hz(args.sample_hz, args.sample_clock)
+    validate.check_sample_hz(args.sample_hz)
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be 1 or more")
     vmlinux = validate.check_vmlinux(args.vmlinux)
     targets = system_wide() if args.system_wide else resolve(args.pid, args.comm, args.cgroup)   # no such pid: exit 2
     validate.require_run_environment(True)
-    spec = AttachSpec(targets, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux,
-                      args.sample_clock)
+    spec = AttachSpec(targets, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
     out = args.out or default_out(spec.id)
     validate.check_writable_dir(out)
     rec = run_attach(spec, lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from lockscope import __version__, scratch
-from lockscope.probe import DEFAULT_SAMPLE_HZ, SAMPLE_CLOCKS, TICK_MAX_HZ
+from lockscope.probe import DEFAULT_SAMPLE_HZ
 
 DEFAULT_WORKLOADS = ["MWRM", "DWOM", "MWCM", "MWCL", "mmap"]
 DEFAULT_FS = ["tmpfs", "ext4"]
@@ -33,18 +33,6 @@ exit codes: 0 ok, 1 a run failed, 2 bad input (also a path that cannot be writte
 skipped with a warning, or an --out another sweep uses), 3 this machine lacks something (root, BTF,
 a tool, disk space), 130 interrupted (finished points are kept). README.md, "Troubleshooting", lists them.
 """
-
-
-def add_sampling(p: argparse.ArgumentParser) -> None:
-    """--sample-hz and --sample-clock (run, sweep, attach, top)."""
-    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
-                   help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
-                        f"{DEFAULT_SAMPLE_HZ}; more is finer; 0: none)")
-    p.add_argument("--sample-clock", choices=SAMPLE_CLOCKS, default="auto",
-                   help=f"tick: take the samples at the timer interrupts each CPU takes anyway (no interrupt of "
-                        f"their own; up to {TICK_MAX_HZ} Hz); cpu-clock: at a perf cpu-clock event's own "
-                        f"interrupts, which a lock hand-off workload pays for, but which nothing running in step "
-                        f"with the tick can hide from (default auto: tick up to {TICK_MAX_HZ} Hz)")
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -80,7 +68,9 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--name", default=None, help="name of a profiled command in the results (default: its program)")
     p.add_argument("--throughput-regex", default=None,
                    help="for a command: regular expression whose first group, in its output, is its throughput")
-    add_sampling(p)
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
+                        f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
     p.add_argument("--target", default=None, metavar="pid:P[,P] | comm:NAME | cgroup:PATH",
                    help="with a command: these running processes (a server) are the measured work, traced with "
                         "what they fork; the command only drives their load and is a role of its own (driver). "
@@ -174,7 +164,8 @@ def _add_attach_command(sub: argparse._SubParsersAction) -> None:
                         "./lockscope-results/)")
     p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
                    help=f"time view: the lock waits every this many seconds (default {DEFAULT_INTERVAL:g}; 0: off)")
-    add_sampling(p)
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU (default {DEFAULT_SAMPLE_HZ}; 0: none)")
     p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
                    help="a System.map or vmlinux of the running kernel: names global kernel locks by variable")
     p.add_argument("--json", action="store_true", help="print the run record as JSON")

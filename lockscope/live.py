@@ -37,7 +37,6 @@ class LiveSpec:
     workers: int | None = None          # the shares' denominator (default: the targets' threads, or the CPUs)
     sample_hz: int = DEFAULT_SAMPLE_HZ
     vmlinux: Path | None = None
-    sample_clock: str = "auto"          # --sample-clock
 
     @property
     def label(self) -> str:
@@ -169,7 +168,7 @@ class LiveSession:
             self.kernel = KernelTables(self.spec.vmlinux)
             sw = self.spec.targets is None
             self.probe = self.stack.enter_context(ProbeSession(system_wide=sw, sample_hz=self.spec.sample_hz,
-                                                               series_ms=0, sample_clock=self.spec.sample_clock))
+                                                               series_ms=0))
             if not sw:
                 procs = []
                 for p in self.spec.targets.procs:

@@ -14,17 +14,10 @@ from lockscope.jsonlines import JsonLinesProcess
 
 BTF = Path("/sys/kernel/btf/vmlinux")
 # on-CPU samples per second per CPU: they measure rwsem spinning, which no
-# tracepoint sees (49: bcc profile's default)
+# tracepoint sees; each costs an interrupt (bench/README.md, "the sampling
+# timer": a hand-off workload on 2 vCPUs kept 0.78 of its throughput at
+# 199 Hz, 0.90 at 49 Hz, bcc profile's default)
 DEFAULT_SAMPLE_HZ = 49
-# how they are taken: "tick", at the timer interrupts each CPU takes anyway
-# (the scheduler tick; up to TICK_MAX_HZ, the lowest CONFIG_HZ), or
-# "cpu-clock", at a perf cpu-clock event's own interrupts; "auto": tick up to
-# TICK_MAX_HZ. An interrupt of its own costs a lock hand-off workload far more
-# than its run time (bench/README.md, "Samples at the tick": PMUTEX on 2 vCPUs
-# at 49 Hz kept 0.88 of its throughput with cpu-clock, 0.93-0.96 with tick,
-# as without samples)
-SAMPLE_CLOCKS = ("auto", "tick", "cpu-clock")
-TICK_MAX_HZ = 100
 
 
 def preflight() -> None:
@@ -56,8 +49,7 @@ class ProbeSession(JsonLinesProcess):
     what = "lockscope-probe"
 
     def __init__(self, system_wide: bool = False, interval_ms: int = 1000, sample_hz: int = DEFAULT_SAMPLE_HZ,
-                 futex: bool = True, series_ms: int | None = None, timed_rate: int | None = None,
-                 sample_clock: str = "auto"):
+                 futex: bool = True, series_ms: int | None = None, timed_rate: int | None = None):
         super().__init__()
         # spin and mutex waits timed per second per CPU before the rest are
         # sampled (None: the loader's default; 0: every wait timed)
@@ -67,7 +59,6 @@ class ProbeSession(JsonLinesProcess):
         self.futex = futex            # also trace futex waits (user-space locks)
         self.interval_ms = interval_ms
         self.sample_hz = sample_hz
-        self.sample_clock = sample_clock
         self.ready: dict = {}
         self.tracked: set[int] = set()         # tgids handed to track()
         self.usdt_paths: set[str] = set()      # binaries whose USDT lock probes are attached (or failed)
@@ -76,8 +67,6 @@ class ProbeSession(JsonLinesProcess):
     def __enter__(self) -> "ProbeSession":
         argv = [str(paths.probe_binary()), "--interval-ms", str(self.interval_ms),
                 "--sample-hz", str(self.sample_hz)]
-        if self.sample_clock != "auto":
-            argv += ["--sample-clock", self.sample_clock]
         if self.system_wide:
             argv.append("--system-wide")
         if self.futex:

@@ -360,10 +360,6 @@ class RawProbe:
     sample_period_ns: int = 0
     stacks: dict[int, list[str]] = field(default_factory=dict)          # kernel stacks, symbolized
     sample_stacks: dict[int, list[str]] = field(default_factory=dict)
-    # how the samples were taken: "tick" (at the CPU's own timer interrupts, the
-    # interrupt's frames cut off) or "cpu-clock" (absent in records before it)
-    sample_clock: Optional[str] = optional()
-    samples_uncut: Optional[int] = optional()     # tick samples whose interrupt frames stayed on
     objects: Objects = field(default_factory=Objects)
     layout: dict[str, int] = field(default_factory=dict)                # "mutex.wait_lock": offset
     mounts: dict[int, str] = field(default_factory=dict)                # dev -> mount point

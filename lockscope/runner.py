@@ -20,7 +20,7 @@ from typing import Callable
 
 from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
 from lockscope import targets as tg
-from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, ticksample, userlocks, usdt
+from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, userlocks, usdt
 from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
@@ -55,7 +55,6 @@ class PointSpec:
     scratch_root: Path = scratch.DEFAULT_SCRATCH
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
-    sample_clock: str = "auto"         # --sample-clock: tick, cpu-clock, auto
     system_wide: bool = False          # count every task's waits, not only the workload's
     params: dict = field(default_factory=dict)   # built-in workloads: --param KEY=VALUE
     interval: float = 0.0              # time series every this many seconds (0: none)
@@ -114,11 +113,6 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
     samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
-    sample_stacks = {int(k): sym.stack(v) for k, v in data.get("sample_stacks", {}).items()}
-    uncut = None
-    if data.get("sample_clock") == "tick":        # the interrupt's own frames off
-        tick = ticksample.cut_interrupt(samples, sample_stacks)
-        samples, sample_stacks, uncut = tick.samples, tick.stacks, tick.unsplit
     used = {e.stack for e in contention + offcpu}
     kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
@@ -129,7 +123,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         contention=contention, offcpu=offcpu, cpu_samples=samples,
         sample_period_ns=data.get("sample_period_ns", 0),
         stacks={int(k): sym.stack(v) for k, v in data.get("stacks", {}).items() if int(k) in used},
-        sample_stacks=sample_stacks, sample_clock=data.get("sample_clock"), samples_uncut=uncut or None,
+        sample_stacks={int(k): sym.stack(v) for k, v in data.get("sample_stacks", {}).items()},
         objects=objects, layout=data.get("layout", {}),
         mounts=mounts, scratch=where,
         # cumulative wait per lock address every --series-ms (the time view)
@@ -341,8 +335,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
-        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz,
-                                                    sample_clock=spec.sample_clock)) \
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
             spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus,
@@ -526,8 +519,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None, port) \
             if spec.prepare else None
         prepare_s = run_prepare(prepare, progress) if prepare else None
-        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz,
-                                                    sample_clock=spec.sample_clock)) \
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
             if spec.probe else None
         targets = _track_targets(probe, spec, server)
         drivers: set[int] | None = set() if targets else None

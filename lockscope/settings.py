@@ -39,7 +39,7 @@ class RunSettings:
                                [workloads.check_workload(w) for w in names])
         duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
         validate.check_duration(duration, args.warmup, required=not command)
-        validate.check_sample_hz(args.sample_hz, args.sample_clock)
+        validate.check_sample_hz(args.sample_hz)
         if command:
             names = [validate.command_name(args.name, command)]
         return cls(names=names, command=command, workers=workers, params=params, duration=duration,
@@ -62,7 +62,6 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
     cpus = validate.parse_cpus(args.cpus)
     common = dict(workload=s.names[0], workers=s.workers[0], duration=s.duration, warmup=s.warmup,
                   probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
-                  sample_clock=args.sample_clock,
                   system_wide=args.system_wide, vmlinux=validate.check_vmlinux(args.vmlinux))
     if command:
         validate.check_command(command)
@@ -141,7 +140,7 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
                      command=command, throughput_regex=args.throughput_regex, target=_target(args),
                      probe=not args.no_probe,
                      scratch_root=str(args.scratch), cpus=validate.parse_cpus(args.cpus),
-                     sample_hz=args.sample_hz, sample_clock=args.sample_clock, system_wide=args.system_wide, params=params,
+                     sample_hz=args.sample_hz, system_wide=args.system_wide, params=params,
                      interval=args.interval, latency=not args.no_latency,
                      vmlinux=str(validate.check_vmlinux(args.vmlinux) or "") or None)
     spec.device, spec.unavailable_fs = device, unavailable

@@ -38,7 +38,6 @@ class SweepSpec:
     scratch_root: str = ""
     cpus: list[int] | None = None
     sample_hz: int = DEFAULT_SAMPLE_HZ
-    sample_clock: str = "auto"
     system_wide: bool = False
     params: dict = field(default_factory=dict)
     interval: float = 0.0
@@ -62,8 +61,7 @@ class SweepSpec:
                 for n in self.workers:
                     out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration, probe=self.probe,
                                          scratch_root=Path(self.scratch_root), cpus=self.cpus,
-                                         sample_hz=self.sample_hz, sample_clock=self.sample_clock,
-                                         system_wide=self.system_wide,
+                                         sample_hz=self.sample_hz, system_wide=self.system_wide,
                                          device=self.device,
                                          vmlinux=Path(self.vmlinux) if self.vmlinux else None, **what))
         return out
@@ -74,8 +72,8 @@ def record_path(out: Path, point_id: str) -> Path:
 
 
 # parameters that change what a point measures: they must match to resume
-MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "target", "probe", "sample_hz", "sample_clock",
-                  "system_wide", "params", "interval", "latency", "device")
+MEASURE_PARAMS = ("duration", "warmup", "command", "throughput_regex", "target", "probe", "sample_hz", "system_wide",
+                  "params", "interval", "latency", "device")
 # parameters that choose the points: a rerun may add to them
 POINT_PARAMS = ("workloads", "fs", "workers")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lockscope import validate
 from lockscope.errors import EXIT_INTERRUPTED, UsageError
-from lockscope.cliargs import add_sampling
+from lockscope.probe import DEFAULT_SAMPLE_HZ
 
 DESCRIPTION = ("A live view of running processes lockscope did not start: every --interval seconds the top lock "
                "waits of that interval (name, tier, kind, share of the targets' time, waits/s, longest wait), the "
@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the waits' order at the start (default share; keys s, w, m change it)")
     p.add_argument("--workers", type=int, default=None,
                    help="the thread count the shares are relative to (default: the targets' threads at the start)")
-    add_sampling(p)
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU (default {DEFAULT_SAMPLE_HZ}; 0: none)")
     p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
                    help="a System.map or vmlinux of the running kernel: names global kernel locks by variable")
 
@@ -54,7 +55,7 @@ def cmd_top(args: argparse.Namespace) -> int:
         raise UsageError(f"--batch {args.batch}: must be 1 or more")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: must be 1 or more")
-    validate.check_sample_hz(args.sample_hz, args.sample_clock)
+    validate.check_sample_hz(args.sample_hz)
     vmlinux = validate.check_vmlinux(args.vmlinux)
     if args.batch is None:
         why = topscreen.interactive_ok()
@@ -62,7 +63,7 @@ def cmd_top(args: argparse.Namespace) -> int:
             raise UsageError(f"{why}; use --batch N for plain text")
     targets = None if args.system_wide else resolve(args.pid, args.comm, args.cgroup)
     validate.require_run_environment(True)
-    spec = LiveSpec(targets, args.interval, args.workers, args.sample_hz, vmlinux, args.sample_clock)
+    spec = LiveSpec(targets, args.interval, args.workers, args.sample_hz, vmlinux)
     label = spec.label
     with LiveSession(spec) as session, topscreen.Quit() as quit:
         if args.batch is not None:

@@ -73,14 +73,9 @@ def check_interval(interval: float) -> None:
         raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")
 
 
-def check_sample_hz(hz: int, clock: str = "auto") -> None:
-    from lockscope.probe import TICK_MAX_HZ
-
+def check_sample_hz(hz: int) -> None:
     if not 0 <= hz <= 10000:
         raise UsageError(f"--sample-hz {hz}: must be between 0 and 10000")
-    if clock == "tick" and hz > TICK_MAX_HZ:
-        raise UsageError(f"--sample-hz {hz} with --sample-clock tick: at most {TICK_MAX_HZ} (a kernel may tick "
-                         f"{TICK_MAX_HZ} times a second)", "use --sample-clock cpu-clock for more")
 
 
 def check_duration(duration: float | None, warmup: float, required: bool = True) -> None:

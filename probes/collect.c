@@ -220,8 +220,6 @@ static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
 	unsigned int n = 0;
 
 	jw_ku64(w, "sample_period_ns", p->sample_period_ns);
-	if (p->sample_period_ns)
-		jw_kstr(w, "sample_clock", p->sample_clock == CLOCK_TICK ? "tick" : "cpu-clock");
 	jw_key(w, "cpu_samples");
 	jw_arr(w);
 	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {

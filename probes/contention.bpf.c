@@ -60,8 +60,6 @@ const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
 const volatile long nr_futex = -1;
 const volatile long nr_futex_waitv = -1;
-/* the sampling period of --sample-clock tick (lksc_tick_sample); 0: not used */
-const volatile __u64 tick_period_ns = 0;
 
 /* set by the loader: counting on/off, and the window's generation (task
  * storage cannot be cleared from user space: older slots are ignored) */
@@ -561,23 +559,22 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 
 /* ---- CPU samples ---------------------------------------------------------- */
 
-/* one on-CPU sample of the current task, if tracked: its kernel stack (or
- * STACK_USER, given by the perf path; the tick path's stacks start with the
- * interrupt's own frames, which user space cuts off), and whether a lock
- * wait is open */
-static __always_inline void take_sample(void *ctx, struct cpu_state *cs, bool perf)
+SEC("perf_event")
+int lksc_cpu_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	struct cpu_state *cs;
 	struct task_state *ts;
 	struct sample_key key = {};
 	__u64 *n, one = 1;
 	long sid;
 
-	if (!(__u32)id || !tgid_tracked(id >> 32))
-		return;
+	if (!enabled || !(__u32)id || !tgid_tracked(id >> 32))
+		return 0;
+	cs = this_cpu();
 	/* no kernel stack: the sample hit user space (-EFAULT) */
 	sid = bpf_get_stackid(ctx, &sample_stacks, 0);
-	if (perf && sid == -EFAULT)
+	if (sid == -EFAULT)
 		sid = STACK_USER;
 	else if (sid < 0)
 		count(cs, CNT_STACK_LOST);
@@ -594,49 +591,6 @@ static __always_inline void take_sample(void *ctx, struct cpu_state *cs, bool pe
 	else if (bpf_map_update_elem(&cpu_samples, &key, &one, BPF_NOEXIST))
 		count(cs, CNT_SAMPLES_FULL);
 	count(cs, CNT_SAMPLES);
-}
-
-/* --sample-clock cpu-clock: a perf cpu-clock event per CPU, an interrupt of
- * its own every period */
-SEC("perf_event")
-int lksc_cpu_sample(struct bpf_perf_event_data *ctx)
-{
-	if (enabled)
-		take_sample(ctx, this_cpu(), true);
-	return 0;
-}
-
-/*
- * --sample-clock tick (the default up to 100 Hz): samples ride the timer
- * interrupts the CPU takes anyway (the scheduler tick, HZ times a second on
- * a busy CPU, and every other hrtimer), so sampling adds no interrupt. On
- * this 2-vCPU VM a cpu-clock event per CPU at 49 Hz, no BPF attached (perf
- * record), took PMUTEX to 0.94 of its throughput: an interrupt costs a
- * lock hand-off workload far more than its run time (bench/README.md). The
- * samples are due every tick_period_ns of the clock (its multiples, the
- * same instants on every CPU); an expiry takes a sample when a due instant
- * passed since the CPU's previous expiry, or since one period ago if that
- * is longer ago (the CPU idled with its tick stopped: no task of ours ran
- * then). So a busy CPU takes one sample a period, at the first tick after
- * each due instant, and each sample stands for one period, as a cpu-clock
- * sample does. What runs in step with the tick can hide from it (the
- * classic limit of tick sampling): --sample-clock cpu-clock then.
- */
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(lksc_tick_sample, struct hrtimer *timer, ktime_t *expires_now)
-{
-	struct cpu_state *cs;
-	__u64 now, since;
-
-	if (!enabled || !tick_period_ns || !(cs = this_cpu()))
-		return 0;
-	now = bpf_ktime_get_ns();
-	since = now - cs->last_expiry;
-	cs->last_expiry = now;
-	if (since > tick_period_ns)
-		since = tick_period_ns;
-	if (now / tick_period_ns != (now - since) / tick_period_ns)
-		take_sample(ctx, cs, false);
 	return 0;
 }
 

@@ -42,14 +42,9 @@
 #include "contention.skel.h"
 #include "objects.skel.h"
 
-/* the lowest CONFIG_HZ a kernel can have: above it a busy CPU may take fewer
- * ticks than samples are due */
-#define TICK_MAX_HZ 100
-
 struct options {
 	bool system_wide, futex;
 	long interval_ms, stack_rate, sample_hz, series_ms, timed_rate;
-	enum sample_clock clock;
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -61,12 +56,12 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 
 /* ---- set-up -------------------------------------------------------------- */
 
-/* cpu-clock sampling on every CPU, at a fixed period (the tick clock needs
- * nothing here: lksc_tick_sample is attached with the other programs) */
+/* cpu-clock sampling on every CPU, at a fixed period */
 static int attach_sampling(struct probe *p, long hz)
 {
-	if (!hz || p->sample_clock == CLOCK_TICK)
+	if (!hz)
 		return 0;
+	p->sample_period_ns = 1000000000ULL / (uint64_t)hz;
 	p->sample_links = calloc(p->ncpus, sizeof(*p->sample_links));
 	if (!p->sample_links)
 		return -ENOMEM;
@@ -163,15 +158,6 @@ static int load(struct probe *p, const struct options *o)
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
 	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
 	p->cskel->rodata->timed_per_window = o->timed_rate ? (o->timed_rate + 99) / 100 : 0;
-	if (o->sample_hz) {
-		p->sample_period_ns = 1000000000ULL / (uint64_t)o->sample_hz;
-		p->sample_clock = o->clock != CLOCK_AUTO ? o->clock :
-				  o->sample_hz <= TICK_MAX_HZ ? CLOCK_TICK : CLOCK_CPU;
-	}
-	if (p->sample_clock == CLOCK_TICK)
-		p->cskel->rodata->tick_period_ns = p->sample_period_ns;
-	else
-		bpf_program__set_autoload(p->cskel->progs.lksc_tick_sample, false);
 	err = contention_bpf__load(p->cskel);
 	if (err)
 		return err;
@@ -188,16 +174,12 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
-		"                       [--sample-clock tick|cpu-clock] [--series-ms N] [--timed-rate N] [--futex]\n"
+		"                       [--series-ms N] [--timed-rate N] [--futex]\n"
 		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
 		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
 		"                  a few (default 500; 0: a stack for every wait)\n"
 		"  --sample-hz N   on-CPU samples per second per CPU (default 49; 0: none)\n"
-		"  --sample-clock tick|cpu-clock\n"
-		"                  take samples at the timer interrupts a CPU takes anyway\n"
-		"                  (tick: no interrupt of their own; up to 100 Hz) or at a\n"
-		"                  perf cpu-clock event's (default: tick up to 100 Hz)\n"
 		"  --timed-rate N  spin and mutex waits timed per second per CPU; beyond it a\n"
 		"                  random sample is timed and stands for the rest (default\n"
 		"                  10000; 0: every wait timed)\n"
@@ -214,7 +196,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "stack-rate", required_argument, NULL, 'r' },
 		{ "sample-hz", required_argument, NULL, 'f' },
-		{ "sample-clock", required_argument, NULL, 'c' },
 		{ "series-ms", required_argument, NULL, 'S' },
 		{ "timed-rate", required_argument, NULL, 'T' },
 		{ "futex", no_argument, NULL, 'u' },
@@ -223,22 +204,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "si:r:f:c:S:T:uh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "si:r:f:S:T:uh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': o->system_wide = true; break;
 		case 'i': o->interval_ms = strtol(optarg, NULL, 10); break;
 		case 'r': o->stack_rate = strtol(optarg, NULL, 10); break;
 		case 'f': o->sample_hz = strtol(optarg, NULL, 10); break;
-		case 'c':
-			if (!strcmp(optarg, "tick")) {
-				o->clock = CLOCK_TICK;
-			} else if (!strcmp(optarg, "cpu-clock")) {
-				o->clock = CLOCK_CPU;
-			} else {
-				fprintf(stderr, "lockscope-probe: --sample-clock %s: tick or cpu-clock\n", optarg);
-				return 2;
-			}
-			break;
 		case 'S': o->series_ms = strtol(optarg, NULL, 10); break;
 		case 'T': o->timed_rate = strtol(optarg, NULL, 10); break;
 		case 'u': o->futex = true; break;
@@ -250,11 +221,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    o->series_ms < 0 || o->timed_rate < 0) {
 		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate and --timed-rate >= 0, "
 			"--sample-hz between 0 and 100000\n");
-		return 2;
-	}
-	if (o->clock == CLOCK_TICK && o->sample_hz > TICK_MAX_HZ) {
-		fprintf(stderr, "lockscope-probe: --sample-clock tick takes at most %d samples per second per CPU "
-			"(a kernel may tick at %d Hz); --sample-clock cpu-clock for more\n", TICK_MAX_HZ, TICK_MAX_HZ);
 		return 2;
 	}
 	return -1;
@@ -288,8 +254,6 @@ static void emit_ready(const struct probe *p, const struct options *o)
 	jw_ku64(&out, "stack_rate", (uint64_t)o->stack_rate);
 	jw_ku64(&out, "timed_rate", (uint64_t)o->timed_rate);
 	jw_ku64(&out, "sample_period_ns", p->sample_period_ns);
-	if (p->sample_period_ns)
-		jw_kstr(&out, "sample_clock", p->sample_clock == CLOCK_TICK ? "tick" : "cpu-clock");
 	jw_kbool(&out, "futex", futex_attached());
 	jw_event_end(&out);
 }

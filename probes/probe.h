@@ -204,7 +204,6 @@ struct cpu_state {
 	__u64 last_now;       /* the last clock read of a wait here */
 	__u32 window_waits;   /* spin and mutex waits in the current window */
 	__u32 time_every;     /* one in this many is timed (0, 1: all) */
-	__u64 last_expiry;    /* the last hrtimer expiry here (lksc_tick_sample) */
 	struct spin_wait spins[MAX_SPIN_NEST];
 	struct pending_wait pending[MAX_PENDING];
 	__u64 stacked[STACKED_CACHE];

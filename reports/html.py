@@ -61,22 +61,8 @@ def roles_view(exp: Experiment) -> dict:
             "worker_roles": [r.name for r in rec.roles if r.worker]}
 
 
-def sampling(exp: Experiment) -> str:
-    """How the experiment's CPU samples were taken, for the Method section."""
-    how = set()
-    for r in exp.records:
-        raw = r.probe.raw if r.probe.attached else None
-        if raw and raw.sample_period_ns:
-            hz = round(1e9 / raw.sample_period_ns)
-            how.add(f"at the timer interrupts each CPU takes anyway (the tick: no interrupt of their own), {hz} per "
-                    f"second per busy CPU" if raw.sample_clock == "tick" else
-                    f"from a cpu-clock perf event, {hz} per second per CPU")
-    return "; ".join(sorted(how)) or "none taken"
-
-
 def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
     return {
-        "sampling": sampling(exp),
         "exp": exp, "page": f"{name}.html", "name": name, "title": exp.title, "command": command_line(exp),
         "small": figures.throughput(exp, small=True),
         "throughput": figures.throughput(exp),

@@ -64,13 +64,6 @@ PROGRAM_RUNS = {
     # issue 11: the locks of the objects behind open files, named by struct and BTF member
     "objstress": [("tmpfs", "pipe"), ("ext4", "fcntl"), ("ext4", "statfs")],
 }
-# name: (workload, workers, fs, probe options): one probe window on a held
-# workload, kept as the probe gave it (the CPU samples and their symbolized
-# stacks, before lockscope cuts anything off)
-PROBE_WINDOWS = {
-    # samples taken at the tick (issue 12): the interrupt's frames still on the stacks
-    "ticksample": ("mmap", 2, "tmpfs", {"sample_hz": 49, "sample_clock": "tick"}),
-}
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 # records with per-thread data (schema /2) keep what the roles are computed
 # from: every thread, and more of the per-thread off-CPU and futex aggregates
@@ -123,44 +116,12 @@ def trim(rec: dict) -> dict:
     return rec
 
 
-def record_probe_window(name: str) -> None:
-    sys.path.insert(0, str(REPO))
-    import time
-    from lockscope import scratch as sc
-    from lockscope.analyzer.kallsyms import Symbolizer
-    from lockscope.probe import ProbeSession
-    from lockscope.steadyload import SteadyLoad
-
-    workload, workers, fs, options = PROBE_WINDOWS[name]
-    root = Path(os.environ.get("RECORD_SCRATCH") or sc.DEFAULT_SCRATCH)
-    with sc.mounted(fs, root) as m, SteadyLoad(workload, workers, m.mountpoint, 30) as load, \
-            ProbeSession(**options) as p:
-        for pid in load.worker_pids:
-            p.track(pid)
-        p.start()
-        time.sleep(2)
-        d = p.stop()
-    sym = Symbolizer()
-    samples = sorted(d["cpu_samples"], key=lambda e: -e["count"])[:KEEP["cpu_samples"]]
-    used = {str(e["stack"]) for e in samples}
-    out = {"workload": workload, "workers": workers, "options": options,
-           **{k: d[k] for k in ("sample_clock", "sample_period_ns", "window_ns")}, "cpu_samples": samples,
-           "sample_stacks": {k: sym.stack(v) for k, v in d["sample_stacks"].items() if k in used}}
-    dest = HERE / name / "window.json"
-    dest.parent.mkdir(exist_ok=True)
-    dest.write_text(json.dumps(out, separators=(",", ":")) + "\n")
-    print(f"{name}/window.json: {dest.stat().st_size // 1024} KiB")
-
-
 def main() -> int:
     jobs = {name: ["sweep", workloads, "--fs", fs, "--workers", workers]
             for name, (workloads, fs, workers) in SWEEPS.items()}
     jobs.update({name: ["run", "--fs", fs, "--workers", workers, "--name", name.replace("_", "-"), "--", *cmd]
                  for name, (fs, workers, cmd) in COMMANDS.items()})
     only = set(sys.argv[1:])
-    for name in PROBE_WINDOWS:
-        if not only or name in only:
-            record_probe_window(name)
     programs = tempfile.mkdtemp()
     for name, (workers, cmd, regex, *more) in PROGRAM_SWEEPS.items():
         program, extra = more if more else (name, [])
