@@ -1,6 +1,6 @@
 """User-space locks: futex waits named by ELF symbol or by user stack.
 
-The futex probe (probes/futex.bpf.c) aggregates futex waits by (process,
+The futex probe (probes/futexwaits.bpf.h) aggregates futex waits by (process,
 futex address, op, user stack); the loader adds the memory maps of those
 processes, read while they were alive. Here:
 

@@ -5,7 +5,7 @@ side by side with this tree's probe (bench/overhead.py --compare-probe), it
 says what those programs' work costs the workload, where bench/probe_cost.py
 says what they cost in CPU time.
 
-    python3 bench/ablate.py lksc_switch,lksc_futex_switch   # prints the binary
+    python3 bench/ablate.py lksc_switch,lksc_tasks_waking   # prints the binary
     python3 bench/ablate.py --hot        # every per-event program (waits, switches, wake-ups, samples)
     sudo python3 bench/overhead.py --workloads PMUTEX --compare-probe "$(python3 bench/ablate.py --hot)"
 
@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-HOT = ["lksc_cont_begin", "lksc_cont_end", "lksc_switch", "lksc_futex_switch", "lksc_tasks_switch",
-       "lksc_tasks_waking", "lksc_cpu_sample"]
+HOT = ["lksc_cont_begin", "lksc_cont_end", "lksc_switch", "lksc_tasks_waking", "lksc_cpu_sample"]
 
 
 def ablate(source: str, name: str) -> str:

@@ -60,9 +60,7 @@ NR_BPF = {"x86_64": 321, "aarch64": 280}
 PARTS = {
     "lksc_cont_begin": "contention_begin (kernel lock wait starts; stack walk sampled)",
     "lksc_cont_end": "contention_end (wait ends: per-CPU buffer)",
-    "lksc_switch": "sched_switch: off-CPU spans (contention.bpf.c; kernel stack per switch-out)",
-    "lksc_futex_switch": "sched_switch: futex waits (futex.bpf.c; user stack sampled)",
-    "lksc_tasks_switch": "sched_switch: per-thread times (tasks.bpf.c)",
+    "lksc_switch": "sched_switch: off-CPU spans, futex waits, per-thread times (one program)",
     "lksc_tasks_waking": "sched_waking: wake-up edges (tasks.bpf.c)",
     "lksc_cpu_sample": "perf cpu-clock sample (stack walk)",
     "lksc_fork": "sched_process_fork (fork-following)",

@@ -297,7 +297,6 @@ static void emit_all_programs(struct jw *w, const struct probe *p)
 	jw_key(w, "programs");
 	jw_arr(w);
 	emit_programs(w, p->cskel->obj);
-	futex_programs_json(w);
 	tasks_programs_json(w);
 	usdt_programs_json(w);
 	jw_arr_end(w);

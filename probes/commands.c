@@ -133,6 +133,7 @@ static void cmd_start(struct probe *p)
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));
 	usdt_start();
 	p->t_start = now_ns();
+	p->cskel->bss->t_start = p->t_start;      /* per-thread times (tasktimes.bpf.h) */
 	tasks_start(p->t_start);
 	p->cskel->bss->enabled = true;
 	p->enabled = true;

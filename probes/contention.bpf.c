@@ -27,22 +27,28 @@
  * interrupt a buffer update aggregate directly instead.
  *
  * sched_switch: time off CPU of the tracked tasks by (kernel stack at
- * switch-out, task state, whether a sleeping-lock wait was open, thread).
+ * switch-out, task state, whether a sleeping-lock wait was open, thread);
+ * in the same program, futex waits (futexwaits.bpf.h, with --futex) and
+ * per-thread times (tasktimes.bpf.h): one program on sched_switch, one clock
+ * read, one tracked-tgid test per switch (three programs cost PMUTEX 3.7
+ * points more on the 2-vCPU VM, most of it their dispatch; bench/README.md).
  *
  * perf cpu-clock: on-CPU samples of the tracked tasks by kernel stack; they
  * account for rwsem optimistic spinning, which fires no tracepoint.
  *
  * Tracked tasks: a set of tgids filled by the loader and by fork-following.
  *
- * Beside this file: pending.bpf.h (the per-CPU buffer of finished waits) and
+ * Beside this file: pending.bpf.h (the per-CPU buffer of finished waits),
  * waitsampling.bpf.h (which waits are timed, get a stack walk, and are
- * recorded as their lock's waiters).
+ * recorded as their lock's waiters), futexwaits.bpf.h and tasktimes.bpf.h
+ * (sched_switch's futex and per-thread parts).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
+#define FUTEX_OPEN_MAP        /* open futex waits (futexwaits.bpf.h), read by tasks.bpf.c too */
 #include "maps.bpf.h"
 #include "futex_wait.bpf.h"
 
@@ -60,6 +66,9 @@ const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
 const volatile long nr_futex = -1;
 const volatile long nr_futex_waitv = -1;
+/* lksc_switch's futex part (--futex, futexwaits.bpf.h), set by the loader;
+ * its per-thread times part (tasktimes.bpf.h) always runs */
+const volatile bool futex_on = false;
 
 /* set by the loader: counting on/off, and the window's generation (task
  * storage cannot be cleared from user space: older slots are ignored) */
@@ -68,6 +77,7 @@ __u32 generation = 0;
 /* bumped by the loader when a tgid leaves the tracked map: each CPU's cached
  * last tracked tgid is void */
 __u32 tracked_epoch = 0;
+__u64 t_start = 0;            /* the window's start (bpf_ktime_get_ns), for tasktimes.bpf.h */
 
 struct task_state {
 	__u64 lock;            /* open sleeping-lock wait, 0 if none */
@@ -159,6 +169,9 @@ static __always_inline bool tracked_here(struct cpu_state *cs, __u32 tgid)
 	cs->tracked_tgid = tgid + 1;
 	return true;
 }
+
+#include "futexwaits.bpf.h"
+#include "tasktimes.bpf.h"
 
 static __always_inline bool spinning(__u32 flags)
 {
@@ -469,7 +482,8 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 {
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ts;
-	__u64 now = 0;      /* the clock only when a tracked thread switches */
+	__u64 now = 0;      /* the clock only when a tracked thread switches: read once for all parts */
+	bool prev_tracked;
 
 	if (!cs)
 		return 0;
@@ -512,7 +526,8 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		return 0;
 	flush_pending(cs);
 
-	if (BPF_CORE_READ(prev, pid) && tracked_here(cs, BPF_CORE_READ(prev, tgid))) {
+	prev_tracked = BPF_CORE_READ(prev, pid) && tracked_here(cs, BPF_CORE_READ(prev, tgid));
+	if (prev_tracked) {
 		ts = task_state_of(prev, true);
 		now = bpf_ktime_get_ns();
 		if (ts) {
@@ -554,6 +569,11 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		}
 		ts->off_start = 0;
 	}
+	/* one program per switch for all its parts (each program on sched_switch
+	 * costs a hand-off workload its dispatch: bench/README.md) */
+	tasks_switch(preempt, prev, prev_tracked, next, prev_state, &now);
+	if (futex_on)
+		futex_switch(ctx, preempt, prev, prev_tracked, next, prev_state, &now);
 	return 0;
 }
 

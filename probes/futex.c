@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Loader side of futex.bpf.c: load and attach, clear at start, collect the
+/* Loader side of the futex waits (contention.bpf.c's sched_switch program,
+ * futexwaits.bpf.h, with --futex): clear at start, collect the
  * aggregates (plus the waits open at stop), the user stacks they reference,
  * and the memory maps of the processes, read while they are alive, so that
  * futex addresses and stack addresses can be resolved to files. */
@@ -15,14 +16,15 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "futex.h"
-#include "futex.skel.h"
+#include "contention.skel.h"
 
 #define MAX_PROCS 256
 
 static const char *fcounter_names[FCNT__MAX] = { FUTEX_COUNTERS(COUNTER_NAME) };
 
-static struct futex_bpf *fskel;
-static int load_err = -ENOENT;       /* not loaded until futex_load */
+/* contention.bpf.c's skeleton, whose sched_switch program has the futex
+ * part (futexwaits.bpf.h) when loaded with --futex; NULL without */
+static struct contention_bpf *fskel;
 static int nc;
 
 struct fentry {
@@ -41,27 +43,10 @@ struct proc_maps {
 static struct proc_maps procs[MAX_PROCS];
 static int nprocs;
 
-int futex_load(bool system_wide, int tracked_fd, int ncpus)
+void futex_init(struct contention_bpf *cskel, int ncpus)
 {
-	int err;
-
 	nc = ncpus;
-	fskel = futex_bpf__open();
-	if (!fskel)
-		return load_err = -errno;
-	fskel->rodata->system_wide = system_wide;
-	fskel->rodata->nr_futex = __NR_futex;
-	fskel->rodata->nr_futex_waitv = __NR_futex_waitv;
-	err = bpf_map__reuse_fd(fskel->maps.tracked, tracked_fd);
-	if (!err)
-		err = futex_bpf__load(fskel);
-	if (!err)
-		err = futex_bpf__attach(fskel);
-	if (err) {
-		futex_bpf__destroy(fskel);
-		fskel = NULL;
-	}
-	return load_err = err;
+	fskel = cskel;
 }
 
 void futex_start(void)
@@ -70,7 +55,6 @@ void futex_start(void)
 
 	if (!fskel)
 		return;
-	fskel->bss->enabled = false;
 	clear_map(fskel->maps.futex_open);
 	clear_map(fskel->maps.futex_stats);
 	clear_map(fskel->maps.user_stacks);
@@ -87,7 +71,6 @@ void futex_start(void)
 	for (int i = 0; i < nprocs; i++)
 		free(procs[i].text);
 	nprocs = 0;
-	fskel->bss->enabled = true;
 }
 
 static struct fentry *find_or_add(const struct ufutex_key *k, size_t *cap)
@@ -239,7 +222,6 @@ void futex_stop(uint64_t t_stop)
 
 	if (!fskel)
 		return;
-	fskel->bss->enabled = false;
 	futex_snapshot_maps();
 	for_each_wait(bpf_map__fd(fskel->maps.futex_stats), nc, add_stat, &cap);
 	add_open_waits(t_stop, &cap);
@@ -331,13 +313,8 @@ void futex_json(struct jw *w)
 	jw_key(w, "futex_probe");
 	jw_obj(w);
 	jw_kbool(w, "attached", fskel != NULL);
-	if (!fskel) {
-		char msg[160];
-
-		snprintf(msg, sizeof(msg), "the futex probe (tp_btf sched_switch, bpf_task_pt_regs) did not load: %s",
-			 strerror(load_err < 0 ? -load_err : load_err));
-		jw_kstr(w, "reason", msg);
-	}
+	if (!fskel)
+		jw_kstr(w, "reason", "futex waits were not asked for (lockscope-probe --futex)");
 	jw_ku64(w, "open_at_stop", open_at_stop);
 	jw_obj_end(w);
 	if (!fskel)
@@ -394,8 +371,7 @@ void futex_counters_json(struct jw *w)
 
 void futex_destroy(void)
 {
-	futex_bpf__destroy(fskel);
-	fskel = NULL;
+	fskel = NULL;              /* contention.bpf.c's: destroyed with it */
 	free(entries);
 	entries = NULL;
 	for (int i = 0; i < nprocs; i++)
@@ -411,12 +387,6 @@ bool futex_attached(void)
 int futex_open_fd(void)
 {
 	return fskel ? bpf_map__fd(fskel->maps.futex_open) : -1;
-}
-
-void futex_programs_json(struct jw *w)
-{
-	if (fskel)
-		emit_programs(w, fskel->obj);
 }
 
 void futex_map_use_json(struct jw *w)

@@ -7,16 +7,19 @@
 #include <sys/syscall.h>
 
 /* the futex syscalls the BPF programs recognize a wait by (futex_wait.bpf.h):
- * futex.bpf.c, tasks.bpf.c and contention.bpf.c (its off-CPU stacks) */
+ * contention.bpf.c (futex waits, off-CPU stacks) and tasks.bpf.c */
 #ifndef __NR_futex_waitv
 #define __NR_futex_waitv 449
 #endif
 
 struct jw;
 
-/* load and attach futex.bpf.c, sharing the tgid filter map; 0 or -errno
- * (then futex_json reports the probe as unavailable with the reason) */
-int futex_load(bool system_wide, int tracked_fd, int ncpus);
+struct contention_bpf;
+
+/* futex waits, the futex part of contention.bpf.c's sched_switch program
+ * (futexwaits.bpf.h), loaded with it when asked (--futex): its maps are the
+ * contention skeleton's */
+void futex_init(struct contention_bpf *cskel, int ncpus);
 void futex_start(void);
 /* stop counting; waits still open count up to t_stop */
 void futex_stop(uint64_t t_stop);
@@ -28,12 +31,11 @@ void futex_snapshot_maps(void);
 void futex_json(struct jw *w);
 /* futex_* counters, inside the "counters" object */
 void futex_counters_json(struct jw *w);
-/* entries of the "programs" array (recursion misses) and the "maps" object */
-void futex_programs_json(struct jw *w);
+/* the "maps" object's futex_stats entry */
 void futex_map_use_json(struct jw *w);
 bool futex_attached(void);
-/* the fd of futex.bpf.c's open waits by thread id (tasks.bpf.c reads them);
- * -1 when the probe is not loaded */
+/* the fd of the open futex waits by thread id (tasks.bpf.c reads them);
+ * -1 without futex waits */
 int futex_open_fd(void);
 void futex_destroy(void);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (MIT OR GPL-2.0) */
 /* Which futex a task sleeps on, from its saved user registers
- * (bpf_task_pt_regs): futex.bpf.c at its switch-out, tasks.bpf.c at the
+ * (bpf_task_pt_regs): futexwaits.bpf.h at its switch-out, tasks.bpf.c at the
  * wake-up of a thread that has not switched out yet. Include after
  * vmlinux.h, the libbpf BPF headers and probe.h. */
 #ifndef LOCKSCOPE_FUTEX_WAIT_BPF_H

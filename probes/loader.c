@@ -158,6 +158,15 @@ static int load(struct probe *p, const struct options *o)
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
 	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
 	p->cskel->rodata->timed_per_window = o->timed_rate ? (o->timed_rate + 99) / 100 : 0;
+	/* sched_switch's futex part (futexwaits.bpf.h); without it, its maps
+	 * take no memory */
+	p->cskel->rodata->futex_on = o->futex;
+	if (!o->futex) {
+		bpf_map__set_max_entries(p->cskel->maps.futex_stats, 1);
+		bpf_map__set_max_entries(p->cskel->maps.futex_seen, 1);
+		bpf_map__set_max_entries(p->cskel->maps.user_stacks, 1);
+		bpf_map__set_max_entries(p->cskel->maps.user_stack_copies, 1);
+	}
 	err = contention_bpf__load(p->cskel);
 	if (err)
 		return err;
@@ -278,7 +287,7 @@ static int setup(struct probe *p, const struct options *o)
 	}
 	/* futex waits, per-thread times, slab caches: not fatal (the data event
 	 * says why one is unavailable) */
-	optional_load(o->system_wide, o->futex, bpf_map__fd(p->cskel->maps.tracked), p->ncpus);
+	optional_load(p->cskel, o->system_wide, o->futex, p->ncpus);
 	emit_ready(p, o);
 	return 0;
 }

@@ -3,7 +3,7 @@
  * share: the set of tracked tgids. Include after vmlinux.h, the libbpf BPF
  * headers and probe.h. Each .bpf.c file is its own BPF object: the loader
  * makes them use one `tracked` map (bpf_map__reuse_fd of contention.bpf.c's),
- * and futex.bpf.c and tasks.bpf.c one `futex_open`. Also the task constants
+ * and tasks.bpf.c use contention.bpf.c's `futex_open` and `task_times`. Also the task constants
  * of include/linux/sched.h they test, which vmlinux.h (types only) lacks. */
 #ifndef LOCKSCOPE_MAPS_BPF_H
 #define LOCKSCOPE_MAPS_BPF_H
@@ -35,9 +35,10 @@ struct {
 } tracked SEC(".maps");
 
 /* the open futex waits by thread id (an entry per thread that waited, start
- * 0 between its waits, deleted when it exits): filled by futex.bpf.c, read by
+ * 0 between its waits, deleted when it exits): filled by contention.bpf.c
+ * (futexwaits.bpf.h), read by
  * tasks.bpf.c (the loader makes it one map: bpf_map__reuse_fd of
- * futex.bpf.c's). Only in the objects that define FUTEX_OPEN_MAP before
+ * contention.bpf.c's). Only in the objects that define FUTEX_OPEN_MAP before
  * including this file. */
 #ifdef FUTEX_OPEN_MAP
 struct {

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 /* The optional probes, loaded after the core ones (contention.bpf.c, the
- * object iterators): futex waits (futex.c), then per-thread times and
- * wake-ups (tasks.c), which read futex.bpf.c's open waits, and slab caches
+ * object iterators): futex waits (futex.c: contention.bpf.c's, loaded with
+ * it with --futex), then wake-ups and the per-thread times' iterator
+ * (tasks.c), which read contention.bpf.c's open futex waits and per-thread
+ * times, and slab caches
  * (kmem.c), with the futex waits Go sync.Mutex waits (gomutex.c), and application lock waits
  * from USDT probes (usdt.c, attached later, by command, to the binaries the probe table names).
  * Each may fail to load without failing lockscope-probe: the data
  * event says why it is missing. */
 #include <stdbool.h>
+#include <bpf/libbpf.h>
+#include "contention.skel.h"
 #include "futex.h"
 #include "tasks.h"
 #include "kmem.h"
@@ -14,13 +18,16 @@
 #include "usdt.h"
 #include "optional.h"
 
-void optional_load(bool system_wide, bool futex, int tracked_fd, int ncpus)
+void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, int ncpus)
 {
+	int tracked_fd = bpf_map__fd(cskel->maps.tracked);
+
 	if (futex) {
-		futex_load(system_wide, tracked_fd, ncpus);
+		futex_init(cskel, ncpus);
 		gomutex_load(ncpus);
 	}
-	tasks_load(system_wide, tracked_fd, futex_open_fd(), ncpus);
+	tasks_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.task_times), bpf_map__fd(cskel->maps.task_counters),
+		   futex_open_fd(), ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */
 	usdt_load(system_wide, tracked_fd, ncpus);
 }

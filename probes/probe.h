@@ -210,7 +210,7 @@ struct cpu_state {
 	__u64 counters[CNT__MAX];
 };
 
-/* user-space lock waits (futex.bpf.c) */
+/* user-space lock waits (futexwaits.bpf.h) */
 #define FUTEX_OP_WAITV 0x100   /* futex_key.op of futex_waitv (keyed by its first futex) */
 
 struct ufutex_open {
@@ -287,7 +287,7 @@ struct task_times {
 struct wakeup_key {
 	__u32 waker_tid;      /* 0: interrupt context, or the idle task */
 	__u32 wakee_tid;
-	__u64 uaddr;          /* the futex the wakee waited on (futex.bpf.c); 0: none */
+	__u64 uaddr;          /* the futex the wakee waited on (futex_open); 0: none */
 };
 
 struct wakeup_stat {

@@ -2,7 +2,8 @@
 /*
  * Per-thread times and wake-ups of the tracked tasks.
  *
- * sched_switch: per thread (task_times, by tid) the time on CPU (switch-in
+ * sched_switch (contention.bpf.c's one program on it, tasktimes.bpf.h;
+ * this object shares its task_times map): per thread (task_times, by tid) the time on CPU (switch-in
  * to switch-out), the time off CPU split into preempted (switched out while
  * runnable) and asleep (anything else), and the switch-outs. The hash entry
  * is the hot state: one lookup per side of a switch. A thread's entry is made
@@ -16,7 +17,7 @@
  * (pid 0) are never tracked. The loader adds the spans still open at stop.
  *
  * sched_waking: who woke a tracked thread, by (waker thread, wakee thread,
- * the futex the wakee sleeps on, from futex.bpf.c's open waits, or 0):
+ * the futex the wakee sleeps on, from the open futex waits, or 0):
  * count, and the time the wakee had been off CPU. A thread is often woken on
  * its way to sleep, after it set its sleeping state but before it switched
  * out (then it still sleeps, for the wake-up's latency): no time off CPU yet,
@@ -30,7 +31,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "probe.h"
-#define FUTEX_OPEN_MAP        /* futex.bpf.c's, when it is loaded */
+#define FUTEX_OPEN_MAP        /* contention.bpf.c's, with --futex */
 #include "maps.bpf.h"
 #include "futex_wait.bpf.h"
 
@@ -38,7 +39,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 
 const volatile bool system_wide = false;
-const volatile bool have_futex = false;    /* futex_open is futex.bpf.c's */
+const volatile bool have_futex = false;    /* futex_open is contention.bpf.c's (--futex) */
 /* syscall numbers of this architecture, set by the loader (from its headers) */
 const volatile long nr_futex = -1;
 const volatile long nr_futex_waitv = -1;
@@ -46,16 +47,7 @@ const volatile long nr_futex_waitv = -1;
 bool enabled = false;
 __u64 t_start = 0;                         /* the window's start (bpf_ktime_get_ns) */
 
-/* where a thread was before its first event of the window */
-enum first_seen { WAS_ON_CPU, WAS_ASLEEP, WAS_RUNNABLE, WAS_AS_NOW };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, TASK_ENTRIES);
-	__type(key, __u32);   /* tid */
-	__type(value, struct task_times);
-} task_times SEC(".maps");
+#include "tasktimes.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -64,89 +56,6 @@ struct {
 	__type(key, struct wakeup_key);
 	__type(value, struct wakeup_stat);
 } wakeups SEC(".maps");
-
-COUNTERS_MAP(task_counters, TCNT__MAX, tcount);
-
-static __always_inline void take_names(struct task_times *tt, struct task_struct *t)
-{
-	BPF_CORE_READ_INTO(&tt->comm, t, comm);
-	BPF_CORE_READ_INTO(&tt->process, t, group_leader, comm);
-	tt->kernel = !!(BPF_CORE_READ(t, flags) & PF_KTHREAD);
-}
-
-/* a tracked thread's entry, made at its first event: the window start (or
- * its creation) to now spent as `was` says; NULL if it is not tracked */
-static __always_inline struct task_times *times_of(struct task_struct *t, __u32 tid, enum first_seen was)
-{
-	struct task_times *tt = bpf_map_lookup_elem(&task_times, &tid);
-	struct task_times fresh = {};
-	__u64 since;
-
-	if (tt)
-		return tt;
-	fresh.tgid = BPF_CORE_READ(t, tgid);
-	if (!system_wide && !bpf_map_lookup_elem(&tracked, &fresh.tgid))
-		return NULL;
-	since = BPF_CORE_READ(t, start_time);
-	if (since < t_start)
-		since = t_start;
-	if (was == WAS_AS_NOW)
-		was = BPF_CORE_READ(t, on_cpu) ? WAS_ON_CPU :
-		      BPF_CORE_READ(t, __state) == 0 ? WAS_RUNNABLE : WAS_ASLEEP;
-	if (was == WAS_ON_CPU) {
-		fresh.on_start = since;
-	} else {
-		fresh.off_start = since;
-		fresh.off_preempted = was == WAS_RUNNABLE;
-	}
-	take_names(&fresh, t);
-	bpf_map_update_elem(&task_times, &tid, &fresh, BPF_NOEXIST);
-	tt = bpf_map_lookup_elem(&task_times, &tid);
-	if (!tt)
-		tcount(TCNT_TASKS_FULL);
-	return tt;
-}
-
-SEC("tp_btf/sched_switch")
-int BPF_PROG(lksc_tasks_switch, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
-{
-	struct task_times *tt;
-	__u32 tid;
-	__u64 now = 0;      /* the clock only when a tracked thread switches */
-
-	if (!enabled)
-		return 0;
-	tid = prev->pid;
-	if (tid && (tt = times_of(prev, tid, WAS_ON_CPU))) {
-		now = bpf_ktime_get_ns();
-		if (tt->on_start && now > tt->on_start)
-			tt->on_cpu_ns += now - tt->on_start;
-		tt->on_start = 0;
-		tt->switches++;
-		if (prev_state & TASK_DEAD) {
-			tt->off_start = 0;          /* exited: nothing off CPU from here */
-			take_names(tt, prev);
-		} else {
-			tt->off_preempted = preempt || !prev_state;
-			tt->off_start = now;
-		}
-	}
-	tid = next->pid;
-	if (tid && (tt = times_of(next, tid, WAS_RUNNABLE))) {
-		if (!now)
-			now = bpf_ktime_get_ns();
-		if (tt->off_start && now > tt->off_start) {
-			if (tt->off_preempted)
-				tt->preempted_ns += now - tt->off_start;
-			else
-				tt->sleep_ns += now - tt->off_start;
-		}
-		tt->off_start = 0;
-		tt->on_start = now;
-	}
-	return 0;
-}
 
 /* a pointer as a number (read back through a helper: the verifier lets no
  * program compare pointers of different kinds) */
@@ -197,7 +106,7 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 	irq = in_interrupt_context(ctx);
 	if (tt->on_start) {
 		/* woken on its way to sleep, before its switch-out: it has not
-		 * slept yet, nor has futex.bpf.c seen its wait; which futex it
+		 * slept yet, nor has sched_switch seen its wait; which futex it
 		 * waits on, its registers say */
 		__u32 op;
 

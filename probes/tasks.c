@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* Loader side of tasks.bpf.c: load and attach, clear at start; at stop run
+/* Loader side of the per-thread times (contention.bpf.c's sched_switch
+ * program, tasktimes.bpf.h) and of tasks.bpf.c (wake-ups, the task
+ * iterator): load and attach, clear at start; at stop run
  * its task iterator (threads with no event in the window, names as they are
  * now), add the spans still open to the stop time, and emit the per-thread
  * times and the wake-ups. */
@@ -39,7 +41,8 @@ struct wakeup_row {
 static struct wakeup_row *wrows;
 static size_t nwrows;
 
-int tasks_load(bool system_wide, int tracked_fd, int futex_open_fd, int ncpus)
+int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
+	       int ncpus)
 {
 	int err;
 
@@ -52,6 +55,10 @@ int tasks_load(bool system_wide, int tracked_fd, int futex_open_fd, int ncpus)
 	tskel->rodata->nr_futex = __NR_futex;
 	tskel->rodata->nr_futex_waitv = __NR_futex_waitv;
 	err = bpf_map__reuse_fd(tskel->maps.tracked, tracked_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(tskel->maps.task_times, task_times_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(tskel->maps.task_counters, task_counters_fd);
 	if (!err && futex_open_fd >= 0)
 		err = bpf_map__reuse_fd(tskel->maps.futex_open, futex_open_fd);
 	else if (!err)

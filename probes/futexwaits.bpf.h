@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
 /*
  * User-space lock waits: futex wait syscalls of the tracked tasks, aggregated
  * in the kernel by (tgid, futex address, wait op, user stack, thread):
@@ -25,29 +25,21 @@
  * futex's sampled stacks. The first sampled wait of each futex key also
  * keeps the user registers and the top USTACK_BYTES of the user stack
  * (user_stack_copies), for unwinding through code without frame pointers.
+ *
+ * Included by contention.bpf.c, whose one sched_switch program (lksc_switch)
+ * calls futex_switch when futex_on (--futex): one tracepoint program per
+ * switch, not one per part (each program on sched_switch cost PMUTEX ~1
+ * point by its dispatch alone on the 2-vCPU VM; bench/README.md). Needs
+ * system_wide, nr_futex, nr_futex_waitv, and futex_open (maps.bpf.h with
+ * FUTEX_OPEN_MAP) from the including file.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
-#include "probe.h"
-#define FUTEX_OPEN_MAP        /* open waits by thread id, read by tasks.bpf.c too */
-#include "maps.bpf.h"
-#include "futex_wait.bpf.h"
-
-char LICENSE[] SEC("license") = "Dual MIT/GPL";
+#ifndef LOCKSCOPE_FUTEXWAITS_BPF_H
+#define LOCKSCOPE_FUTEXWAITS_BPF_H
 
 #define EEXIST 17
 /* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8
 #define STACK_EVERY 64
-
-const volatile bool system_wide = false;
-/* syscall numbers of this architecture, set by the loader (from its headers) */
-const volatile long nr_futex = -1;
-const volatile long nr_futex_waitv = -1;
-
-bool enabled = false;
 
 /* sleeps on this CPU, for the one-in-STACK_EVERY stack sampling: a per-CPU
  * count, where a count per futex would be a cache line that every waiting
@@ -117,7 +109,7 @@ static __always_inline void copy_user_stack(struct pt_regs *regs, const struct u
 		fcount(FCNT_COPY_FULL);
 }
 
-/* prev (the current task) goes to sleep: inside a futex wait? */
+/* prev (the current task, tracked) goes to sleep: inside a futex wait? */
 static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 *now)
 {
 	struct ufutex_open w = {};
@@ -126,8 +118,6 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 
 	tgid = BPF_CORE_READ(prev, tgid);
 	tid = BPF_CORE_READ(prev, pid);
-	if (!tid || (!system_wide && !bpf_map_lookup_elem(&tracked, &tgid)))
-		return;
 	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
 		return;
@@ -226,23 +216,20 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 *now)
 	fcount(FCNT_WAITS);
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(lksc_futex_switch, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
+/* sched_switch's futex part: prev goes to sleep in a futex wait, next's ends */
+static __always_inline void futex_switch(void *ctx, bool preempt, struct task_struct *prev, bool prev_tracked,
+					 struct task_struct *next, unsigned int prev_state, __u64 *now)
 {
-	__u64 now = 0;      /* the clock, read once, when a wait of ours needs it */
-
 	/* after stop, open waits stay in futex_open: the loader counts them up
 	 * to the stop time */
-	if (!enabled)
-		return 0;
 	if (prev_state & TASK_DEAD) {        /* exits: its entry goes */
 		__u32 tid = BPF_CORE_READ(prev, pid);
 
 		bpf_map_delete_elem(&futex_open, &tid);
-	} else if (!preempt && prev_state) { /* going to sleep, not preempted */
-		wait_begins(ctx, prev, &now);
+	} else if (prev_tracked && !preempt && prev_state) { /* going to sleep, not preempted */
+		wait_begins(ctx, prev, now);
 	}
-	wait_ends(next, &now);
-	return 0;
+	wait_ends(next, now);
 }
+
+#endif
