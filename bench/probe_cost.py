@@ -190,7 +190,7 @@ def print_table(workload: str, r: dict, a, label: str) -> None:
         print(f"per kernel lock wait of the workload (contention_begin + end): {lock / waits:,.0f} ns")
     if switches:
         sw = sum(v for k, v in ns_per_s.items() if k.endswith("switch") or k == "lksc_tasks_waking")
-        print(f"per switch-out of a workload thread (3 sched_switch programs + sched_waking): "
+        print(f"per switch-out of a workload thread (sched_switch program(s) + sched_waking): "
               f"{sw / switches:,.0f} ns")
     if a.counters:
         print("counters/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in r["counters"].items() if v))
