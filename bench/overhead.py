@@ -6,8 +6,10 @@ its progress every 0.1 s. Phases alternate: workload alone (no BPF program
 attached), then the real probe process (lockscope-probe: attached, tracking
 the workers, counting), then alone again, ... Each probed phase is compared
 with the mean of the alone phases on either side, and the median ratio is
-reported. Separate runs on a shared VM differ by +-10% from one another; this
-way the noise is that of adjacent seconds of one run.
+reported, with a 95% bootstrap interval of that median (scipy.stats.bootstrap,
+percentile method: the phases resampled). Separate runs on a shared VM differ
+by +-10% from one another; this way the noise is that of adjacent seconds of
+one run.
 
     sudo python3 bench/overhead.py [--workloads MWRM,MWRL] [--phases 8] [--phase 2]
     sudo python3 bench/overhead.py --compare-probe /tmp/lockscope-probe.before   # a change, side by side
@@ -27,6 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import numpy  # noqa: E402
+from scipy.stats import bootstrap  # noqa: E402
+
 from lockscope import scratch  # noqa: E402
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
 from lockscope.steadyload import SteadyLoad  # noqa: E402
@@ -41,6 +46,15 @@ def _use_probe(path: str | None) -> None:
         os.environ.pop("LOCKSCOPE_PROBE", None)
     else:
         os.environ["LOCKSCOPE_PROBE"] = path
+
+
+def median_interval(ratios: list[float]) -> tuple[float, float]:
+    """95% bootstrap interval of the median of the phases' ratios"""
+    if len(set(ratios)) < 2:
+        return ratios[0], ratios[0]
+    ci = bootstrap((numpy.array(ratios),), numpy.median, n_resamples=4000, method="percentile",
+                   random_state=numpy.random.default_rng(1)).confidence_interval
+    return float(ci.low), float(ci.high)
 
 
 def measure(workload: str, fs: str, workers: int, phases: int, phase: float, futex: bool | None = True,
@@ -135,11 +149,12 @@ def main() -> int:
                   f"(ratios {[round(x, 3) for x in r['ratios_no_futex']]} / {[round(x, 3) for x in r['ratios_futex']]})",
                   flush=True)
         return 0
-    print(f"{'workload':<8} {'alone ops/s':>12} {'probed ops/s':>13} {'ratio':>6}  {'ratios min..max':>15}  "
+    print(f"{'workload':<8} {'alone ops/s':>12} {'probed ops/s':>13} {'ratio':>6} {'95% interval':>12}  {'ratios min..max':>15}  "
           f"{'lock waits/s':>12} {'samples/s':>9} {'switches/s':>10} {'futex waits/s':>13}")
     for wl in a.workloads.split(","):
         r = measure(wl, a.fs, a.workers, a.phases, a.phase, futex=not a.no_futex, sample_hz=a.sample_hz)
-        print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f}  "
+        lo, hi = median_interval(r['ratios'])
+        print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f} {lo:>5.3f}..{hi:.3f}  "
               f"{min(r['ratios']):>7.3f}..{max(r['ratios']):.3f}  {r['waits_per_s']:>12,.0f} "
               f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f} {r['futex_waits_per_s']:>13,.0f}", flush=True)
     return 0

@@ -26,7 +26,6 @@ tried").
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import subprocess
 import sys
@@ -69,7 +68,7 @@ def main() -> int:
     if a.perf:
         phases += [f"perf {clock} {hz} Hz" for hz in rates if hz for clock in ("cpu-clock", "task-clock")]
     got: dict[str, list[tuple[float, float]]] = {p: [] for p in phases}     # (mid time, rate)
-    duration = (a.rounds * len(phases) + 1) * (a.phase + 2.5) + 10
+    duration = (a.rounds * len(phases) + 1) * (a.phase + 5) + 30   # generous: killed at the end
     with scratch.mounted(a.fs) as m, SteadyLoad(a.workload, a.workers, m.mountpoint, duration) as prog:
         for r in range(a.rounds + 1):
             for p in phases if r < a.rounds else ["alone"]:
@@ -88,7 +87,9 @@ def main() -> int:
                     time.sleep(a.phase)
                     t1 = time.monotonic_ns()
                     if other:
-                        other.send_signal(signal.SIGINT)
+                        # SIGTERM, not SIGINT: run in the background, a shell starts its
+                        # children with SIGINT ignored, and Python then never sees it
+                        other.terminate()
                         other.wait()
                 got[p].append(((t0 + t1) / 2, prog.rate(t0, t1)))
                 time.sleep(0.3)
