@@ -157,6 +157,7 @@ def main() -> int:
         print(f"{wl:<8} {r['alone']:>12,.0f} {r['probed']:>13,.0f} {r['ratio']:>6.3f} {lo:>5.3f}..{hi:.3f}  "
               f"{min(r['ratios']):>7.3f}..{max(r['ratios']):.3f}  {r['waits_per_s']:>12,.0f} "
               f"{r['samples_per_s']:>9,.0f} {r['switches_per_s']:>10,.0f} {r['futex_waits_per_s']:>13,.0f}", flush=True)
+        print(f"{'':<8} phases: {', '.join(f'{x:.3f}' for x in r['ratios'])}", flush=True)
     return 0
 
 

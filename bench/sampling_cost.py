@@ -26,6 +26,7 @@ tried").
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def main() -> int:
     ap.add_argument("--phase", type=float, default=1.5, help="seconds per phase (default 1.5)")
     ap.add_argument("--perf", metavar="PATH", help="also time perf record's per-CPU and per-thread sampling")
     a = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C: the sleeper or perf of the phase, the workload and the mount go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rates = [int(x) for x in a.hz.split(",")]
     phases = ["alone"] + [f"probe {hz} Hz" for hz in rates] + ["alone + 200 Hz sleeper"]
     if a.perf:
@@ -82,15 +85,17 @@ def main() -> int:
                 else:
                     other = subprocess.Popen([sys.executable, "-c", SLEEPER]) if "sleeper" in p else \
                         perf_record(a.perf, p, prog.worker_pids) if p.startswith("perf") else None
-                    time.sleep(0.5 if other else 0)
-                    t0 = time.monotonic_ns()
-                    time.sleep(a.phase)
-                    t1 = time.monotonic_ns()
-                    if other:
-                        # SIGTERM, not SIGINT: run in the background, a shell starts its
-                        # children with SIGINT ignored, and Python then never sees it
-                        other.terminate()
-                        other.wait()
+                    try:
+                        time.sleep(0.5 if other else 0)
+                        t0 = time.monotonic_ns()
+                        time.sleep(a.phase)
+                        t1 = time.monotonic_ns()
+                    finally:      # also when the script is stopped: a sleeper left behind skews every later run
+                        if other:
+                            # SIGTERM, not SIGINT: run in the background, a shell starts its
+                            # children with SIGINT ignored, and Python then never sees it
+                            other.terminate()
+                            other.wait()
                 got[p].append(((t0 + t1) / 2, prog.rate(t0, t1)))
                 time.sleep(0.3)
     alone = got["alone"]
