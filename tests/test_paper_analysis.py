@@ -188,7 +188,9 @@ def test_cpi_counters_report_this_machines_hardware_counters_or_why_not():
 def test_cpi_counter_path_reads_real_counters_with_software_events():
     """The same open/enable/disable/read path as cycles and instructions,
     with two software clocks the kernel always has: both count the window's
-    CPU time, so their ratio is ~1."""
+    CPU time, and as one perf group they start and stop at the same instants,
+    so their ratio is 1 within 0.5% (a CI run of the counters enabled one
+    ioctl after the other got 0.957)."""
     import os
 
     class Clocks(hwcounters.CpiCounters):
@@ -202,7 +204,7 @@ def test_cpi_counter_path_reads_real_counters_with_software_events():
         c.stop()
     res = c.result()
     assert res["available"], res
-    assert res["value"] == pytest.approx(1.0, abs=0.02)
+    assert res["value"] == pytest.approx(1.0, abs=0.005)
     for row in res["per_cpu"]:
         assert 0.05e9 < row["cycles"] < 0.5e9            # ~0.1 s of clock per CPU
 
