@@ -36,47 +36,6 @@ class _PerfEventAttr(ctypes.Structure):
                 ("sample_max_stack", ctypes.c_uint16), ("reserved", ctypes.c_uint16)]
 
 
-def _open_counter(config: int) -> tuple[int, int]:
-    """(fd, 0) or (-1, errno) for a system-wide counter on CPU 0."""
-    nr = _NR_PERF_EVENT_OPEN.get(platform.machine())
-    if nr is None:
-        return -1, errno.ENOSYS
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = _PerfEventAttr(type=PERF_TYPE_HARDWARE, size=ctypes.sizeof(_PerfEventAttr), config=config,
-                          flags=1)  # disabled
-    fd = libc.syscall(nr, ctypes.byref(attr), -1, 0, -1, 0)
-    return (fd, 0) if fd >= 0 else (-1, ctypes.get_errno())
-
-
-def _why(err: int, what: str) -> str:
-    """Why perf_event_open of `what` failed with `err`, in one line."""
-    if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
-        why = "the CPU or hypervisor exposes no hardware performance counters"
-    elif err in (errno.EACCES, errno.EPERM):
-        why = "not permitted (needs root or a lower kernel.perf_event_paranoid)"
-    else:
-        why = os.strerror(err)
-    return f"perf_event_open({what}) failed: {os.strerror(err)}: {why}"
-
-
-@functools.lru_cache(maxsize=1)
-def availability() -> tuple[bool, str]:
-    for config, what in ((PERF_COUNT_HW_CPU_CYCLES, "cycles"), (PERF_COUNT_HW_INSTRUCTIONS, "instructions")):
-        fd, err = _open_counter(config)
-        if fd < 0:
-            return False, _why(err, what)
-        os.close(fd)
-    return True, "cycles and instructions counters available"
-
-
-def cpi_status() -> dict:
-    """CPI of a run that did not count (a record made without CpiCounters)."""
-    ok, why = availability()
-    if not ok:
-        return {"available": False, "reason": why}
-    return {"available": False, "reason": "the counters were not started for this run"}
-
-
 PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
 PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
 PERF_FORMAT_GROUP = 1 << 3
@@ -103,6 +62,35 @@ def _open_on_cpu(config: int, cpu: int, type_: int = PERF_TYPE_HARDWARE, leader:
                           flags=1 if leader < 0 else 0)  # the leader disabled, its member enabled
     fd = libc.syscall(nr, ctypes.byref(attr), -1, cpu, leader, PERF_FLAG_FD_CLOEXEC)
     return (fd, 0) if fd >= 0 else (-1, ctypes.get_errno())
+
+
+def _why(err: int, what: str) -> str:
+    """Why perf_event_open of `what` failed with `err`, in one line."""
+    if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
+        why = "the CPU or hypervisor exposes no hardware performance counters"
+    elif err in (errno.EACCES, errno.EPERM):
+        why = "not permitted (needs root or a lower kernel.perf_event_paranoid)"
+    else:
+        why = os.strerror(err)
+    return f"perf_event_open({what}) failed: {os.strerror(err)}: {why}"
+
+
+@functools.lru_cache(maxsize=1)
+def availability() -> tuple[bool, str]:
+    for config, what in ((PERF_COUNT_HW_CPU_CYCLES, "cycles"), (PERF_COUNT_HW_INSTRUCTIONS, "instructions")):
+        fd, err = _open_on_cpu(config, 0)
+        if fd < 0:
+            return False, _why(err, what)
+        os.close(fd)
+    return True, "cycles and instructions counters available"
+
+
+def cpi_status() -> dict:
+    """CPI of a run that did not count (a record made without CpiCounters)."""
+    ok, why = availability()
+    if not ok:
+        return {"available": False, "reason": why}
+    return {"available": False, "reason": "the counters were not started for this run"}
 
 
 @dataclass
