@@ -52,6 +52,7 @@ class Graph:
     svg: str | None = None       # file name, or None with the reason
     height: int = 0              # of the SVG, for the embedding frame
     reason: str | None = None
+    rate_hz: int | None = None   # cpu: samples per second per CPU (`--sample-hz`), when recorded
 
 
 @dataclass
@@ -79,6 +80,14 @@ def points_for(exp: Experiment) -> list[tuple[str, RunRecord]]:
     if one is not None and one is not main:
         out.append(("1 worker", one))
     return out
+
+
+def sample_rate_hz(rec: RunRecord) -> int | None:
+    """The point's CPU samples per second per CPU, from its sample period;
+    None without samples (`--sample-hz 0`, no probe, an older record)."""
+    raw = rec.probe.raw
+    period = raw.sample_period_ns if raw else 0
+    return round(1e9 / period) if period else None
 
 
 def _svg_height(svg: bytes) -> int:
@@ -116,6 +125,8 @@ def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
             text = folded.text(stacks)
             atomicio.write_bytes(fdir / f"{base}.folded", text.encode())
             g = Graph(kind, what, unit, sum(stacks.values()), len(stacks), f"flame/{base}.folded")
+            if kind == "cpu":
+                g.rate_hz = sample_rate_hz(rec)
             svg_path = fdir / f"{base}.svg"
             if not rec.probe.attached:
                 g.reason = f"not measured: {rec.probe.reason or 'probes were not attached'}"

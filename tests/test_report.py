@@ -88,6 +88,8 @@ def test_without_the_renderer_the_report_says_so_and_keeps_folded_stacks(tmp_pat
     assert ("flame graph not available: inferno-flamegraph not found "
             "(run make deps / cargo install inferno)") in page
     assert "<object" not in page
+    # the CPU graph says at what rate it was sampled (this record: 199 Hz)
+    assert re.search(r"CPU samples</b>, [\d,]+ samples \(at 199 per second per CPU\) in", page)
     folded = (d / "report" / "flame" / "MWRM-tmpfs-w2-lockwait.folded").read_text()
     assert "do_renameat2;__mutex_lock;sb->s_vfs_rename_mutex of tmpfs at <scratch> " in folded
     assert not list((d / "report" / "flame").glob("*.svg"))
