@@ -20,11 +20,12 @@ from lockscope.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, In
 # ---- commands -------------------------------------------------------------
 
 def reclaim(scratch_root) -> None:
-    """Before a run: release what a killed lockscope left under the scratch
-    root (mounts, loop devices, directories of lockscope processes that are
-    dead; those of one still running are left alone), and say what."""
-    from lockscope import scratch
-    for what in scratch.clean_leftovers(scratch_root):
+    """Before a run: check --scratch, and release what killed lockscope runs
+    recorded making (lockscope/ownership.py; nothing of a run still alive,
+    nothing it did not record), and say what."""
+    from lockscope import ownership
+    scratch.check_root(scratch_root)
+    for what in ownership.reclaim():
         print(f"lockscope: reclaimed from a killed run: {what}", file=sys.stderr)
 
 
@@ -206,8 +207,11 @@ def cmd_doctor(args) -> int:
     from lockscope.doctor import diagnose, render
 
     if args.clean:
-        for line in scratch.clean_leftovers(args.scratch) or ["nothing to clean"]:
+        from lockscope import ownership
+        for line in ownership.reclaim() or ["nothing to clean"]:
             print(line)
+        for run in ownership.survey()["in_use"]:
+            print(f"in use by run {run['pid']} ({run['command']}): left alone")
         return 0
     checks = diagnose(args.scratch)
     if args.json:

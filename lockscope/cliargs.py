@@ -63,7 +63,9 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
                         "./lockscope-results/)")
     p.add_argument("--no-probe", action="store_true", help="measure throughput only, without the BPF probes")
     p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,
-                   help=f"where file systems are created and mounted (default {scratch.DEFAULT_SCRATCH})")
+                   help="where file systems are created and mounted (default "
+                        f"{scratch.DEFAULT_SCRATCH}); a directory that holds other files gets a subfolder "
+                        f"'{scratch.OWN_SUBFOLDER}' of lockscope's own, and nothing else there is touched")
     p.add_argument("--cpus", default=None, help="pin workers round-robin to these CPUs (e.g. 0,1)")
     p.add_argument("--name", default=None, help="name of a profiled command in the results (default: its program)")
     p.add_argument("--throughput-regex", default=None,
@@ -211,8 +213,9 @@ def _writer(sub: argparse._SubParsersAction, name: str, out_help: str, **kw: str
 def _add_machine_commands(sub: argparse._SubParsersAction) -> None:
     """doctor and list: this machine and what lockscope offers."""
     p = sub.add_parser("doctor", help="what works on this machine, and why not; leftovers of killed runs")
-    p.add_argument("--clean", action="store_true", help="release leftover mounts, loop devices and directories")
-    p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH)
+    p.add_argument("--clean", action="store_true", help="release what killed runs recorded making (process groups, mounts, loop devices, directories); never a live run's, never what no run recorded")
+    p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,
+                   help=f"the scratch root to check (default {scratch.DEFAULT_SCRATCH})")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("list", help="built-in and application workloads, and file-system setups")

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lockscope import hwcounters, paths, scratch
+from lockscope import hwcounters, ownership, paths, scratch
 from lockscope.errors import LockscopeError
 from lockscope.jsondata import parse_addr
 from lockscope.probe import BTF, ProbeSession
@@ -45,7 +45,9 @@ def _probe_check() -> dict:
         return _check("BPF probes: tp_btf contention + sched_switch, task/task_file iterators", False, str(e), True)
 
 
-def _own_bpf_programs() -> list[str]:
+def _own_bpf_programs() -> list[dict]:
+    """lockscope's BPF programs loaded now: name, id, and the pids holding
+    them (where bpftool says)."""
     if not shutil.which("bpftool"):
         return []
     p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
@@ -55,10 +57,11 @@ def _own_bpf_programs() -> list[str]:
         progs = json.loads(p.stdout)
     except json.JSONDecodeError:
         return []
-    return [f"{x.get('name')} (id {x.get('id')})" for x in progs if str(x.get("name", "")).startswith("lksc_")]
+    return [{"name": f"{x.get('name')} (id {x.get('id')})", "pids": [int(h["pid"]) for h in x.get("pids", [])]}
+            for x in progs if str(x.get("name", "")).startswith("lksc_")]
 
 
-def _own_processes() -> list[str]:
+def _own_processes() -> list[tuple[int, str]]:
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit() and int(d.name) != os.getpid():
@@ -67,8 +70,27 @@ def _own_processes() -> list[str]:
             except OSError:
                 continue
             if comm in ("lockscope-probe", "lockscope-workl"):
-                out.append(f"{comm} (pid {d.name})")
+                out.append((int(d.name), comm))
     return out
+
+
+def ownership_survey() -> dict:
+    """What live runs hold (never touched), what dead runs left (released by
+    --clean), and what looks like lockscope's but no run recorded (never
+    touched: an older lockscope's, or not lockscope's at all)."""
+    found = ownership.survey()
+    live = ownership.live_pids()
+    recorded = {i["path"] for state in ownership.ledgers() for i in state.items if i["kind"] == "mount"}
+    unrecorded = [f"mount {target} ({fstype})" for source, target, fstype in ownership.mounts()
+                  if source == scratch.MOUNT_SOURCE and target not in recorded]
+    unrecorded += [f"{comm} (pid {pid})" for pid, comm in _own_processes() if pid not in live]
+    progs = _own_bpf_programs()
+    for prog in progs:
+        held_live = any(pid in live for pid in prog["pids"]) or (not prog["pids"] and found["in_use"])
+        if not held_live:
+            unrecorded.append(f"BPF program {prog['name']}" +
+                              (f" held by pid {', '.join(map(str, prog['pids']))}" if prog["pids"] else ""))
+    return {**found, "unrecorded": unrecorded}
 
 
 def diagnose(scratch_root: Path = scratch.DEFAULT_SCRATCH) -> dict:
@@ -118,12 +140,16 @@ def diagnose(scratch_root: Path = scratch.DEFAULT_SCRATCH) -> dict:
         fss.append({"name": name, "ok": k_ok and t_ok, "kernel": k_ok, "tool": t_ok,
                     "detail": f"kernel: {'yes, ' + k_why if k_ok else k_why}; "
                               f"{tool}: {t_why if setup.mkfs else 'none needed'}"})
-    left = scratch.leftovers(scratch_root)
-    left["bpf_programs"] = _own_bpf_programs()
-    left["processes"] = _own_processes()
+    try:
+        scratch.check_root(scratch_root)
+        checks.append(_check("scratch root", True, f"{scratch_root}: usable"))
+    except LockscopeError as e:
+        checks.append(_check("scratch root", False, e.message, True))
+    owned = ownership_survey()
     essential = all(c["ok"] for c in checks if c["needed"])
-    return {"ready": essential, "checks": checks, "fs": fss, "leftovers": left,
-            "scratch": str(scratch_root)}
+    return {"ready": essential, "checks": checks, "fs": fss, "leftovers": owned["leftovers"],
+            "in_use": owned["in_use"], "unrecorded": owned["unrecorded"], "scratch": str(scratch_root),
+            "state": str(ownership.STATE_DIR)}
 
 
 def render(d: dict) -> str:
@@ -135,14 +161,20 @@ def render(d: dict) -> str:
     lines.append("  file systems:")
     for f in d["fs"]:
         lines.append(f"  [{'ok  ' if f['ok'] else 'no  '}] {f['name']}: {f['detail']}")
+    for run in d["in_use"]:
+        lines.append(f"  in use by run {run['pid']} ({run['command']}): not touched")
+        lines += [f"    {item}" for item in run["items"]]
     left = {k: v for k, v in d["leftovers"].items() if v}
     if left:
-        lines.append(f"  leftovers of earlier runs under {d['scratch']}:")
+        lines.append(f"  leftovers of killed runs (recorded in {d['state']}):")
         for k, v in left.items():
             for item in v:
                 lines.append(f"    {k.replace('_', ' ')}: {item}")
         lines.append("  release them with: lockscope doctor --clean")
     else:
-        lines.append("  leftovers: none")
+        lines.append("  leftovers of killed runs: none")
+    if d["unrecorded"]:
+        lines.append("  lockscope-like, but recorded by no run (never touched; release them yourself if yours):")
+        lines += [f"    {item}" for item in d["unrecorded"]]
     lines.append("ready: lockscope can run here" if d["ready"] else "not ready: fix the FAIL lines above")
     return "\n".join(lines)

@@ -11,7 +11,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from lockscope import watchdog
+from lockscope import ownership, watchdog
 from lockscope.errors import LockscopeError
 
 
@@ -54,12 +54,24 @@ def _guard(proc: subprocess.Popen, popen_kw: dict) -> None:
     """A child in a process group of its own dies with lockscope, SIGKILL
     included (lockscope/watchdog.py)."""
     if popen_kw.get("start_new_session"):
-        watchdog.guard_group(proc.pid)
+        _guarded[proc.pid] = watchdog.guard_group(proc.pid)
+
+
+_guarded: dict[int, dict | None] = {}     # pid of a group leader -> its ledger item
+
+
+def _forget_if_gone(proc: subprocess.Popen) -> None:
+    """A group with no process left leaves the ledger."""
+    item = _guarded.get(proc.pid)
+    if item is not None and not ownership.group_members(item["pgid"], item["start"]):
+        del _guarded[proc.pid]
+        ownership.released(item)
 
 
 def kill_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
     """SIGTERM the child's process group, SIGKILL after `grace` seconds, reap."""
     if proc.poll() is not None:
+        _forget_if_gone(proc)
         return
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
@@ -71,6 +83,7 @@ def kill_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
                 pass
         try:
             proc.wait(timeout=wait)
+            _forget_if_gone(proc)
             return
         except subprocess.TimeoutExpired:
             continue

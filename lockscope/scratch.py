@@ -21,12 +21,13 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from lockscope import watchdog
+from lockscope import ownership, watchdog
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 
 DEFAULT_SCRATCH = Path(os.environ.get("LOCKSCOPE_SCRATCH", "/tmp/lockscope"))
@@ -249,14 +250,9 @@ def drop_caches(path: Path | None = None) -> None:
 def unmount(path: Path, warnings: list[str] | None = None) -> None:
     """Unmount, retrying while the last users exit; lazily as a last resort
     (with a warning) so that a stuck process never leaves the mount behind."""
-    for attempt in range(10):
-        p = subprocess.run(["umount", str(path)], capture_output=True, text=True)
-        if p.returncode == 0 or not is_mounted(path):
-            return
-        time.sleep(0.05 * (attempt + 1))
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
-    if warnings is not None:
-        warnings.append(f"{path} was busy; unmounted lazily")
+    how = ownership.unmount(str(path))
+    if how != "unmounted" and warnings is not None:
+        warnings.append(f"{path} was busy; {how or 'it could not be unmounted'}")
 
 
 def is_mounted(path: Path) -> bool:
@@ -285,15 +281,118 @@ def mount_options_of(path: Path) -> str:
     return found
 
 
-def mounts() -> list[tuple[str, str, str]]:
-    """(source, mountpoint, fstype) of every mount, octal escapes decoded."""
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            dec = [p.encode().decode("unicode_escape") for p in parts[:3]]
-            out.append((dec[0], dec[1], dec[2]))
-    return out
+mounts = ownership.mounts
+
+
+# file systems that hold no files of their own (a scratch root there is a mistake)
+VIRTUAL_FS = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "bpf", "devpts",
+              "pstore", "configfs", "fusectl", "mqueue", "efivarfs", "binfmt_misc", "autofs", "devtmpfs",
+              "hugetlbfs", "nsfs", "rpc_pipefs", "selinuxfs"}
+OWNED_MARK = ".lockscope-owned"     # in a folder lockscope made for its file systems
+OWN_SUBFOLDER = "lockscope"
+
+
+def _fs_type_of(path: Path) -> str:
+    """The file-system type of the mount that holds `path` (which exists)."""
+    real, best, fstype = str(path.resolve()), -1, ""
+    for _, target, kind in mounts():
+        if (real == target or real.startswith(target.rstrip("/") + "/")) and len(target) > best:
+            best, fstype = len(target), kind
+    return fstype
+
+
+def check_root(root: Path) -> None:
+    """--scratch: a directory (or a path that can become one) on a file system
+    that holds files and can be written; else a one-line usage error."""
+    root = Path(root)
+    there = root
+    while not there.exists():
+        there = there.parent
+    fstype = _fs_type_of(there)
+    if fstype in VIRTUAL_FS:
+        raise UsageError(f"--scratch {root}: {there} is on {fstype}, a virtual file system that holds no files",
+                         f"choose a directory on a real file system (default {DEFAULT_SCRATCH})")
+    if not there.is_dir():
+        raise UsageError(f"--scratch {root}: {there} is not a directory", "choose a directory")
+    if not os.access(there, os.W_OK | os.X_OK) or os.statvfs(there).f_flag & os.ST_RDONLY:
+        raise UsageError(f"--scratch {root}: {there} is not writable" +
+                         (" (read-only file system)" if os.statvfs(there).f_flag & os.ST_RDONLY else ""),
+                         "choose a writable directory, or run as root")
+
+
+_told: set[Path] = set()
+
+
+def _mark(folder: Path) -> None:
+    (folder / OWNED_MARK).write_text("lockscope makes its file systems here; it removes only what it made.\n")
+
+
+def workdir(root: Path) -> Path:
+    """The folder lockscope makes its point directories in: `root` itself if
+    lockscope made it (it is missing, empty, or carries OWNED_MARK); inside a
+    root that holds anything else, a subfolder of its own (said once), so
+    that nothing of the user's is ever among what it makes and removes."""
+    root = Path(root)
+    check_root(root)
+    root.mkdir(parents=True, exist_ok=True)
+    if (root / OWNED_MARK).exists():
+        return root
+    if not any(root.iterdir()):
+        _mark(root)
+        return root
+    for n in itertools.count(1):
+        sub = root / (OWN_SUBFOLDER if n == 1 else f"{OWN_SUBFOLDER}-{n}")
+        try:
+            sub.mkdir()
+            _mark(sub)
+        except FileExistsError:
+            if not (sub / OWNED_MARK).exists():
+                continue                # the user's: never ours to use
+        if root not in _told:
+            _told.add(root)
+            print(f"lockscope: {root} holds files lockscope did not make: it works in {sub} "
+                  "and touches nothing else there", file=sys.stderr)
+        return sub
+    raise AssertionError("unreachable")
+
+
+def _own_dir(stack: contextlib.ExitStack, path: Path, exclusive: bool = True) -> Path:
+    """mkdir `path`, record it, and rmdir it (only if empty) on the way out."""
+    path.mkdir(exist_ok=not exclusive)
+    item = ownership.made("dir", path=str(path))
+    stack.callback(_remove_own_dir, path, item)
+    return path
+
+
+def _remove_own_dir(path: Path, item: dict) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+    ownership.released(item)
+
+
+def _point_dir(stack: contextlib.ExitStack, folder: Path, name: str) -> Path:
+    """A new directory of this point, never one that already exists."""
+    while True:
+        try:
+            return _own_dir(stack, folder / f"{name}-{os.getpid()}-{next(_counter)}")
+        except FileExistsError:
+            continue
+
+
+def _mount(stack: contextlib.ExitStack, fs: MountedFs, args: list[str], source: str, fstype: str,
+           target: Path, what: str) -> None:
+    item = ownership.made("mount", path=str(target.resolve()), source=source, fstype=fstype)  # before: no window
+    stack.callback(ownership.released, item)
+    _run(["mount", *args, source, str(target)], what)
+    stack.callback(unmount, target, fs.warnings)
+
+
+def _attach_loop(stack: contextlib.ExitStack, image: Path) -> str:
+    device = _run(["losetup", "--find", "--show", str(image)], "attaching a loop device")
+    item = ownership.made("loop", device=device, backing=str(image.resolve()))
+    stack.callback(ownership.released, item)
+    stack.callback(ownership.detach_loop, device)
+    return device
 
 
 @contextlib.contextmanager
@@ -302,25 +401,20 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int
     """Create, format and mount a fresh `name` file system (on a new
     RAM-backed loop image, or on `device`, which the caller has checked with
     lockscope.device.check_device); release it all on exit, however the block
-    is left."""
+    is left. Everything made is recorded first (lockscope/ownership.py)."""
     setup = check_setup(name)
     if device and not setup.needs_device:
         raise UsageError(f"--device: {name} needs no block device", "drop --device, or choose a disk file system")
-    scratch_root = Path(scratch_root)
+    folder = workdir(Path(scratch_root))
     with contextlib.ExitStack() as stack:
-        scratch_root.mkdir(parents=True, exist_ok=True)
-        watchdog.guard_scratch(scratch_root)     # released even if lockscope is killed
-        point = scratch_root / f"{name}-{os.getpid()}-{next(_counter)}"
-        point.mkdir()
-        stack.callback(shutil.rmtree, point, ignore_errors=True)
-        mnt = point / "mnt"
-        mnt.mkdir()
+        watchdog.guard()                     # released even if lockscope is killed
+        point = _point_dir(stack, folder, name)
+        mnt = _own_dir(stack, point / "mnt")
         fs = MountedFs(setup=setup, mountpoint=mnt, point_dir=point)
         t0 = time.monotonic()
         if not setup.needs_device:
-            _run(["mount", "-t", "tmpfs", "-o", f"{setup.mount_options},mode=0755",
-                  MOUNT_SOURCE, str(mnt)], "mounting tmpfs")
-            stack.callback(unmount, mnt, fs.warnings)
+            _mount(stack, fs, ["-t", "tmpfs", "-o", f"{setup.mount_options},mode=0755"], MOUNT_SOURCE, "tmpfs",
+                   mnt, "mounting tmpfs")
             t1 = t0
         else:
             if device:
@@ -328,22 +422,18 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int
                 size = _block_size(device)
             else:
                 size = fs.image_size = image_size or (image_size_gib * GIB if image_size_gib else image_size_bytes())
-                ram = point / "ram"
-                ram.mkdir()
-                _run(["mount", "-t", "tmpfs", "-o", f"size={size + GIB},mode=0700",
-                      MOUNT_SOURCE, str(ram)], "mounting the RAM disk for the image")
-                stack.callback(unmount, ram, fs.warnings)
+                ram = _own_dir(stack, point / "ram")
+                _mount(stack, fs, ["-t", "tmpfs", "-o", f"size={size + GIB},mode=0700"], MOUNT_SOURCE, "tmpfs",
+                       ram, "mounting the RAM disk for the image")
                 fs.image = ram / IMAGE_NAME
                 with open(fs.image, "wb") as f:
                     f.truncate(size)
-                fs.device = _run(["losetup", "--find", "--show", str(fs.image)], "attaching a loop device")
-                stack.callback(_detach_loop, fs.device)
+                fs.device = _attach_loop(stack, fs.image)
             fs.mkfs = setup.mkfs_command(size) + [fs.device]
             _run([find_tool(fs.mkfs[0]) or fs.mkfs[0]] + fs.mkfs[1:], f"formatting {setup.fstype}")
             t1 = time.monotonic()
-            _run(["mount", "-t", setup.fstype, "-o", setup.mount_options, fs.device, str(mnt)],
-                 f"mounting {setup.fstype}")
-            stack.callback(unmount, mnt, fs.warnings)
+            _mount(stack, fs, ["-t", setup.fstype, "-o", setup.mount_options], fs.device, setup.fstype,
+                   mnt, f"mounting {setup.fstype}")
         st = os.stat(mnt)
         major, minor = os.major(st.st_dev), os.minor(st.st_dev)
         fs.dev = f"{major}:{minor}"
@@ -359,13 +449,6 @@ def _block_size(device: str) -> int:
         return f.seek(0, os.SEEK_END)
 
 
-def _detach_loop(device: str) -> None:
-    for attempt in range(10):
-        if subprocess.run(["losetup", "-d", device], capture_output=True).returncode == 0:
-            return
-        time.sleep(0.1 * (attempt + 1))
-
-
 def loop_devices() -> list[tuple[str, str]]:
     """(device, backing file) of every attached loop device."""
     out = []
@@ -374,60 +457,3 @@ def loop_devices() -> list[tuple[str, str]]:
         if backing.exists():
             out.append((f"/dev/{d.name}", backing.read_text().strip()))
     return out
-
-
-def _owner_alive(point: str) -> bool:
-    """Point directories are named <setup>-<pid>-<n>: is that lockscope alive?"""
-    try:
-        pid = int(point.rsplit("-", 2)[1])
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (IndexError, ValueError, OSError):
-        return False
-    return b"lockscope" in cmdline and pid != os.getpid()
-
-
-def _stale(path: str, root: str) -> bool:
-    """Under the scratch root, and not in use by a running lockscope."""
-    if not path.startswith(root + "/"):
-        return False
-    return not _owner_alive(path[len(root) + 1:].split("/", 1)[0])
-
-
-def leftovers(scratch_root: Path = DEFAULT_SCRATCH) -> dict[str, list[str]]:
-    """Mounts, loop devices and directories a killed lockscope left behind
-    (those of a lockscope still running are not leftovers)."""
-    root = str(Path(scratch_root).resolve())
-    left_mounts = [m[1] for m in mounts() if _stale(m[1], root)]
-    left_loops = [f"{dev} ({backing})" for dev, backing in loop_devices() if _stale(backing, root)]
-    left_dirs = [str(p) for p in sorted(Path(root).glob("*")) if _stale(str(p), root)] \
-        if Path(root).is_dir() else []
-    return {"mounts": left_mounts, "loop_devices": left_loops, "directories": left_dirs}
-
-
-def clean_leftovers(scratch_root: Path = DEFAULT_SCRATCH) -> list[str]:
-    """Release what `leftovers` finds; returns what was done."""
-    done = []
-    root = str(Path(scratch_root).resolve())
-
-    def ours() -> list[str]:
-        return [m[1] for m in mounts() if _stale(m[1], root)]
-
-    # the file systems first, then the loop devices under them, then the RAM
-    # disks that hold their images
-    for m in sorted(ours(), key=lambda m: (not m.endswith("/mnt"), -len(m))):
-        if m.endswith("/mnt"):
-            unmount(Path(m))
-            done.append(f"unmounted {m}")
-    for dev, backing in loop_devices():
-        if _stale(backing, root):
-            _detach_loop(dev)
-            done.append(f"detached {dev}")
-    for m in sorted(ours(), key=len, reverse=True):
-        unmount(Path(m))
-        done.append(f"unmounted {m}")
-    if Path(root).is_dir():
-        for p in Path(root).iterdir():
-            if _stale(str(p), root) and not any(mp[1].startswith(str(p) + "/") for mp in mounts()):
-                shutil.rmtree(p, ignore_errors=True)
-                done.append(f"removed {p}")
-    return done

@@ -66,10 +66,18 @@ def scratch(tmp_path):
     """A private scratch root; asserts that nothing is left mounted under it."""
     root = tmp_path / "scratch"
     yield root
-    from lockscope import scratch as sc
-    left = sc.leftovers(root)
-    sc.clean_leftovers(root)
+    left = left_under(root)
     assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
+
+
+def left_under(root) -> dict[str, list[str]]:
+    """What is mounted or attached under `root` now (whoever made it); a
+    dead lockscope's recorded leftovers are reclaimed first."""
+    from lockscope import ownership, scratch as sc
+    ownership.reclaim()
+    r = str(Path(root).resolve())
+    return {"mounts": [m[1] for m in sc.mounts() if m[1].startswith(r + "/")],
+            "loop_devices": [d for d, backing in sc.loop_devices() if backing.startswith(r + "/")]}
 
 
 def bpftool_progs() -> list[str]:
@@ -126,3 +134,17 @@ def our_processes() -> list[tuple[str, str]]:
             if comm in ("lockscope-probe", "lockscope-workl") and state != "Z":
                 out.append((d.name, comm))
     return out
+
+
+def kill_with_watchdog(proc: subprocess.Popen) -> None:
+    """SIGKILL a lockscope and its watchdog at once (a session killed whole,
+    as a container stop does): no cleanup runs at all."""
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().split(b"\0")[1:4] == \
+                    [b"-m", b"lockscope.watchdog", str(proc.pid).encode()]:
+                os.kill(int(d.name), 9)
+        except (OSError, IndexError):
+            pass
+    proc.kill()
+    proc.wait(timeout=10)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, bpftool_progs, lockscope, our_processes
-from lockscope import record, scratch as sc
+from conftest import REPO, bpftool_progs, kill_with_watchdog, left_under, lockscope, our_processes
+from lockscope import ownership, record, scratch as sc
 
 
 def assert_released(scratch_root):
@@ -26,8 +26,11 @@ def assert_released(scratch_root):
     while [p for p in bpftool_progs() if p.startswith("lksc_")] and time.time() < deadline:
         time.sleep(0.2)
     assert not [p for p in bpftool_progs() if p.startswith("lksc_")]
-    left = sc.leftovers(scratch_root)
-    assert left == {"mounts": [], "loop_devices": [], "directories": []}, left
+    assert left_under(scratch_root) == {"mounts": [], "loop_devices": []}
+    # nothing of it is left recorded either, and its directories are gone
+    assert not [s for s in ownership.ledgers() if not s.alive], [s.items for s in ownership.ledgers()]
+    folder = Path(scratch_root)
+    assert not [p for p in folder.rglob("*") if p.name != sc.OWNED_MARK], list(folder.rglob("*"))
 
 
 def loops_under(root) -> list[str]:
@@ -114,22 +117,16 @@ def test_doctor_finds_and_cleans_what_a_sigkill_left(tmp_path, e2e):
         time.sleep(0.05)
     time.sleep(1.0)
     # while it runs, its mounts are in use, not leftovers
-    assert sc.leftovers(root) == {"mounts": [], "loop_devices": [], "directories": []}
+    doc = json.loads(lockscope("doctor", "--json", "--scratch", str(root)).stdout)
+    assert not any(doc["leftovers"].values()), doc["leftovers"]
+    assert [r["pid"] for r in doc["in_use"]] == [p.pid]
     # no cleanup can run: lockscope and its watchdog killed at once (the
     # whole session, as a container stop does): the mounts stay
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and (d / "cmdline").read_bytes().split(b"\0")[1:4] == \
-                    [b"-m", b"lockscope.watchdog", str(p.pid).encode()]:
-                os.kill(int(d.name), signal.SIGKILL)
-        except (OSError, IndexError):
-            pass
-    p.kill()
-    p.wait()
-    left = sc.leftovers(root)
+    kill_with_watchdog(p)
+    left = ownership.survey()["leftovers"]
     assert left["mounts"] and left["loop_devices"]
     doc = json.loads(lockscope("doctor", "--json", "--scratch", str(root)).stdout)
-    assert set(doc["leftovers"]["mounts"]) == set(left["mounts"])
+    assert set(doc["leftovers"]["mounts"]) == set(left["mounts"]) and doc["in_use"] == []
     text = lockscope("doctor", "--scratch", str(root)).stdout
     assert "lockscope doctor --clean" in text
     cleaned = lockscope("doctor", "--clean", "--scratch", str(root))

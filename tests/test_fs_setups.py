@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import lockscope
+from conftest import left_under, lockscope
 from lockscope import scratch as sc
 
 AVAILABLE = {name: sc.availability(name) for name in sc.FS_SETUPS}
@@ -50,7 +50,7 @@ def test_setup_runs_a_workload_and_leaves_nothing_mounted(name, e2e, scratch, tm
         assert d["mkfs"][0].startswith("mkfs.") and d["mkfs"][-1] == d["device"]
         assert d["mkfs_options"] == d["mkfs"][1:-1]
         assert d["image_size_bytes"] >= sc.GIB and not d["user_device"]
-    assert not list(scratch.glob("*")), "the point's directory is removed"
+    assert [f.name for f in scratch.iterdir()] == [sc.OWNED_MARK], "the point's directory is removed"
 
 
 @pytest.mark.parametrize("name,journal", [("ext4", True), ("ext4-nojournal", False)])
@@ -62,7 +62,7 @@ def test_ext4_journal_or_not(name, journal, tmp_path):
         assert ("has_journal" in features) == journal
         assert m.describe()["image_size_bytes"] == sc.GIB
         assert sc.is_mounted(m.mountpoint)
-    assert not sc.leftovers(root)["mounts"] and not sc.leftovers(root)["loop_devices"]
+    assert left_under(root) == {"mounts": [], "loop_devices": []}
 
 
 def test_kernel_support_reads_the_real_kernel():

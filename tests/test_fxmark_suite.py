@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import e2e_missing
+from conftest import e2e_missing, left_under
 
 MIB = 1 << 20
 DWAL_CAP = 64 * MIB
@@ -64,8 +64,7 @@ def fs(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("fxscratch")
     with sc.mounted(request.param, root, image_size_gib=4) as m:
         yield m
-    left = sc.leftovers(root)
-    sc.clean_leftovers(root)
+    left = left_under(root)
     assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
 
 

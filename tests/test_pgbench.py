@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, lockscope
+from conftest import REPO, left_under, lockscope
 from lockscope import apps, record
 
 
@@ -41,9 +41,7 @@ def pgscratch():
     root = Path(tempfile.mkdtemp(prefix="lksc-pgbench-test-", dir="/tmp"))
     root.chmod(0o755)
     yield root
-    from lockscope import scratch as sc
-    left = sc.leftovers(root)
-    sc.clean_leftovers(root)
+    left = left_under(root)
     shutil.rmtree(root, ignore_errors=True)
     assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
 

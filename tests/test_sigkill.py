@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, e2e_missing, lockscope, our_processes
-from lockscope import scratch as sc
+from lockscope import ownership, scratch as sc
 
 OURS = ("lockscope-probe", "lockscope-workl")
 
@@ -71,7 +71,7 @@ def clean_machine(tmp_path):
     before = _state(root)
     assert not before["processes"], f"lockscope processes already running: {before['processes']}"
     yield root
-    sc.clean_leftovers(root)
+    ownership.reclaim()
 
 
 @pytest.mark.e2e
@@ -140,15 +140,9 @@ def test_next_run_reclaims_what_a_killed_run_left(clean_machine, tmp_path):
             proc.kill()
         proc.stdout.close()
     time.sleep(1)
-    for d in Path("/proc").iterdir():       # the workers and probe of the killed run
-        if d.name.isdigit():
-            try:
-                if (d / "comm").read_text().strip() in OURS:
-                    os.kill(int(d.name), signal.SIGKILL)
-            except OSError:
-                pass
-    time.sleep(0.5)
     assert _state(root)["mounts"], "the killed run left no mount to reclaim"
+    # its workers and probe die with it (PDEATHSIG); had one lived on, its
+    # recorded group would be killed first (tests/test_ownership.py)
     p = lockscope("run", "MWRL", "--fs", "tmpfs", "--workers", "1", "--duration", "1", "--warmup", "0",
                   "--out", str(tmp_path / "again"), "--scratch", str(root))
     assert p.returncode == 0, p.stderr

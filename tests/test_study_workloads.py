@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import e2e_missing, lockscope
+from conftest import e2e_missing, left_under, lockscope
 
 WORKERS = 2
 # small parameters keep each run to about half a second
@@ -44,7 +44,7 @@ def fs(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("scratch")
     with scratch.mounted(request.param, root, image_size_gib=2) as m:
         yield m.mountpoint
-    left = scratch.leftovers(root)
+    left = left_under(root)
     assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
 
 
