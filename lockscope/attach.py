@@ -5,8 +5,8 @@ The probe tracks the targets' tgids (their threads, and children forked
 during the window by the probe's fork-following), or with --system-wide
 every task (the work is then found among the user-space roles,
 analyzer/roles.py); the window is the one
-a command's point uses (runner.Window) and the record is named and finished
-as `run`'s (runner.raw_from_probe, runner.finish_record). The targets are
+a command's point uses (window.Window) and the record is named and finished
+as `run`'s (assemble.raw_from_probe, assemble.finish_record). The targets are
 only read from /proc: never stopped, signalled or killed, and never given
 to the watchdog (lockscope/watchdog.py), which kills only what lockscope
 started. A signal during the window ends it and the record is still
@@ -24,7 +24,9 @@ from lockscope import targets as tg
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.record import AttachedProcess, AttachInfo, RunRecord
-from lockscope.runner import NO_FS, Progress, Window, finish_record, probe_info, raw_from_probe
+from lockscope.assemble import finish_record, probe_info, raw_from_probe
+from lockscope.runner import NO_FS, Progress
+from lockscope.window import Window
 
 POLL_S = 0.1                 # how often the targets' liveness is checked
 CHILDREN_EVERY_S = 0.5       # how often children forked during the window are looked for

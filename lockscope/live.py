@@ -1,7 +1,7 @@
 """The data of `lockscope top`: the probe's window cut every --interval
 seconds (stop, start again at once, then name the interval's waits while
 the next one runs), each interval named as a whole `attach` window is
-(runner.raw_from_probe, runner.finish_record): the top waits with name,
+(assemble.raw_from_probe, assemble.finish_record): the top waits with name,
 tier, kind, share of the targets' time, waits/s and the longest wait, and
 the roles' time split of that interval. /proc/kallsyms is read once per
 session, not per interval (KernelTables). The targets are only read from
@@ -24,7 +24,8 @@ from lockscope.errors import LockscopeError, UsageError
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.probedata import KernelImage
 from lockscope.record import RunRecord
-from lockscope.runner import NO_FS, finish_record, probe_info, raw_from_probe
+from lockscope.assemble import finish_record, probe_info, raw_from_probe
+from lockscope.runner import NO_FS
 
 CHILDREN_EVERY_S = 0.5
 NO_THROUGHPUT = "unknown: lockscope did not start the targets and reads no output of theirs"

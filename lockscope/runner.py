@@ -5,32 +5,26 @@ the run record. Everything is released when it returns or raises."""
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
-import platform
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lockscope import __version__, apps, cpustat, hwcounters, scratch, workloads
+from lockscope import apps, cpustat, hwcounters, scratch, workloads
 from lockscope import targets as tg
-from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, userlocks, usdt
-from lockscope.analyzer.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError
 from lockscope.jsonlines import kill_group, spawn_gated
 from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.jsondata import from_dict, from_list
-from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
-                                 RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
-from lockscope.record import (Application, AttachedProcess, AttachInfo, Cpi, FsDetail, Host, Interval, Latency,
-                              ProbeInfo, RunRecord, WorkerResult)
+from lockscope.jsondata import from_dict
+from lockscope.record import Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult
+from lockscope.assemble import finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
 from lockscope.server import ServerSession
+from lockscope.window import Window
 
 MAX_WATCH_PATHS = 512
 NO_FS = "none"
@@ -74,258 +68,6 @@ class PointSpec:
     @property
     def id(self) -> str:
         return f"{self.workload}-{self.fs}-w{self.workers}"
-
-
-def host_info() -> Host:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return Host(kernel=platform.release(), machine=platform.machine(), hostname=platform.node(),
-                ncpus=os.cpu_count(), cpus_allowed=len(os.sched_getaffinity(0)), cpu_model=model)
-
-
-def kernel_image(addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
-    """The kernel image's static data bounds, and the variables at the
-    static addresses among `addrs` when a symbol table says (--vmlinux, or
-    /proc/kallsyms when it lists variables)."""
-    img = kimage.read()
-    if img is None:
-        return None
-    table = kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols()
-    if table is not None:
-        kimage.resolve_static(img, addrs, table)
-    return img
-
-
-def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = None, *,
-                   sym: Symbolizer | None = None,
-                   image: Callable[[set[int], Path | None], KernelImage | None] | None = None) -> RawProbe:
-    """The probe's output as kept in the record: heaviest aggregates, their
-    stacks symbolized, the objects, and the mounts they live on. `sym` and
-    `image` (kernel_image's signature) let a caller naming many windows
-    (lockscope top) read /proc/kallsyms once instead of every time."""
-    sym = sym or Symbolizer()
-    contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
-    offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
-    samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
-    used = {e.stack for e in contention + offcpu}
-    kept = {e.lock for e in contention}
-    objects = from_dict(Objects, data.get("objects", {}))
-    table = scratch.mounts_by_dev()
-    mounts = {d: table[d] for d in {f.dev for f in objects.files} if d in table}
-    where = str(mountpoint) if mountpoint else None
-    return RawProbe(
-        contention=contention, offcpu=offcpu, cpu_samples=samples,
-        sample_period_ns=data.get("sample_period_ns", 0),
-        stacks={int(k): sym.stack(v) for k, v in data.get("stacks", {}).items() if int(k) in used},
-        sample_stacks={int(k): sym.stack(v) for k, v in data.get("sample_stacks", {}).items()},
-        objects=objects, layout=data.get("layout", {}),
-        mounts=mounts, scratch=where,
-        # cumulative wait per lock address every --series-ms (the time view)
-        series=from_dict(Series, data["series"]) if "series" in data else None,
-        slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention}),
-        # the lock members of the objects behind the files, typed by f_op and BTF
-        objlocks=objlocks.resolve(objects, contention, mounts, where, sym.symbolize),
-        # per-thread times and wake-ups (absent when the per-thread probe did not load)
-        tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
-        wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,
-        kernel_image=(image or kernel_image)({e.lock for e in contention}, vmlinux),
-        waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
-        waiter_every=data.get("waiter_every"),
-        **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data))
-
-
-def tasks_warnings(data: dict) -> list[str]:
-    probe = data.get("tasks_probe")
-    if probe and not probe.get("attached"):
-        return [f"per-thread times and wake-ups not measured: {probe.get('reason') or 'the probe did not load'}"]
-    return []
-
-
-def probe_warnings(probe: ProbeInfo) -> list[str]:
-    c = probe.counters
-    out = []
-    lost = {k: v for k, v in c.items() if k.startswith("lost_") and v}
-    for k, v in lost.items():
-        out.append(f"probe: {v} events lost ({k.removeprefix('lost_').replace('_', ' ')})")
-    if c.get("stacks_lost"):
-        n = c["stacks_lost"]
-        out.append(f"probe: {n} stack{'s' if n != 1 else ''} not stored (stack map full or hash collision); "
-                   "the waits or samples are counted under an unknown stack")
-    misses = sum(p.recursion_misses for p in probe.programs)
-    total = c.get("contentions", 0) + c.get("offcpu_spans", 0)
-    if misses:
-        out.append(f"probe: the kernel skipped {misses} probe runs (BPF recursion guard: a lock contended "
-                   f"inside a probe), against {total} events recorded")
-    for k in ("stale_sleeping_waits", "stale_spin_waits"):
-        if c.get(k):
-            out.append(f"probe: {c[k]} {k.replace('_', ' ')} discarded (their end event was skipped)")
-    return out
-
-
-def probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> ProbeInfo:
-    if data is None:
-        return ProbeInfo(attached=False, reason=reason)
-    return ProbeInfo(attached=True, window_s=data["window_ns"] / 1e9, counters=data.get("counters", {}),
-                     programs=from_list(ProgramStats, data.get("programs", [])),
-                     maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()}, raw=raw)
-
-
-def _without_driver_locks(locks: list, drivers: set[str]) -> tuple[list, int]:
-    """run --target: a user-space lock only the driver waited on (pgbench's
-    own thread barrier) is not the work's."""
-    if not drivers:
-        return locks, 0
-    kept = [lk for lk in locks if not lk.roles or set(lk.roles) - drivers]
-    return kept, len(locks) - len(kept)
-
-
-def _without_other_programs_locks(locks: list, path: set[str]) -> tuple[list, int]:
-    """System-wide: a lock whose waiters are known (Lock.roles) and none of
-    them on the work's path is another program's (a daemon's futex): left
-    out. Kernel locks with no sampled waiter stay."""
-    kept = [lk for lk in locks if not lk.roles or set(lk.roles) & path]
-    return kept, len(locks) - len(kept)
-
-
-def _work_first(locks: list, path: set[str]) -> list:
-    """The locks the measured work waits on first: user-space locks by the
-    wait of the roles on the work's path (analyzer/roles.py), then by their
-    whole wait, so that another program's lock (a daemon's, system-wide) is
-    never the top lock for its own threads' waits. Kernel locks have no
-    per-thread split and keep their whole wait."""
-    def ours(lk) -> int:
-        return sum(ns for r, ns in lk.roles.items() if r in path) if lk.roles else lk.wait_ns
-    return sorted(locks, key=lambda lk: (-ours(lk), -lk.wait_ns))
-
-
-def _kernel_lock_roles(locks: list, raw: RawProbe, rs) -> None:
-    """System-wide: a kernel lock's wait split by the role of its waiters,
-    in proportion to the probe's sampled (lock, thread) pairs (raw.waiters),
-    so that another program's kernel lock is not counted as the work's. A
-    lock with no sampled waiter keeps its whole wait (no split)."""
-    by_lock: dict[int, list] = defaultdict(list)
-    for w in raw.waiters or []:
-        by_lock[w.lock].append(w)
-    for lk in locks:
-        if lk.roles or lk.component == "user space":
-            continue
-        seen: dict[str, int] = defaultdict(int)
-        for a in lk.addresses:
-            try:
-                addr = int(a, 16) if isinstance(a, str) else int(a)
-            except ValueError:
-                continue
-            for w in by_lock.get(addr, ()):
-                seen[rs.role_of(w.tid) or f"tid {w.tid}"] += w.count
-        total = sum(seen.values())
-        if total:
-            lk.roles = {r: round(lk.wait_ns * n / total) for r, n in seen.items()}
-
-
-def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cpi: dict | None,
-                  drivers: set[int] | None = None, work: set[int] | None = None,
-                  system_wide: bool = False) -> RunRecord:
-    if data is not None:
-        window = data["window_ns"]
-        rec.locks = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
-        # who is a worker: roles, the kind of each sleep, who woke whom
-        rs = roles.analyze(raw, window, drivers, work)
-        # user-space locks (futex waits) next to the kernel's, Go sync.Mutex waits (uprobes on
-        # the Go runtime), and application locks named by the program's own USDT probes (whose
-        # semaphore sleeps are not counted again as futex locks)
-        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs, usdt.folded_futexes(raw)) +
-                           golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window),
-                           key=lambda lk: -lk.wait_ns)
-        rec.warnings += (userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + usdt.usdt_warnings(raw)
-                         + tasks_warnings(data))
-        rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,
-                                           role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
-        if rs:
-            rec.roles, rec.wait_for = rs.roles, rs.edges
-            rec.locks, left = _without_driver_locks(rec.locks, {r.name for r in rs.roles if r.driver})
-            if left:
-                rec.warnings.append(f"{left} user-space lock{'s' if left != 1 else ''} waited on only by the "
-                                    "command driving the load (--target) left out")
-            if system_wide:
-                _kernel_lock_roles(rec.locks, raw, rs)
-                rec.locks, others = _without_other_programs_locks(rec.locks, rs.path)
-                if others:
-                    rec.warnings.append(f"system-wide: {others} lock{'s' if others != 1 else ''} waited on only by "
-                                        "other programs (roles off the work's path) left out")
-            rec.locks = _work_first(rec.locks, rs.path)
-        rec.warnings += probe_warnings(rec.probe)
-    rec.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    rec.lockscope_version = __version__
-    rec.host = host_info()
-    rec.cpi = from_dict(Cpi, hw_cpi or hwcounters.cpi_status())
-    return rec
-
-
-class Window:
-    """One timed window over tasks the probe tracks: the CPU time breakdown,
-    the CPI counters and the probe, started and stopped together. Shared by
-    a command's point (run_command) and an attached target (attach.py): the
-    caller decides what happens between start() and stop()."""
-
-    def __init__(self, stack: contextlib.ExitStack, probe: ProbeSession | None, cpus: list[int]):
-        self.probe = probe
-        self.hw = stack.enter_context(hwcounters.CpiCounters(cpus))
-        self.before: dict = {}
-        self.after: dict = {}
-        self.data: dict | None = None
-        self.t0 = 0.0
-        self.elapsed = 0.0
-
-    def start(self) -> None:
-        self.before = cpustat.sample()
-        self.hw.start()
-        if self.probe:
-            self.probe.start()
-        self.t0 = time.monotonic()
-
-    def stop(self) -> dict | None:
-        self.elapsed = time.monotonic() - self.t0
-        self.after = cpustat.sample()
-        self.hw.stop()
-        self.data = self.probe.stop() if self.probe else None
-        return self.data
-
-    def cpu(self, cpus: list[int] | None = None):
-        return cpustat.breakdown(self.before, self.after, cpus)
-
-
-def _latency(d: dict | None) -> dict[str, Latency]:
-    return {op: Latency(**{k: v for k, v in lat.items() if k in Latency.__dataclass_fields__})
-            for op, lat in (d or {}).items()}
-
-
-def timeseries(events: list[dict], start_ns: int) -> list[Interval]:
-    """The driver's progress events as the record's time series."""
-    return [Interval(t_s=(e["t_ns"] - start_ns) / 1e9, interval_s=e.get("interval_s", 0.0),
-                     ops=e.get("interval_ops", 0), ops_per_sec=e.get("ops_per_sec", 0.0),
-                     op_counts=e.get("op_counts", {}), latency=_latency(e.get("latency")))
-            for e in events if "interval_s" in e]
-
-
-def reference_fields(rec: RunRecord, reference: dict) -> None:
-    """The driver's reference (the warm-up before the probes recorded) in
-    the record, the window's rate over it, and the warning when the probes
-    slowed the point (analyzer/probeeffect.py)."""
-    if not reference.get("seconds"):
-        return                                   # --warmup 0: no reference
-    rec.reference_s = reference["seconds"]
-    rec.reference_ops = reference["ops"]
-    rec.reference_ops_per_sec = reference["ops_per_sec"]
-    rec.probe_effect = probeeffect.ratio(rec.ops_per_sec, rec.reference_ops_per_sec)
-    w = probeeffect.warning(rec)
-    if w:
-        rec.warnings.append(w)
 
 
 def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
@@ -388,7 +130,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
                                        "shares are relative to the workload's workers"]
                                       if spec.system_wide else []),
         params=result.get("params", {}), op_counts=result.get("op_counts", {}),
-        latency=_latency(result.get("latency")), interval_s=spec.interval,
+        latency=latency_of(result.get("latency")), interval_s=spec.interval,
         timeseries=timeseries(wl.progress, result.get("measure_start_ns", 0)))
     reference_fields(rec, reference)
     if started_ns is not None and started_ns > start["t_ns"]:
