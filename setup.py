@@ -45,7 +45,7 @@ setup(
     description="Lock-contention profiler and scalability analyzer for Linux (eBPF)",
     license="MIT",
     python_requires=">=3.11",
-    packages=["lockscope", "lockscope.analyzer", "lockscope.reports", "lockscope.templates"],
+    packages=["lockscope", "lockscope.top", "lockscope.analyzer", "lockscope.reports", "lockscope.templates"],
     package_dir={"lockscope": "lockscope", "lockscope.analyzer": "analyzer",
                  "lockscope.reports": "reports", "lockscope.templates": "templates"},
     package_data={"lockscope": ["apps.toml"], "lockscope.analyzer": ["*.toml"],

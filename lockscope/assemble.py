@@ -2,7 +2,7 @@
 raw data kept (symbolized stacks, objects, the mounts they live on), the
 locks named (kernel, user space, Go, USDT), the roles and who waited for
 whom, the warnings, the driver's time series and reference. Shared by
-`run`/`sweep` (runner.py), `attach` (attach.py) and `top` (live.py)."""
+`run`/`sweep` (runner.py), `attach` (attach.py) and `top` (top/session.py)."""
 from __future__ import annotations
 
 import datetime

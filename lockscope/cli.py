@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "attach":
             code = cmd_attach(args)
         elif args.cmd == "top":
-            from lockscope.topcmd import cmd_top
+            from lockscope.top.command import cmd_top
             code = cmd_top(args)
         else:
             code = {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     _add_measure_commands(sub)
     _add_attach_command(sub)
-    from lockscope import topcmd
+    from lockscope.top import command as topcmd
     topcmd.add_parser(sub)
     _add_result_commands(sub)
     _add_machine_commands(sub)

@@ -1,4 +1,4 @@
-"""What `lockscope top` shows: a frame (lockscope/live.py) as lines of
+"""What `lockscope top` shows: a frame (lockscope/top/session.py) as lines of
 text, printed N times for --batch (like `top -b`) or drawn with curses,
 refreshed every interval, with keys to sort (s share, w waits/s, m max
 wait), freeze (space) and quit (q). Curses draws through the terminal's
@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Callable, TextIO
 
-from lockscope.live import Frame, LiveSession
+from lockscope.top.session import Frame, LiveSession
 
 SORTS = {"share": lambda r: -r.share, "waits/s": lambda r: -r.waits_per_s, "max": lambda r: -r.max_wait_ns}
 SORT_KEYS = {ord("s"): "share", ord("w"): "waits/s", ord("m"): "max"}

@@ -1,5 +1,5 @@
 """`lockscope top`: its command line and the command (the live view of
-lockscope/live.py drawn by lockscope/topscreen.py)."""
+lockscope/top/session.py drawn by lockscope/top/screen.py)."""
 from __future__ import annotations
 
 import argparse
@@ -45,8 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from lockscope import topscreen
-    from lockscope.live import LiveSession, LiveSpec
+    from lockscope.top import screen as topscreen
+    from lockscope.top.session import LiveSession, LiveSpec
     from lockscope.targets import resolve
 
     if args.interval < 0.2:
