@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -157,11 +158,17 @@ def top_mount(path: str) -> tuple[str, str] | None:
     return found
 
 
-def loop_backing(device: str) -> str | None:
-    try:
-        return (Path("/sys/block") / Path(device).name / "loop" / "backing_file").read_text().strip()
-    except OSError:
-        return None
+def loops_backed_by(image: str) -> list[str]:
+    """The loop devices attached to the file `image` now."""
+    out = []
+    for d in sorted(Path("/sys/block").glob("loop*")):
+        try:
+            backing = (d / "loop" / "backing_file").read_text().strip().removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if backing == image:
+            out.append(f"/dev/{d.name}")
+    return out
 
 
 def group_members(pgid: int, since: int) -> list[int]:
@@ -184,8 +191,7 @@ def _present(item: dict) -> bool:
     if kind == "mount":
         return top_mount(item["path"]) == (item["source"], item["fstype"])
     if kind == "loop":
-        backing = loop_backing(item["device"])
-        return backing is not None and backing.removesuffix(" (deleted)") == item["backing"]
+        return bool(loops_backed_by(item["backing"]))
     if kind == "group":
         return bool(group_members(item["pgid"], item["start"]))
     if kind == "dir":
@@ -198,7 +204,7 @@ def describe(item: dict) -> str:
     if kind == "mount":
         return f"{item['path']} ({item['fstype']})"
     if kind == "loop":
-        return f"{item['device']} ({item['backing']})"
+        return f"{', '.join(loops_backed_by(item['backing'])) or 'loop device'} ({item['backing']})"
     if kind == "group":
         return f"process group {item['pgid']}"
     return item["path"]
@@ -238,25 +244,33 @@ def kill_group(pgid: int, since: int) -> bool:
     return not group_members(pgid, since)
 
 
-def release(item: dict) -> tuple[bool, str]:
+DONE, ABSENT, FAILED = "done", "absent", "failed"
+
+
+def release(item: dict) -> tuple[str, str]:
     """Release one item of a dead run's ledger after checking it is still
-    what was made: (done, what was done or why not)."""
+    what was made: (DONE, what was done), (ABSENT, "") when it is not there
+    (gone already, not made yet, or no longer ours), or (FAILED, why)."""
     kind, what = item["kind"], describe(item)
     if not _present(item):
-        return True, ""                       # gone already, or no longer ours: nothing to do
+        return ABSENT, ""
     if kind == "group":
-        return kill_group(item["pgid"], item["start"]), f"killed {what}"
-    if kind == "mount":
+        ok, did = kill_group(item["pgid"], item["start"]), f"killed {what}"
+    elif kind == "mount":
         how = unmount(item["path"])
-        return bool(how), f"{how or 'could not unmount'} {what}"
-    if kind == "loop":
-        return detach_loop(item["device"]), f"detached {what}"
-    try:
-        os.rmdir(item["path"])
-        return True, f"removed {what}"
-    except OSError as e:
-        # not empty: something there was not made by lockscope's run; left as it is
-        return True, f"left {what}: {e.strerror.lower()}"
+        ok, did = bool(how), f"{how} {what}"
+    elif kind == "loop":
+        ok, did = all([detach_loop(dev) for dev in loops_backed_by(item["backing"])]), f"detached {what}"
+    else:
+        try:
+            os.rmdir(item["path"])
+            ok, did = True, f"removed {what}"
+        except OSError as e:
+            if e.errno == errno.EBUSY:           # a mount of its own still on it: next time
+                return FAILED, f"could not remove {what} (busy)"
+            # not empty: something there was not made by lockscope's run; left as it is
+            ok, did = True, f"left {what}: {e.strerror.lower()}"
+    return (DONE, did) if ok else (FAILED, f"could not release {what}")
 
 
 # ---- ledgers of other processes ---------------------------------------------
@@ -299,15 +313,17 @@ def _reclaim_lock() -> Iterator[None]:
         os.close(fd)
 
 
-def reclaim_run(state: RunState) -> list[str]:
+def reclaim_run(state: RunState, keep_absent: bool = False) -> list[str]:
     """Release what a dead run recorded, newest first; items that could not
-    be released stay in its ledger for the next try."""
+    be released (and, with `keep_absent`, those not there yet: a mount or
+    losetup the dead run had started may still complete) stay in its ledger
+    for the next pass."""
     done, kept = [], []
     for item in reversed(state.items):
-        ok, what = release(item)
+        status, what = release(item)
         if what:
-            done.append(what if ok else f"could not release {describe(item)}")
-        if not ok:
+            done.append(what)
+        if status == FAILED or (status == ABSENT and keep_absent):
             kept.append(item)
     if kept:
         atomicio.write_json(state.path, {"owner": asdict(state.owner), "command": state.command,
@@ -318,18 +334,27 @@ def reclaim_run(state: RunState) -> list[str]:
     return done
 
 
-def reclaim(owner: Owner | None = None) -> list[str]:
+def reclaim(owner: Owner | None = None, settle: float = 0.0) -> list[str]:
     """Release what dead lockscope runs left (only `owner`'s, if given);
-    never anything of a run whose owner is alive. Returns what was done."""
+    never anything of a run whose owner is alive. With `settle` (the
+    watchdog, just after its lockscope died), pass again for that many
+    seconds: a command the dead lockscope started (mount, losetup) may
+    finish after the first pass. Returns what was done."""
     if not STATE_DIR.is_dir():
         return []
-    done = []
-    with _reclaim_lock():
-        for state in ledgers():
-            if state.alive or (owner is not None and state.owner != owner):
-                continue
-            done += [f"{what} (run of pid {state.owner.pid})" for what in reclaim_run(state)]
-    return done
+    done: list[str] = []
+    deadline = time.monotonic() + settle
+    while True:
+        last = time.monotonic() >= deadline
+        with _reclaim_lock():
+            for state in ledgers():
+                if state.alive or (owner is not None and state.owner != owner):
+                    continue
+                done += [f"{what} (run of pid {state.owner.pid})"
+                         for what in reclaim_run(state, keep_absent=not last)]
+        if last:
+            return done
+        time.sleep(0.1)
 
 
 def survey() -> dict:

@@ -388,9 +388,9 @@ def _mount(stack: contextlib.ExitStack, fs: MountedFs, args: list[str], source: 
 
 
 def _attach_loop(stack: contextlib.ExitStack, image: Path) -> str:
-    device = _run(["losetup", "--find", "--show", str(image)], "attaching a loop device")
-    item = ownership.made("loop", device=device, backing=str(image.resolve()))
+    item = ownership.made("loop", backing=str(image.resolve()))    # before: no window; by its image
     stack.callback(ownership.released, item)
+    device = _run(["losetup", "--find", "--show", str(image)], "attaching a loop device")
     stack.callback(ownership.detach_loop, device)
     return device
 

@@ -75,7 +75,7 @@ def _reap(groups: dict[int, int], owner: ownership.Owner | None) -> None:
         ownership.kill_group(pgid, since)
     if owner is not None:
         try:
-            ownership.reclaim(owner)
+            ownership.reclaim(owner, settle=1.0)
         except Exception:      # a watchdog must not stop half-way
             pass
 
