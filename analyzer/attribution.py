@@ -79,8 +79,10 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
         by_class[cls] = by_class.get(cls, 0) + o.wait_ns
     # a user-space lock's wait is its thread's sleep in the futex syscall, which
     # off-CPU time also has (class "futex wait"): counted once, under the lock;
-    # what is left there (pthread_join, condition variables) stays a non-lock wait
-    user_ns = sum(lk.wait_ns for lk in rec.locks if lk.component == USER_SPACE)
+    # what is left there (pthread_join, condition variables) stays a non-lock wait; the
+    # kernel spinning inside its futex calls (Lock.kernel_spin) was on CPU, no sleep
+    user_ns = sum(lk.wait_ns - sum(k.wait_ns for k in lk.kernel_spin)
+                  for lk in rec.locks if lk.component == USER_SPACE)
     if user_ns and FUTEX_WAIT in by_class:
         by_class[FUTEX_WAIT] = max(0, by_class[FUTEX_WAIT] - user_ns)
         if not by_class[FUTEX_WAIT]:

@@ -23,8 +23,10 @@ little short of the totals of the lock table."""
 from __future__ import annotations
 
 from lockscope.analyzer.knowledge import Knowledge
-from lockscope.analyzer.naming import _caller_match, default_knowledge, offcpu_class, spinning_samples
-from lockscope.jsondata import parse_addr
+from lockscope.analyzer.naming import (_caller_match, address_names, default_knowledge, futex_charges,
+                                       offcpu_class, spinning_samples)
+from lockscope.analyzer.futexspin import remaining
+from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord
 
@@ -91,23 +93,41 @@ def _lock_names(rec: RunRecord) -> dict[int, str]:
     return names
 
 
+def _add_lock_waits(out: dict[str, int], name: str, entries: list, raw: RawProbe, kb: Knowledge) -> None:
+    """One lock's waits of one address, by kernel stack; the unsampled ones
+    spread over the sampled stacks."""
+    with_stack = [(e, kb.functions(raw.frames(e.stack))) for e in entries]
+    with_stack = [(e, fr) for e, fr in with_stack if fr]
+    total = sum(e.total_ns for e in entries)
+    sampled = sum(e.total_ns for e, _ in with_stack)
+    if not with_stack or sampled <= 0:
+        _add(out, f"{NO_STACK};{_clean(name)}", total / 1e3)
+        return
+    scale = total / sampled
+    for e, fr in with_stack:
+        _add(out, _line(fr, name), e.total_ns * scale / 1e3)
+
+
 def lockwait(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
+    """Lock waits by kernel stack, each under its lock's name; a kernel lock
+    spun on inside the futex calls on a user-space lock's word (issue 25)
+    under that user-space lock's name, as the record counts it."""
     kb = kb or default_knowledge()
     raw = rec.probe.raw or RawProbe()
     names = _lock_names(rec)
     out: dict[str, int] = {}
-    for addr, entries in raw.by_lock().items():
-        name = names.get(addr, f"lock at 0x{addr:x} (unnamed)")
-        with_stack = [(e, kb.functions(raw.frames(e.stack))) for e in entries]
-        with_stack = [(e, fr) for e, fr in with_stack if fr]
-        total = sum(e.total_ns for e in entries)
-        sampled = sum(e.total_ns for e, _ in with_stack)
-        if not with_stack or sampled <= 0:
-            _add(out, f"{NO_STACK};{_clean(name)}", total / 1e3)
-            continue
-        scale = total / sampled
-        for e, fr in with_stack:
-            _add(out, _line(fr, name), e.total_ns * scale / 1e3)
+    charged = futex_charges(raw)
+    for addr, entries in remaining(raw, charged).items():
+        _add_lock_waits(out, names.get(addr, f"lock at 0x{addr:x} (unnamed)"), entries, raw, kb)
+    if charged:
+        users = {a: lk.name for lk in rec.locks for a in lk.addresses if ":" in a}
+        kernel = address_names(raw, {c.lock for c in charged})
+        groups: dict[tuple[str, int], list] = {}
+        for c in charged:
+            user = users.get(f"{c.tgid}:{format_addr(c.uaddr)}") or kernel.get(c.lock, f"lock at 0x{c.lock:x}")
+            groups.setdefault((user, c.lock), []).append(c)
+        for (user, _), entries in groups.items():
+            _add_lock_waits(out, user, entries, raw, kb)
     _add_sampled_spin(rec, kb, out)
     return out
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
-from lockscope.record import Lock, StackSummary
+from lockscope.record import KernelSpin, Lock, StackSummary
 
 TOP_STACKS = 5               # stacks kept per lock, heaviest first
 MAX_FRAMES = 24              # frames kept per stack
@@ -80,6 +80,8 @@ class LockAcc:
     explain: Optional[str] = None
     rule: Optional[str] = None
     roles: dict[str, int] = field(default_factory=lambda: defaultdict(int))   # wait_ns by role of the waiter
+    # user-space locks: kernel lock name -> [count, wait_ns] spun inside the futex syscalls on its words
+    kernel_spin: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, count: int, wait_ns: int, max_ns: int, mode: str) -> None:
         self.count += count
@@ -87,6 +89,21 @@ class LockAcc:
         self.max = max(self.max, max_ns)
         if mode:
             self.modes[mode] += wait_ns
+
+    def add_kernel_spin(self, name: str, count: int, wait_ns: int, max_ns: int) -> None:
+        """Waits spun on kernel lock `name` inside the futex syscalls on this
+        lock's words (analyzer/futexspin.py): part of its count and wait; its
+        roles grow in proportion."""
+        self.count += count
+        self.wait += wait_ns
+        self.max = max(self.max, max_ns)
+        part = self.kernel_spin.setdefault(name, [0, 0])
+        part[0] += count
+        part[1] += wait_ns
+        total = sum(self.roles.values())
+        if total:
+            for role, ns in list(self.roles.items()):
+                self.roles[role] += round(wait_ns * ns / total)
 
     def add_stack(self, frames: tuple, syscall: Optional[str], count: int, wait_ns: int, sampled: int) -> None:
         st = self.stacks.setdefault(frames, StackAcc(syscall=syscall))
@@ -106,6 +123,8 @@ class LockAcc:
             wait_share=wait_share(self.wait, workers, window_ns),
             object=self.object, component=self.component, explain=self.explain, rule=self.rule,
             roles={r: ns for r, ns in sorted(self.roles.items(), key=lambda kv: -kv[1]) if ns},
+            kernel_spin=[KernelSpin(name=n, count=c, wait_ns=ns)
+                         for n, (c, ns) in sorted(self.kernel_spin.items(), key=lambda kv: -kv[1][1])],
             stacks=[StackSummary(frames=list(k), site=site(k), syscall=v.syscall, count=v.count,
                                  wait_ns=v.wait_ns, sampled=v.sampled) for k, v in top])
 

@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from lockscope.analyzer import kimage, lockfields, objlocks, sharing, sleepkinds
+from lockscope.analyzer import futexspin, kimage, lockfields, objlocks, sharing, sleepkinds, usdt, userlocks
 from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from lockscope.analyzer.lockfields import LockField
@@ -270,21 +270,60 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
     return acc
 
 
+def futex_charges(raw: RawProbe, folded=None) -> list:
+    """The kernel lock waits spun inside futex syscalls on the word of a
+    user-space lock, which count as that lock's (analyzer/futexspin.py).
+    `folded`: as userlocks.name_futexes's (the futex sleeps USDT waits
+    count), by default usdt.folded_futexes, as the runner passes it."""
+    if not raw.futex_kernel:
+        return []
+    if folded is None:
+        folded = usdt.folded_futexes(raw)
+    return futexspin.charges(raw, userlocks.lock_words(raw, folded))
+
+
+def kernel_waits(raw: RawProbe) -> dict[int, list[Contention]]:
+    """The contention aggregates of each kernel lock address that are its
+    own: less the waits spun inside futex calls on a user-space lock's word
+    (futex_charges); an address left with none is not in."""
+    return futexspin.remaining(raw, futex_charges(raw))
+
+
+def address_names(raw: RawProbe, addrs: set[int], kb: Knowledge | None = None) -> dict[int, str]:
+    """The name each kernel lock address of `addrs` gets from all its waits."""
+    kb = kb or default_knowledge()
+    verified, slabs, by_lock = verified_table(raw), slab_table(raw), raw.by_lock()
+    out = {}
+    for addr in addrs:
+        entries = sorted(by_lock.get(addr, []), key=lambda e: -e.total_ns)
+        if entries:
+            out[addr] = _lock_of(addr, entries, raw, {}, verified, slabs, kb).name
+    return out
+
+
 def name_locks(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None) -> list[Lock]:
     """Group the probe's (lock, flags, stack) aggregates into named locks,
-    heaviest first."""
+    heaviest first. Waits spun inside a futex syscall on the word of a
+    user-space lock are that lock's (futex_charges): left out here; an
+    address is named from all its waits, and one with none left is no lock
+    of its own."""
     kb = kb or default_knowledge()
     verified = verified_table(raw)
     slabs = slab_table(raw)
     groups: dict[str, LockAcc] = {}
+    left = kernel_waits(raw)
     for addr, entries in raw.by_lock().items():
+        mine = left.get(addr)
+        if not mine:
+            continue
         entries.sort(key=lambda e: -e.total_ns)
+        mine.sort(key=lambda e: -e.total_ns)
         acc = _lock_of(addr, entries, raw, groups, verified, slabs, kb)
         groups[acc.name] = acc
         acc.addresses.add(addr)
-        for e in entries:
+        for e in mine:
             acc.add(e.count, e.total_ns, e.max_ns, lock_kind(e.flags)[1])
-        _add_stacks(acc, entries, raw, kb)
+        _add_stacks(acc, mine, raw, kb)
     by_addr = sharing.threads_by_address(raw)
     out = []
     for acc in groups.values():

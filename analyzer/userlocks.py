@@ -34,10 +34,11 @@ from pathlib import Path
 
 from typing import Any
 
-from lockscope.analyzer import demangle, libraries, sleepkinds, unwind
+from lockscope.analyzer import demangle, futexspin, libraries, sleepkinds, unwind
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
-from lockscope.probedata import FutexAddress, FutexProbe, FutexWait, RawProbe, futex_key, heaviest
+from lockscope.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
+                                 heaviest)
 from lockscope.record import Lock
 
 FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 = 0, 6, 9, 11, 13
@@ -368,6 +369,8 @@ def resolve(data: dict) -> dict[str, Any]:
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     _demangle(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
+    if "futex_kernel" in data:
+        out["futex_kernel"] = heaviest(from_list(FutexKernelWait, data["futex_kernel"]), "total_ns")
     return out
 
 
@@ -487,6 +490,49 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     return acc
 
 
+def lock_words(raw: RawProbe, folded=None) -> set[tuple[int, int]]:
+    """The futex words (tgid, uaddr) that name_futexes counts under a lock
+    whatever the roles say: the word of a lock primitive (a mutex, a rwlock;
+    not a condition variable or semaphore, a lock or idle by its wake-ups)
+    by its heaviest sampled stack, as roles.futex_primitives decides, with a
+    wait of a lock kind that no USDT wait folds (`folded`). Kernel spinning
+    inside the futex syscalls on these words is their lock's
+    (analyzer/futexspin.py)."""
+    table = sleepkinds.default()
+    out = set()
+    for (tgid, uaddr, op), es in _futexes(raw).items():
+        framed = [e for e in es if raw.user_frames(e)]
+        top = max(framed, key=lambda e: e.total_ns, default=None)
+        if not sum(e.total_ns for e in es) or \
+                table.primitive_kind(futex_kind(op, raw.user_frames(top) if top else [])) != sleepkinds.LOCK:
+            continue
+        for e in framed or es:
+            frames = raw.user_frames(e)
+            if folded is not None and frames and folded(e, frames):
+                continue
+            if table.primitive_kind(futex_kind(e.op, frames)) == sleepkinds.LOCK:
+                out.add((tgid, uaddr))
+                break
+    return out
+
+
+def _add_kernel_spin(raw: RawProbe, groups: dict[str, LockAcc], words: dict[tuple, dict[str, int]],
+                     folded) -> None:
+    """The kernel lock waits spun inside the futex syscalls on a lock's words
+    join that lock (analyzer/futexspin.py), split over the locks a word's
+    waits went to by their wait on it, and listed by kernel lock name."""
+    from lockscope.analyzer import naming     # naming imports this module
+
+    charged = naming.futex_charges(raw, folded)
+    names = naming.address_names(raw, {c.lock for c in charged})
+    for c in charged:
+        locks = words.get((c.tgid, c.uaddr), {})
+        name = names.get(c.lock, format_addr(c.lock))
+        weights = list(locks.values())
+        for acc_name, n, ns in zip(locks, futexspin.split(c.count, weights), futexspin.split(c.total_ns, weights)):
+            groups[acc_name].add_kernel_spin(name, n, ns, c.max_ns)
+
+
 def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded=None) -> list[Lock]:
     """Futex waits of the record's raw section as named locks, heaviest
     first. Waits that are not for a lock are left out: with `roles` (a
@@ -498,9 +544,13 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
     Waits counted without a stack (sampling) take the frames of their
     futex's sampled waits, in proportion to those waits' time. `folded(e,
     frames)` true: the sleep of a lock the program named itself (a USDT
-    wait, analyzer/usdt.py), counted there, left out here."""
+    wait, analyzer/usdt.py), counted there, left out here.
+
+    Kernel locks spun on inside the futex syscalls on a lock's words are
+    part of its wait (`Lock.kernel_spin`; naming.name_locks leaves them out)."""
     table = sleepkinds.default()
     groups: dict[str, LockAcc] = {}
+    words: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))   # (tgid, uaddr) -> lock -> wait
     for key, es in _futexes(raw).items():
         if roles is not None:
             prim = roles.primitive.get(key, sleepkinds.UNKNOWN_PRIMITIVE)
@@ -528,11 +578,14 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
             acc = _futex_lock(e, kind, frames, raw, groups)
             acc.addresses.add(f"{e.tgid}:{format_addr(table.object_start(kind, e.uaddr))}")
             wait = round(sh.wait_ns * scale)
+            words[(e.tgid, e.uaddr)][acc.name] += wait
             acc.add(round(sh.count * scale), wait, sh.max_ns, OP_NAMES.get(e.op, str(e.op)))
             acc.add_stack(tuple(frames[:MAX_FRAMES]), "futex", round(sh.count * scale), wait,
                           sh.sampled if frames else 0)
             for role, frac in by_role.items():
                 acc.roles[role] += round(wait * frac)
+    if raw.futex_kernel:
+        _add_kernel_spin(raw, groups, words, folded)
     return heaviest_first([acc.to_lock(workers, window_ns, lambda k: site(list(k)) if k else "[no stack]")
                            for acc in groups.values()])
 

@@ -214,6 +214,24 @@ class FutexWait:
 
 
 @dataclass
+class FutexKernelWait:
+    """Spinning waits on one kernel lock inside the futex syscalls of one
+    process on one futex word (probes/futexspin.bpf.h): the futex hash
+    bucket lock, a runqueue or pi_lock taken to wake a waiter. The same
+    waits are in RawProbe.contention under (lock, flags, stack); these say
+    which futex word the syscall worked on (its first argument)."""
+    lock: int = field(metadata=HEX)
+    tgid: int = 0
+    uaddr: int = field(default=0, metadata=HEX)
+    flags: int = 0
+    stack: int = -1
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+    untimed: int = field(default=0, metadata={"omit_empty": True})
+
+
+@dataclass
 class GoExecutable:
     """A Go executable of the tracked processes (probes/gomutex.c)."""
     path: str
@@ -371,6 +389,8 @@ class RawProbe:
     futex: Optional[list[FutexWait]] = optional()
     user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack", or "pid:cfiN" (FutexWait.user_stack)
     futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
+    # kernel lock waits spun inside futex syscalls, by futex word (issue 25)
+    futex_kernel: Optional[list[FutexKernelWait]] = optional()
     tasks: Optional[list[TaskTimes]] = optional()      # per-thread times (since issue 9)
     wakeups: Optional[list[Wakeup]] = optional()       # who woke whom (since issue 9)
     kernel_image: Optional[KernelImage] = optional()   # static data bounds, symbols (since issue 11)

@@ -37,6 +37,16 @@ class StackSummary:
 
 
 @dataclass
+class KernelSpin:
+    """A user-space lock's waits spun on one kernel lock inside the futex
+    syscalls on its words (the futex hash bucket lock, a runqueue lock taken
+    to wake a waiter): part of the lock's count and wait_ns (analyzer/futexspin.py)."""
+    name: str                    # the kernel lock, as it would be named on its own
+    count: int = 0
+    wait_ns: int = 0
+
+
+@dataclass
 class Lock:
     name: str                    # e.g. "inode->i_rwsem of <scratch>/share (tmpfs, dir)"
     lock_class: str = field(metadata={"json": "class"})   # e.g. "inode->i_rwsem"
@@ -62,6 +72,9 @@ class Lock:
     waiters: Optional[int] = optional()
     shared_by: Optional[int] = optional()
     sharing: Optional[str] = optional()
+    # user-space locks (since issue 25, absent in older records and when none): kernel locks
+    # spun on inside the futex syscalls on this lock's words, heaviest first, counted in wait_ns
+    kernel_spin: list[KernelSpin] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 @dataclass

@@ -66,12 +66,21 @@ def summarize(rec: RunRecord) -> str:
             where = f"  {' <- '.join(st.frames[:3])}" + (f" [{st.syscall}]" if st and st.syscall else "") if st else ""
             inst = sharing.clause(lk, rec.workers) or f"{lk.instances} instance{'s' if lk.instances != 1 else ''}"
             lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
+            if lk.kernel_spin:
+                lines.append(f"           {kernel_spin_note(lk)}")
         timed = timed_note(rec)
         if timed:
             lines.append(f"  ({timed})")
     for w in rec.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def kernel_spin_note(lk) -> str:
+    """A user-space lock's waits spun on kernel locks inside its futex calls
+    (Lock.kernel_spin, part of its wait), per kernel lock."""
+    parts = ", ".join(f"{k.name} {k.wait_ns / 1e6:.2f} ms" for k in lk.kernel_spin)
+    return f"of which spinning in the kernel inside its futex calls: {parts}"
 
 
 def timed_note(rec: RunRecord) -> str | None:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Reading contention.bpf.c's maps at stop: lock waits (the aggregation map
- * merged with the finished waits the CPUs had not yet moved into it),
+ * merged with the finished waits the CPUs had not yet moved into it, and
+ * the part of them spun inside futex syscalls, by futex word),
  * off-CPU time, CPU samples, the stacks they reference and the counters;
  * and the data event that carries them with the other probes' data (futex
  * waits, per-thread times and wake-ups, slab caches...). */
@@ -47,6 +48,7 @@ void collect_clear(struct probe *p)
 
 	clear_map(p->cskel->maps.stacked_locks);
 	clear_map(p->cskel->maps.lock_stats);
+	clear_map(p->cskel->maps.futex_lock_stats);
 	clear_map(p->cskel->maps.offcpu_stats);
 	clear_map(p->cskel->maps.cpu_samples);
 	clear_map(p->cskel->maps.stacks);
@@ -181,6 +183,102 @@ struct emit_ctx {
 	unsigned int n;
 };
 
+/* spin waits inside futex syscalls by word (futexspin.bpf.h): the same
+ * waits as in "contention", the map merged with the pending ones that
+ * carry a word */
+struct futex_lock_entry {
+	struct futex_lock_key key;
+	struct wait_stat s;
+};
+
+struct futex_lock_entries {
+	struct futex_lock_entry *arr;
+	size_t n, cap;
+};
+
+static struct futex_lock_entry *find_futex_lock_entry(struct futex_lock_entries *e,
+						       const struct futex_lock_key *k)
+{
+	struct futex_lock_entry *x;
+
+	for (size_t i = 0; i < e->n; i++)
+		if (memcmp(&e->arr[i].key, k, sizeof(*k)) == 0)
+			return &e->arr[i];
+	if (e->n == e->cap) {
+		size_t c = e->cap ? e->cap * 2 : 256;
+
+		x = realloc(e->arr, c * sizeof(*x));
+		if (!x)
+			return NULL;
+		e->arr = x;
+		e->cap = c;
+	}
+	x = &e->arr[e->n++];
+	memset(x, 0, sizeof(*x));
+	x->key = *k;
+	return x;
+}
+
+static void add_futex_lock_entry(const void *key, const struct wait_stat *s, void *ctx)
+{
+	struct futex_lock_entry *x = find_futex_lock_entry(ctx, key);
+
+	if (x)
+		wait_stat_add(&x->s, s);
+}
+
+static void merge_futex_pending(const struct probe *p, const struct cpu_state *cpu_st,
+				struct futex_lock_entries *e)
+{
+	for (int c = 0; cpu_st && c < p->ncpus; c++) {
+		__u32 np = cpu_st[c].npending < MAX_PENDING ? cpu_st[c].npending : MAX_PENDING;
+
+		for (__u32 i = 0; i < np; i++) {
+			const struct pending_wait *pw = &cpu_st[c].pending[i];
+			struct futex_lock_key k = { .lock = pw->lock, .uaddr = pw->uaddr, .flags = pw->flags,
+						    .stack_id = pw->stack, .tgid = pw->tgid };
+			struct wait_stat one = { .count = pw->count, .total_ns = pw->delta, .max_ns = pw->max,
+						 .untimed = pw->untimed };
+			struct futex_lock_entry *x;
+
+			if (!pw->uaddr || !(x = find_futex_lock_entry(e, &k)))
+				continue;
+			wait_stat_add(&x->s, &one);
+		}
+	}
+}
+
+/* "futex_kernel": the kernel lock waits spun inside a futex syscall, by
+ * word; how many entries */
+static unsigned int emit_futex_lock_stats(struct jw *w, const struct probe *p, const struct cpu_state *cpu_st)
+{
+	struct futex_lock_entries e = {};
+
+	for_each_wait(bpf_map__fd(p->cskel->maps.futex_lock_stats), p->ncpus, add_futex_lock_entry, &e);
+	merge_futex_pending(p, cpu_st, &e);
+	jw_key(w, "futex_kernel");
+	jw_arr(w);
+	for (size_t i = 0; i < e.n; i++) {
+		const struct futex_lock_entry *x = &e.arr[i];
+
+		jw_obj(w);
+		jw_khex(w, "lock", x->key.lock);
+		jw_ku64(w, "flags", x->key.flags);
+		jw_ki64(w, "stack", x->key.stack_id);
+		jw_ku64(w, "tgid", x->key.tgid);
+		jw_khex(w, "uaddr", x->key.uaddr);
+		jw_ku64(w, "count", x->s.count);
+		jw_ku64(w, "total_ns", x->s.total_ns);
+		jw_ku64(w, "max_ns", x->s.max_ns);
+		if (x->s.untimed)
+			jw_ku64(w, "untimed", x->s.untimed);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	free(e.arr);
+	return (unsigned int)e.n;
+}
+
 static void emit_offcpu_entry(const void *key, const struct wait_stat *s, void *ctx)
 {
 	const struct offcpu_key *k = key;
@@ -304,11 +402,12 @@ static void emit_all_programs(struct jw *w, const struct probe *p)
 
 void collect_json(struct probe *p, struct jw *w)
 {
-	unsigned int nlock, noff, nsamp, nwait;
+	unsigned int nlock, nfutex, noff, nsamp, nwait;
 	struct cpu_state *cpu_st = read_cpu_states(p);
 	__u64 merged;
 
 	nlock = emit_lock_stats(w, p, cpu_st, &merged);
+	nfutex = emit_futex_lock_stats(w, p, cpu_st);
 	noff = emit_offcpu_stats(w, p);
 	nsamp = emit_cpu_samples(w, p);
 	nwait = emit_waiters(w, p);
@@ -328,6 +427,7 @@ void collect_json(struct probe *p, struct jw *w)
 	jw_key(w, "maps");
 	jw_obj(w);
 	emit_map_use(w, "lock_stats", p->cskel->maps.lock_stats, nlock);
+	emit_map_use(w, "futex_lock_stats", p->cskel->maps.futex_lock_stats, nfutex);
 	emit_map_use(w, "offcpu_stats", p->cskel->maps.offcpu_stats, noff);
 	emit_map_use(w, "cpu_samples", p->cskel->maps.cpu_samples, nsamp);
 	emit_map_use(w, "waiters", p->cskel->maps.waiters, nwait);

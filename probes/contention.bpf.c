@@ -41,7 +41,8 @@
  * Beside this file: pending.bpf.h (the per-CPU buffer of finished waits),
  * waitsampling.bpf.h (which waits are timed, get a stack walk, and are
  * recorded as their lock's waiters), futexwaits.bpf.h and tasktimes.bpf.h
- * (sched_switch's futex and per-thread parts).
+ * (sched_switch's futex and per-thread parts), futexspin.bpf.h (spinning
+ * inside a futex syscall, charged to its futex word too).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -199,7 +200,8 @@ static __always_inline struct task_state *task_state_of(struct task_struct *task
 	return ts;
 }
 
-static __always_inline void add_waits(struct cpu_state *cs, void *map, void *key, __u32 n, __u64 total,
+/* false when the map was full (counter `full` counted) */
+static __always_inline bool add_waits(struct cpu_state *cs, void *map, void *key, __u32 n, __u64 total,
 				      __u64 max, __u32 untimed, __u32 full)
 {
 	struct wait_stat *s = bpf_map_lookup_elem(map, key);
@@ -211,7 +213,7 @@ static __always_inline void add_waits(struct cpu_state *cs, void *map, void *key
 		s = bpf_map_lookup_elem(map, key);
 		if (!s) {
 			count(cs, full);
-			return;
+			return false;
 		}
 	}
 	s->count += n;
@@ -219,6 +221,7 @@ static __always_inline void add_waits(struct cpu_state *cs, void *map, void *key
 	s->untimed += untimed;
 	if (max > s->max_ns)
 		s->max_ns = max;
+	return true;
 }
 
 static __always_inline void add_wait(struct cpu_state *cs, void *map, void *key, __u64 delta, __u32 full)
@@ -226,16 +229,21 @@ static __always_inline void add_wait(struct cpu_state *cs, void *map, void *key,
 	add_waits(cs, map, key, 1, delta, delta, 0, full);
 }
 
+#include "futexspin.bpf.h"
+
 /* n waits of one key: their (estimated) total, the max of the timed ones,
- * how many were not timed */
+ * how many were not timed; spun inside a futex syscall on `uaddr` (0: not),
+ * charged to that word too (futexspin.bpf.h) */
 static __always_inline void aggregate_n(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u32 n,
-					__u64 total, __u64 max, __u32 untimed)
+					__u64 total, __u64 max, __u32 untimed, __u64 uaddr, __u32 tgid)
 {
 	struct lock_key key = { .lock = lock, .flags = flags, .stack_id = stack };
+	bool added = add_waits(cs, &lock_stats, &key, n, total, max, untimed, CNT_AGG_FULL);
 
-	add_waits(cs, &lock_stats, &key, n, total, max, untimed, CNT_AGG_FULL);
 	if (cs)
 		__sync_fetch_and_add(&cs->counters[CNT_CONTENTIONS], n);
+	if (added && uaddr)
+		charge_futex_word(cs, &key, uaddr, tgid, n, total, max, untimed);
 }
 
 #include "pending.bpf.h"
@@ -296,6 +304,8 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 		cs->spins[0].flags = flags;
 		cs->spins[0].start = now;
 		cs->spins[0].weight = weight;
+		cs->spins[0].uaddr = 0;
+		cs->spins[0].tgid = 0;
 		cs->depth = 1;
 		return 0;
 	}
@@ -303,8 +313,9 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 	sample_waiter((__u64)lock, flags, rnd);
 	if (spinning(flags)) {
 		struct spin_wait *w;
-		__u32 d = cs->depth, base;
+		__u32 d = cs->depth, base, tgid = 0;
 		__s32 stack;
+		__u64 uaddr;
 		bool timed;
 
 		if (d > MAX_SPIN_NEST)
@@ -336,6 +347,7 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 			return 0;
 		}
 		flush_due(cs);              /* the task spins anyway */
+		uaddr = futex_word_now(ctx, &tgid);
 		barrier_var(d);             /* keep the mask: the verifier needs the bound */
 		w = &cs->spins[d & (MAX_SPIN_NEST - 1)];
 		w->lock = (__u64)lock;
@@ -343,6 +355,8 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 		w->stack = stack;
 		w->start = now;
 		w->weight = weight;
+		w->uaddr = uaddr;
+		w->tgid = tgid;
 		cs->depth = d + 1;
 		return 0;
 	}
@@ -388,10 +402,9 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 			if (w->weight) {
 				now = bpf_ktime_get_ns();
 				cs->last_now = now;
-				push_wait(cs, w->lock, w->flags, w->stack, (now - w->start) * w->weight,
-					  now - w->start, 0);
+				push_wait(cs, w, (now - w->start) * w->weight, now - w->start, 0);
 			} else {
-				push_wait(cs, w->lock, w->flags, w->stack, 0, 0, 1);
+				push_wait(cs, w, 0, 0, 1);
 			}
 			return 0;
 		}
@@ -408,7 +421,7 @@ int BPF_PROG(lksc_cont_end, void *lock, int ret)
 	ts->lock = 0;
 	if (enabled)                /* preemptible: no per-CPU buffer */
 		aggregate_n(cs, (__u64)lock, ts->lock_flags, ts->lock_stack, 1, now - ts->lock_start,
-			    now - ts->lock_start, 0);
+			    now - ts->lock_start, 0, 0, 0);
 	return 0;
 }
 
@@ -550,6 +563,8 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		cs->spins[0].stack = ts->lock_stack;
 		cs->spins[0].start = ts->lock_start;
 		cs->spins[0].weight = 1;
+		cs->spins[0].uaddr = 0;
+		cs->spins[0].tgid = 0;
 		cs->depth = 1;
 		ts->lock = 0;
 	}

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (MIT OR GPL-2.0) */
 /* Which futex a task sleeps on, from its saved user registers
  * (bpf_task_pt_regs): futexwaits.bpf.h at its switch-out, tasks.bpf.c at the
- * wake-up of a thread that has not switched out yet. Include after
- * vmlinux.h, the libbpf BPF headers and probe.h. */
+ * wake-up of a thread that has not switched out yet; and whether a program
+ * runs in interrupt context. Include after vmlinux.h, the libbpf BPF
+ * headers and probe.h. */
 #ifndef LOCKSCOPE_FUTEX_WAIT_BPF_H
 #define LOCKSCOPE_FUTEX_WAIT_BPF_H
 
@@ -66,6 +67,36 @@ static __always_inline bool futex_wait_of(struct pt_regs *regs, long nr_futex, l
 		return true;
 	}
 	return false;
+}
+
+/* a pointer as a number (read back through a helper: the verifier lets no
+ * program compare pointers of different kinds) */
+static __always_inline __u64 address_of(const void *p)
+{
+	__u64 a = 0;
+
+	bpf_probe_read_kernel(&a, sizeof(a), &p);
+	return a;
+}
+
+/*
+ * Hard and soft interrupts (and NMIs) run on per-CPU stacks, not on the
+ * interrupted task's (x86-64, arm64): the tracepoint's arguments (ctx, on
+ * the stack of the kernel function that runs this program; the program's
+ * own stack may be a private one) are outside the current task's stack,
+ * from its base to its saved user registers at the top. The kernel's
+ * preempt count would say it too, but it is a per-CPU variable that BPF
+ * reaches only through kallsyms of data (CONFIG_KALLSYMS_ALL), which kernels
+ * often lack. Softirqs that ksoftirqd runs are on its stack: their wake-ups
+ * are ksoftirqd's. Used by tasks.bpf.c (a wake-up's waker) and
+ * futexspin.bpf.h (a spin wait's futex word).
+ */
+static __always_inline bool in_interrupt_context(void *ctx)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u64 here = address_of(ctx);
+
+	return here < address_of(cur->stack) || here >= address_of((void *)bpf_task_pt_regs(cur));
 }
 
 #endif

@@ -164,6 +164,7 @@ static int load(struct probe *p, const struct options *o)
 	if (!o->futex) {
 		bpf_map__set_max_entries(p->cskel->maps.futex_open, 1);     /* preallocated */
 		bpf_map__set_max_entries(p->cskel->maps.futex_stats, 1);
+		bpf_map__set_max_entries(p->cskel->maps.futex_lock_stats, 1);
 		bpf_map__set_max_entries(p->cskel->maps.futex_seen, 1);
 		bpf_map__set_max_entries(p->cskel->maps.user_stacks, 1);
 		bpf_map__set_max_entries(p->cskel->maps.user_stack_copies, 1);

@@ -25,7 +25,8 @@ static __always_inline void flush_pending(struct cpu_state *cs)
 		if (i >= n)
 			break;
 		p = &cs->pending[i];
-		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max, p->untimed);
+		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max, p->untimed, p->uaddr,
+			    p->tgid);
 	}
 	cs->npending = 0;
 	cs->busy = 0;
@@ -42,18 +43,21 @@ static __always_inline void flush_due(struct cpu_state *cs)
 		flush_pending(cs);
 }
 
-/* a finished wait (estimated total, timed duration or 0, untimed 0 or 1),
- * from non-preemptible context */
-static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u64 total,
-				      __u64 max, __u32 untimed)
+/* the finished wait w (estimated total, timed duration or 0, untimed 0 or
+ * 1), from non-preemptible context */
+static __always_inline void push_wait(struct cpu_state *cs, const struct spin_wait *w, __u64 total, __u64 max,
+				      __u32 untimed)
 {
+	__u64 lock = w->lock, uaddr = w->uaddr;
+	__u32 flags = w->flags, tgid = w->tgid;
+	__s32 stack = w->stack;
 	__u32 n;
 
 	if (!enabled)
 		return;
 	/* an interrupt inside a buffer update on this CPU: add it directly */
 	if (cs->busy) {
-		aggregate_n(cs, lock, flags, stack, 1, total, max, untimed);
+		aggregate_n(cs, lock, flags, stack, 1, total, max, untimed, uaddr, tgid);
 		return;
 	}
 	cs->busy = 1;
@@ -63,7 +67,8 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 	if (n > 0 && n <= MAX_PENDING) {
 		struct pending_wait *last = &cs->pending[(n - 1) & (MAX_PENDING - 1)];
 
-		if (last->lock == lock && last->flags == flags && last->stack == stack) {
+		if (last->lock == lock && last->flags == flags && last->stack == stack && last->uaddr == uaddr &&
+		    last->tgid == tgid) {
 			last->count++;
 			last->delta += total;
 			last->untimed += untimed;
@@ -87,6 +92,8 @@ static __always_inline void push_wait(struct cpu_state *cs, __u64 lock, __u32 fl
 	cs->pending[n].max = max;
 	cs->pending[n].count = 1;
 	cs->pending[n].untimed = untimed;
+	cs->pending[n].uaddr = uaddr;
+	cs->pending[n].tgid = tgid;
 	if (!n)
 		cs->pending_since = cs->last_now;
 	cs->npending = n + 1;

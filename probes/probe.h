@@ -30,6 +30,19 @@ struct lock_key {
 	__s32 stack_id;     /* kernel stack at contention_begin; <0: not taken */
 };
 
+/* spinning waits inside a futex syscall of a tracked task, charged to the
+ * futex word the syscall works on (its first argument; futex_waitv: its
+ * first futex): the same waits as in lock_stats, keyed by that word too
+ * (contention.bpf.c, futex_word_of) */
+struct futex_lock_key {
+	__u64 lock;
+	__u64 uaddr;
+	__u32 flags;
+	__s32 stack_id;
+	__u32 tgid;
+	__u32 pad;
+};
+
 struct wait_stat {
 	__u64 count;
 	__u64 total_ns;       /* lock waits: estimated from the timed ones (contention.bpf.c) */
@@ -85,7 +98,11 @@ struct sample_key {
 	X(CNT_SAMPLES, "cpu_samples")                /* CPU samples of tracked tasks */         \
 	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */ \
 	/* off-CPU span given the thread's last stack of that sleep or preemption */ \
-	X(CNT_OFFCPU_STACK_REUSED, "offcpu_stacks_reused")
+	X(CNT_OFFCPU_STACK_REUSED, "offcpu_stacks_reused")                                     \
+	/* spin waits inside a futex syscall, charged to its futex word too */                  \
+	X(CNT_FUTEX_SPINS, "futex_internal_waits")                                              \
+	/* such a wait not charged (map full): it stays under its kernel lock only */           \
+	X(CNT_FUTEX_SPIN_FULL, "lost_futex_internal_map_full")
 
 /* the enum of a counter list, and its names (an array indexed by it) */
 #define COUNTER_ENUM(id, name) id,
@@ -169,22 +186,26 @@ struct kmem_ent {
 struct spin_wait {
 	__u64 lock;
 	__u64 start;          /* 0 if not timed */
+	__u64 uaddr;          /* spinning inside a futex syscall: its futex word; 0: none or unknown */
 	__u32 flags;
 	__s32 stack;
 	__u32 weight;         /* waits a timed one stands for; 0: not timed */
-	__u32 pad;
+	__u32 tgid;           /* of the waiter, with uaddr */
 };
 
-/* finished waits of one (lock, flags, stack) in a row, coalesced: count,
- * total, max */
+/* finished waits of one (lock, flags, stack, futex word) in a row,
+ * coalesced: count, total, max */
 struct pending_wait {
 	__u64 lock;
 	__u64 delta;
 	__u64 max;
+	__u64 uaddr;          /* as spin_wait's */
 	__u32 flags;
 	__s32 stack;
 	__u32 count;
 	__u32 untimed;
+	__u32 tgid;
+	__u32 pad;
 };
 
 /* per CPU, direct-mapped: locks (lock ^ flags) known to have had their

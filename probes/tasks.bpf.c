@@ -57,35 +57,6 @@ struct {
 	__type(value, struct wakeup_stat);
 } wakeups SEC(".maps");
 
-/* a pointer as a number (read back through a helper: the verifier lets no
- * program compare pointers of different kinds) */
-static __always_inline __u64 address_of(const void *p)
-{
-	__u64 a = 0;
-
-	bpf_probe_read_kernel(&a, sizeof(a), &p);
-	return a;
-}
-
-/*
- * Hard and soft interrupts (and NMIs) run on per-CPU stacks, not on the
- * interrupted task's (x86-64, arm64): the tracepoint's arguments (ctx, on
- * the stack of the kernel function that runs this program; the program's
- * own stack may be a private one) are outside the current task's stack,
- * from its base to its saved user registers at the top. The kernel's
- * preempt count would say it too, but it is a per-CPU variable that BPF
- * reaches only through kallsyms of data (CONFIG_KALLSYMS_ALL), which kernels
- * often lack. Softirqs that ksoftirqd runs are on its stack: their wake-ups
- * are ksoftirqd's.
- */
-static __always_inline bool in_interrupt_context(void *ctx)
-{
-	struct task_struct *cur = bpf_get_current_task_btf();
-	__u64 here = address_of(ctx);
-
-	return here < address_of(cur->stack) || here >= address_of((void *)bpf_task_pt_regs(cur));
-}
-
 SEC("tp_btf/sched_waking")
 int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 {

@@ -31,7 +31,8 @@ from pathlib import Path
 from lockscope import atomicio
 from lockscope.analyzer import folded, sleepkinds
 from lockscope.analyzer.knowledge import Knowledge
-from lockscope.analyzer.naming import (_caller_match, classify_offcpu, default_knowledge, spinning_samples)
+from lockscope.analyzer.naming import (_caller_match, classify_offcpu, default_knowledge, kernel_waits,
+                                       spinning_samples)
 from lockscope.analyzer.userlocks import frame_file, frame_function
 from lockscope.jsondata import parse_addr
 from lockscope.probedata import RawProbe
@@ -85,11 +86,11 @@ def _wait_stacks(lk: Lock, raw: RawProbe, kb: Knowledge) -> list[tuple[list[tupl
     kernel = [parse_addr(a) for a in lk.addresses if ":" not in a]
     if kernel:
         out = []
-        for e in raw.contention:
-            if e.lock in kernel:
-                fr = kb.functions(raw.frames(e.stack))
-                if fr:
-                    out.append((_kernel(fr), e.count, e.total_ns))
+        own = kernel_waits(raw)         # less the waits spun for a user-space lock's futex calls
+        for e in (e for a in kernel for e in own.get(a, [])):
+            fr = kb.functions(raw.frames(e.stack))
+            if fr:
+                out.append((_kernel(fr), e.count, e.total_ns))
         if out:
             return out
     user = any(":" in a for a in lk.addresses)

@@ -64,6 +64,13 @@ PROGRAM_RUNS = {
     # issue 11: the locks of the objects behind open files, named by struct and BTF member
     "objstress": [("tmpfs", "pipe"), ("ext4", "fcntl"), ("ext4", "statfs")],
 }
+# name: (workers, arguments): a C++ program of tests/programs (g++ -O2 -g), `lockscope run` for 2 s
+CXX_RUNS = {
+    # issue 25: a std::mutex member of a heap object; the futex hash bucket lock and the runqueue
+    # locks its futex calls spin on are part of its wait (recorded beside `stress-ng --cpu N` where
+    # RECORD_CPU_HOG=1, as on the busy machine where the hash bucket lock had ranked first)
+    "bank_cpp": ("2", ["{program}", "{n}"]),
+}
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 # records with per-thread data (schema /2) keep what the roles are computed
 # from: every thread, and more of the per-thread off-CPU and futex aggregates
@@ -82,6 +89,9 @@ def trim(rec: dict) -> dict:
         raw["user_stacks"] = {k: v for k, v in (raw.get("user_stacks") or {}).items() if k in used_f}
         used_a = {f"{e['tgid']}:{e['uaddr']}" for e in raw["futex"]}
         raw["futex_addresses"] = {k: v for k, v in (raw.get("futex_addresses") or {}).items() if k in used_a}
+    if raw.get("futex_kernel") is not None:     # the breakdown of kept contention aggregates only
+        kept_keys = {(e["lock"], e["flags"], e["stack"]) for e in raw["contention"]}
+        raw["futex_kernel"] = [e for e in raw["futex_kernel"] if (e["lock"], e["flags"], e["stack"]) in kept_keys]
     used = {str(e["stack"]) for e in raw["contention"] + raw["offcpu"]}
     raw["stacks"] = {k: v for k, v in raw["stacks"].items() if k in used}
     used = {str(e["stack"]) for e in raw["cpu_samples"]}
@@ -116,6 +126,31 @@ def trim(rec: dict) -> dict:
     return rec
 
 
+def record_cxx(name: str, workers: str, args: list[str], programs: str) -> None:
+    exe = Path(programs, name)
+    subprocess.run(["g++", "-O2", "-g", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" /
+                                                                     f"{name.split('_')[0]}.cpp")], check=True)
+    dest = HERE / name / "runs"
+    shutil.rmtree(dest.parent, ignore_errors=True)
+    dest.mkdir(parents=True)
+    hog = subprocess.Popen(["stress-ng", "--cpu", str(os.cpu_count()), "--quiet"]) \
+        if os.environ.get("RECORD_CPU_HOG") else None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            opts = ["--duration", "2", "--warmup", "0.5", "--out", tmp] + (
+                ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+            subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", workers, "--name", name.replace("_", "-"), *opts,
+                            "--", *[a.replace("{program}", str(exe)) for a in args]], cwd=REPO, check=True)
+            for f in sorted(Path(tmp, "runs").glob("*.json")):
+                rec = trim(json.loads(f.read_text()))
+                (dest / f.name).write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+                print(f"{name}/runs/{f.name}: {(dest / f.name).stat().st_size // 1024} KiB")
+    finally:
+        if hog:
+            hog.terminate()
+            hog.wait()
+
+
 def main() -> int:
     jobs = {name: ["sweep", workloads, "--fs", fs, "--workers", workers]
             for name, (workloads, fs, workers) in SWEEPS.items()}
@@ -131,6 +166,9 @@ def main() -> int:
         fs = ["--fs", "tmpfs"] if "{dir}" in cmd else []
         jobs[name] = ["sweep", "--workers", workers, *fs, "--name", program, "--throughput-regex", regex, *extra,
                       "--", *[c.replace("{program}", str(exe)) for c in cmd]]
+    for name, (workers, args) in CXX_RUNS.items():
+        if not only or name in only:
+            record_cxx(name, workers, args, programs)
     for name, runs in PROGRAM_RUNS.items():
         if only and name not in only:
             continue
