@@ -13,8 +13,7 @@ from pathlib import Path
 
 from lockscope import atomicio, record, scratch, textout, validate
 from lockscope.cliargs import build_parser, split_command
-from lockscope.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError,
-                              UsageError)
+from lockscope.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
 
 
 # ---- commands -------------------------------------------------------------
@@ -60,7 +59,7 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
     from lockscope.sweep import run_sweep
 
     spec = sweep_spec(args, command)
-    validate.require_run_environment(spec.probe)
+    validate.require_run_environment(spec.template.probe)
     reclaim(args.scratch)
     out = args.out or default_out("sweep")
     validate.check_writable_dir(out)       # before anything is mounted or loaded
@@ -75,20 +74,11 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from lockscope.attach import AttachSpec, run_attach
-    from lockscope.settings import default_out
-    from lockscope.targets import resolve, system_wide
+    from lockscope.attach import run_attach
+    from lockscope.settings import attach_spec, default_out
 
-    if args.duration is not None:
-        validate.check_duration(args.duration, 0.0)
-    validate.check_interval(args.interval)
-    validate.check_sample_hz(args.sample_hz)
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: must be 1 or more")
-    vmlinux = validate.check_vmlinux(args.vmlinux)
-    targets = system_wide() if args.system_wide else resolve(args.pid, args.comm, args.cgroup)   # no such pid: exit 2
+    spec = attach_spec(args)                  # no such pid: exit 2
     validate.require_run_environment(True)
-    spec = AttachSpec(targets, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
     out = args.out or default_out(spec.id)
     validate.check_writable_dir(out)
     rec = run_attach(spec, lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))

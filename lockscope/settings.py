@@ -1,7 +1,9 @@
-"""What `run` and `sweep` measure, from their options: the checks both share
-made once (RunSettings.from_args), then each one's own (point_spec,
-sweep_spec) into the runner's PointSpec or a SweepSpec. The checks keep the
-order in which the command line's errors are reported."""
+"""What each command measures, from its options, one spec builder per mode:
+`run` and `sweep` share their checks (RunSettings.from_args), then each
+makes its own (point_spec: the runner's PointSpec; sweep_spec: a
+SweepSpec); `attach` (attach_spec) and `top` (live_spec) check theirs with
+the same validate functions, one per rule. The checks keep the order in
+which the command line's errors are reported."""
 from __future__ import annotations
 
 import argparse
@@ -127,7 +129,7 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
     params: dict = {}
     if command:
         validate.check_command(command)
-        fss = [f for f in (args.fs or "none").split(",") if f]
+        fss = [f for f in (args.fs or NO_FS).split(",") if f]
     else:
         for w in s.names:       # each --param must belong to every workload of the sweep
             params = workloads.check_params(w, s.params)
@@ -136,17 +138,48 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
     device = validate.check_device(args.device, args.yes_format_device, fss)
     for app in chosen:
         app.require_installed()
-    spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, duration=s.duration, warmup=s.warmup,
-                     command=command, throughput_regex=args.throughput_regex, target=_target(args),
-                     probe=not args.no_probe,
-                     scratch_root=str(args.scratch), cpus=validate.parse_cpus(args.cpus),
-                     sample_hz=args.sample_hz, system_wide=args.system_wide, params=params,
-                     interval=args.interval, latency=not args.no_latency,
-                     vmlinux=str(validate.check_vmlinux(args.vmlinux) or "") or None)
-    spec.device, spec.unavailable_fs = device, unavailable
+    template = PointSpec(workload="", fs="", workers=0, duration=s.duration, warmup=s.warmup, command=command,
+                         throughput_regex=args.throughput_regex, target=_target(args), probe=not args.no_probe,
+                         scratch_root=args.scratch, cpus=validate.parse_cpus(args.cpus), sample_hz=args.sample_hz,
+                         system_wide=args.system_wide, params=params, interval=args.interval,
+                         latency=not args.no_latency, device=device, vmlinux=validate.check_vmlinux(args.vmlinux))
+    spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, template=template)
+    spec.unavailable_fs = unavailable
     return spec
 
 
 def default_out(name: str) -> Path:
     """A new results directory under ./lockscope-results/ for a run without --out."""
     return Path("lockscope-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def attach_spec(args: argparse.Namespace):
+    """`lockscope attach`: running processes (pid, comm, cgroup) or the
+    whole system; a missing target is exit 2."""
+    from lockscope.attach import AttachSpec
+    if args.duration is not None:
+        validate.check_duration(args.duration, 0.0)
+    validate.check_interval(args.interval)
+    validate.check_sample_hz(args.sample_hz)
+    validate.check_worker_count(args.workers)
+    vmlinux = validate.check_vmlinux(args.vmlinux)
+    found = targets.system_wide() if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
+    return AttachSpec(found, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
+
+
+def live_spec(args: argparse.Namespace):
+    """`lockscope top`: the same targets as attach, cut every --interval;
+    without --batch, a terminal it can draw on."""
+    from lockscope.top import screen
+    from lockscope.top.session import LiveSpec
+    validate.check_live_interval(args.interval)
+    validate.check_batch(args.batch)
+    validate.check_worker_count(args.workers)
+    validate.check_sample_hz(args.sample_hz)
+    vmlinux = validate.check_vmlinux(args.vmlinux)
+    if args.batch is None:
+        why = screen.interactive_ok()
+        if why:
+            raise UsageError(f"{why}; use --batch N for plain text")
+    found = None if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
+    return LiveSpec(found, args.interval, args.workers, args.sample_hz, vmlinux)

@@ -4,6 +4,7 @@ finished points, so a killed sweep resumes and loses nothing."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -16,7 +17,6 @@ from typing import Iterator, TextIO
 
 from lockscope import apps, atomicio, record, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
-from lockscope.probe import DEFAULT_SAMPLE_HZ
 from lockscope.runner import NO_FS, PointSpec, run_point
 
 MANIFEST = "sweep.json"
@@ -26,44 +26,27 @@ SWEEP_SCHEMA = "lockscope.sweep/1"
 
 @dataclass
 class SweepSpec:
+    """Workloads x file systems x worker counts; every other field of a
+    point comes from `template` (its workload, fs and workers are filled
+    in per point)."""
     workloads: list[str]
     fs: list[str]
     workers: list[int]
-    duration: float | None
-    warmup: float = 1.0
-    command: list[str] | None = None
-    throughput_regex: str | None = None
-    target: str | None = None          # --target of a command: pid:P, comm:NAME, cgroup:PATH
-    probe: bool = True
-    scratch_root: str = ""
-    cpus: list[int] | None = None
-    sample_hz: int = DEFAULT_SAMPLE_HZ
-    system_wide: bool = False
-    params: dict = field(default_factory=dict)
-    interval: float = 0.0
-    latency: bool = True
-    device: str | None = None          # --device: a checked block device for the disk setups
-    vmlinux: str | None = None         # --vmlinux: System.map or vmlinux naming static locks
+    template: PointSpec
     unavailable_fs: dict[str, str] = field(default_factory=dict)   # setups skipped here -> why
 
     def points(self) -> list[PointSpec]:
-        out = []
+        out, t = [], self.template
         for wl in self.workloads:
-            needs_dir = True if self.command else workloads.check_workload(wl).get("needs_dir", True)
-            fss = self.fs if (needs_dir or self.command) else [NO_FS]
-            app = None if self.command else apps.get(wl)
+            needs_dir = True if t.command else workloads.check_workload(wl).get("needs_dir", True)
+            fss = self.fs if (needs_dir or t.command) else [NO_FS]
+            app = None if t.command else apps.get(wl)
             # an application workload is a command experiment with its own command line
-            what = (app.point_fields(self.duration, self.params) | {"warmup": 0.0} if app else
-                    dict(warmup=self.warmup, command=self.command, throughput_regex=self.throughput_regex,
-                         target=self.target,
-                         params=self.params, interval=self.interval, latency=self.latency))
+            what = (app.point_fields(t.duration, t.params) | {"warmup": 0.0, "interval": 0.0, "latency": True}
+                    if app else {})
             for fs in fss:
                 for n in self.workers:
-                    out.append(PointSpec(workload=wl, fs=fs, workers=n, duration=self.duration, probe=self.probe,
-                                         scratch_root=Path(self.scratch_root), cpus=self.cpus,
-                                         sample_hz=self.sample_hz, system_wide=self.system_wide,
-                                         device=self.device,
-                                         vmlinux=Path(self.vmlinux) if self.vmlinux else None, **what))
+                    out.append(dataclasses.replace(t, workload=wl, fs=fs, workers=n, **what))
         return out
 
 
@@ -81,8 +64,8 @@ POINT_PARAMS = ("workloads", "fs", "workers")
 def _compatible(old: dict, spec: SweepSpec) -> list[str]:
     diffs = []
     for key in MEASURE_PARAMS:
-        if key in old and old[key] != getattr(spec, key):
-            diffs.append(f"{key}: {old[key]!r} there, {getattr(spec, key)!r} now")
+        if key in old and old[key] != getattr(spec.template, key):
+            diffs.append(f"{key}: {old[key]!r} there, {getattr(spec.template, key)!r} now")
     return diffs
 
 
@@ -163,7 +146,7 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
         "schema": SWEEP_SCHEMA,
         "created": manifest.get("created") or datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
-        "params": {k: getattr(spec, k) for k in MEASURE_PARAMS}
+        "params": {k: getattr(spec.template, k) for k in MEASURE_PARAMS}
         | {k: sorted(set(old.get(k, [])) | set(getattr(spec, k))) for k in POINT_PARAMS},
         "points": known + [i for i in ids if i not in known],
         "failures": {},

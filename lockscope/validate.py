@@ -45,8 +45,7 @@ def check_workers(counts: list[int], force: bool, infos: list[dict] | None = Non
     limit = MAX_WORKERS_PER_CPU * ncpus()
     infos = infos or []
     for n in counts:
-        if n < 1:
-            raise UsageError(f"--workers {n}: needs at least 1 worker")
+        check_worker_count(n)
         if n > limit and not force and not (infos and all(info.get("many_tasks") for info in infos)):
             raise UsageError(
                 f"--workers {n} is more than {MAX_WORKERS_PER_CPU} per CPU (this machine lets lockscope use "
@@ -66,6 +65,23 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--param {item!r}: expected KEY=VALUE, e.g. --param files=128")
         out[key.strip()] = value.strip()
     return out
+
+
+def check_worker_count(n: int | None) -> None:
+    """One worker count (None: not given)."""
+    if n is not None and n < 1:
+        raise UsageError(f"--workers {n}: needs at least 1 worker")
+
+
+def check_live_interval(interval: float) -> None:
+    """top's --interval: each interval is named while the next one runs."""
+    if interval < 0.2:
+        raise UsageError(f"--interval {interval:g}: must be 0.2 seconds or more")
+
+
+def check_batch(batch: int | None) -> None:
+    if batch is not None and batch < 1:
+        raise UsageError(f"--batch {batch}: must be 1 or more")
 
 
 def check_interval(interval: float) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lockscope import validate
-from lockscope.errors import EXIT_INTERRUPTED, UsageError
+from lockscope.errors import EXIT_INTERRUPTED
 from lockscope.probe import DEFAULT_SAMPLE_HZ
 
 DESCRIPTION = ("A live view of running processes lockscope did not start: every --interval seconds the top lock "
@@ -45,25 +45,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
+    from lockscope.settings import live_spec
     from lockscope.top import screen as topscreen
-    from lockscope.top.session import LiveSession, LiveSpec
-    from lockscope.targets import resolve
+    from lockscope.top.session import LiveSession
 
-    if args.interval < 0.2:
-        raise UsageError(f"--interval {args.interval:g}: must be 0.2 seconds or more")
-    if args.batch is not None and args.batch < 1:
-        raise UsageError(f"--batch {args.batch}: must be 1 or more")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: must be 1 or more")
-    validate.check_sample_hz(args.sample_hz)
-    vmlinux = validate.check_vmlinux(args.vmlinux)
-    if args.batch is None:
-        why = topscreen.interactive_ok()
-        if why:
-            raise UsageError(f"{why}; use --batch N for plain text")
-    targets = None if args.system_wide else resolve(args.pid, args.comm, args.cgroup)
+    spec = live_spec(args)
     validate.require_run_environment(True)
-    spec = LiveSpec(targets, args.interval, args.workers, args.sample_hz, vmlinux)
     label = spec.label
     with LiveSession(spec) as session, topscreen.Quit() as quit:
         if args.batch is not None:
