@@ -261,111 +261,123 @@ static __always_inline __s32 stack_in(void *ctx, void *map, struct cpu_state *cs
 
 /* ---- lock contention ------------------------------------------------------ */
 
-SEC("tp_btf/contention_begin")
-int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
+/* a mutex wait begins again (sleeping, or spinning as the first waiter after
+ * a wake-up): still one wait; true when this begin is such (d: the depth at
+ * the begin) */
+static __always_inline bool mutex_wait_continues(struct cpu_state *cs, __u32 d, __u64 lock, __u32 flags)
 {
-	struct cpu_state *cs;
-	struct task_state *ts;
-	__u32 rnd, weight = 1;
+	if (!mutex_open_here(cs) || cs->spins[0].lock != lock)
+		return false;
+	if (!(flags & LCB_F_SPIN))
+		cs->spins[0].flags |= LS_F_SLEPT;
+	if (d > 1) {            /* spin waits above it lost their end */
+		count(cs, CNT_STALE_SPIN);
+		cs->depth = 1;
+	}
+	return true;
+}
+
+/* a mutex wait opens at the bottom of the CPU's stack (sched_switch moves it
+ * into the task's storage if it sleeps) */
+static __always_inline void begin_mutex_wait(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags, __u32 rnd)
+{
+	__u32 d = cs->depth, weight = 1;
 	__u64 now = 0;
 
-	/* the filter first: every task's waits come here */
-	if (!enabled)
-		return 0;
-	cs = this_cpu();
-	if (!cs || !tracked_here(cs, bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	rnd = bpf_get_prandom_u32();
+	if (mutex_wait_continues(cs, d, lock, flags))
+		return;
+	sample_waiter(lock, flags, rnd);
+	/* anything left here lost its end: a mutex begins with no wait open */
+	if (d > 0 && d <= MAX_SPIN_NEST)
+		count(cs, (cs->spins[0].flags & LCB_F_MUTEX) ? CNT_STALE_WAIT : CNT_STALE_SPIN);
+	/* the stack before the clock: a timed wait rolls the window,
+	 * whose walk budget must not favour timed waits */
+	cs->spins[0].stack = sampled_stack(ctx, cs, lock, flags);
+	timed_wait(cs, rnd, &now, &weight);
+	flush_due(cs);              /* the task spins or sleeps anyway */
+	cs->spins[0].lock = lock;
+	cs->spins[0].flags = flags;
+	cs->spins[0].start = now;
+	cs->spins[0].weight = weight;
+	cs->spins[0].uaddr = 0;
+	cs->spins[0].tgid = 0;
+	cs->depth = 1;
+}
 
-	if (flags & LCB_F_MUTEX) {
-		__u32 d = cs->depth;
+/* the depth of the spin stack (d, of which the open mutex wait at the bottom
+ * is base) less the entries that lost their end, seen at a spin wait's begin
+ * on `lock` (now: the clock, if timed) */
+static __always_inline __u32 drop_stale_spins(struct cpu_state *cs, __u64 lock, __u32 d, __u32 base, bool timed,
+					      __u64 now)
+{
+	struct spin_wait *w;
 
-		/* a mutex wait begins again (sleeping, or spinning as the first
-		 * waiter after a wake-up): still one wait */
-		if (mutex_open_here(cs) && cs->spins[0].lock == (__u64)lock) {
-			if (!(flags & LCB_F_SPIN))
-				cs->spins[0].flags |= LS_F_SLEPT;
-			if (d > 1) {            /* spin waits above it lost their end */
-				count(cs, CNT_STALE_SPIN);
-				cs->depth = 1;
-			}
-			return 0;
-		}
-		sample_waiter((__u64)lock, flags, rnd);
-		/* anything left here lost its end: a mutex begins with no wait open */
-		if (d > 0 && d <= MAX_SPIN_NEST)
-			count(cs, (cs->spins[0].flags & LCB_F_MUTEX) ? CNT_STALE_WAIT : CNT_STALE_SPIN);
-		/* the stack before the clock: a timed wait rolls the window,
-		 * whose walk budget must not favour timed waits */
-		cs->spins[0].stack = sampled_stack(ctx, cs, (__u64)lock, flags);
-		timed_wait(cs, rnd, &now, &weight);
-		flush_due(cs);              /* the task spins or sleeps anyway */
-		cs->spins[0].lock = (__u64)lock;
-		cs->spins[0].flags = flags;
-		cs->spins[0].start = now;
-		cs->spins[0].weight = weight;
-		cs->spins[0].uaddr = 0;
-		cs->spins[0].tgid = 0;
-		cs->depth = 1;
-		return 0;
-	}
-
-	sample_waiter((__u64)lock, flags, rnd);
-	if (spinning(flags)) {
-		struct spin_wait *w;
-		__u32 d = cs->depth, base, tgid = 0;
-		__s32 stack;
-		__u64 uaddr;
-		bool timed;
-
-		if (d > MAX_SPIN_NEST)
-			d = 0;
-		/* an end missed (e.g. skipped by BPF recursion protection) leaves an
-		 * entry behind; spin waits are short, so an old entry is stale (an
-		 * open mutex wait at the bottom is not a spin wait: it may be old;
-		 * an untimed entry has no start: left to the checks below and to the
-		 * next task switch) */
-		base = d > 0 && (cs->spins[0].flags & LCB_F_MUTEX) ? 1 : 0;
-		/* the stack before the clock (see the mutex case) */
-		stack = sampled_stack(ctx, cs, (__u64)lock, flags);
-		timed = timed_wait(cs, rnd, &now, &weight);
-		if (timed && d > base) {
-			w = &cs->spins[base & (MAX_SPIN_NEST - 1)];
-			if (w->weight && now - w->start > STALE_SPIN_NS) {
-				count(cs, CNT_STALE_SPIN);
-				d = base;
-			}
-		}
-		/* spinning locks never begin twice within one wait: the same lock
-		 * on top means its end was missed; this begin starts a new wait */
-		if (d > 0 && cs->spins[(d - 1) & (MAX_SPIN_NEST - 1)].lock == (__u64)lock) {
+	if (timed && d > base) {
+		w = &cs->spins[base & (MAX_SPIN_NEST - 1)];
+		if (w->weight && now - w->start > STALE_SPIN_NS) {
 			count(cs, CNT_STALE_SPIN);
-			d--;
+			d = base;
 		}
-		if (d >= MAX_SPIN_NEST) {
-			count(cs, CNT_SPIN_OVERFLOW);
-			return 0;
-		}
-		flush_due(cs);              /* the task spins anyway */
-		uaddr = futex_word_now(ctx, &tgid);
-		barrier_var(d);             /* keep the mask: the verifier needs the bound */
-		w = &cs->spins[d & (MAX_SPIN_NEST - 1)];
-		w->lock = (__u64)lock;
-		w->flags = flags;
-		w->stack = stack;
-		w->start = now;
-		w->weight = weight;
-		w->uaddr = uaddr;
-		w->tgid = tgid;
-		cs->depth = d + 1;
-		return 0;
 	}
+	/* spinning locks never begin twice within one wait: the same lock
+	 * on top means its end was missed; this begin starts a new wait */
+	if (d > 0 && cs->spins[(d - 1) & (MAX_SPIN_NEST - 1)].lock == lock) {
+		count(cs, CNT_STALE_SPIN);
+		d--;
+	}
+	return d;
+}
 
-	/* rwsem, rt_mutex, percpu rwsem: every wait timed (preemptible, fewer) */
-	ts = task_state_of(bpf_get_current_task_btf(), true);
+/* spinlock, rwlock: preemption disabled, a wait nests only from interrupt
+ * context; pushed on the CPU's stack */
+static __always_inline void begin_spin_wait(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags, __u32 rnd)
+{
+	struct spin_wait *w;
+	__u32 d = cs->depth, base, tgid = 0, weight = 1;
+	__u64 uaddr, now = 0;
+	__s32 stack;
+	bool timed;
+
+	if (d > MAX_SPIN_NEST)
+		d = 0;
+	/* an end missed (e.g. skipped by BPF recursion protection) leaves an
+	 * entry behind; spin waits are short, so an old entry is stale (an
+	 * open mutex wait at the bottom is not a spin wait: it may be old;
+	 * an untimed entry has no start: left to the checks below and to the
+	 * next task switch) */
+	base = d > 0 && (cs->spins[0].flags & LCB_F_MUTEX) ? 1 : 0;
+	/* the stack before the clock (see begin_mutex_wait) */
+	stack = sampled_stack(ctx, cs, lock, flags);
+	timed = timed_wait(cs, rnd, &now, &weight);
+	d = drop_stale_spins(cs, lock, d, base, timed, now);
+	if (d >= MAX_SPIN_NEST) {
+		count(cs, CNT_SPIN_OVERFLOW);
+		return;
+	}
+	flush_due(cs);              /* the task spins anyway */
+	uaddr = futex_word_now(ctx, &tgid);
+	barrier_var(d);             /* keep the mask: the verifier needs the bound */
+	w = &cs->spins[d & (MAX_SPIN_NEST - 1)];
+	w->lock = lock;
+	w->flags = flags;
+	w->stack = stack;
+	w->start = now;
+	w->weight = weight;
+	w->uaddr = uaddr;
+	w->tgid = tgid;
+	cs->depth = d + 1;
+}
+
+/* rwsem, rt_mutex, percpu rwsem: every wait timed (preemptible, fewer); in
+ * the task's storage */
+static __always_inline void begin_sleeping_wait(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags)
+{
+	struct task_state *ts = task_state_of(bpf_get_current_task_btf(), true);
+	__u64 now;
+
 	if (!ts) {
 		count(cs, CNT_TASK_FULL);
-		return 0;
+		return;
 	}
 	now = bpf_ktime_get_ns();
 	cs->last_now = now;
@@ -375,10 +387,34 @@ int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
 	 * discarded and this one starts */
 	if (ts->lock)
 		count(cs, CNT_STALE_WAIT);
-	ts->lock_stack = sampled_stack(ctx, cs, (__u64)lock, flags);
+	ts->lock_stack = sampled_stack(ctx, cs, lock, flags);
 	ts->lock_flags = flags;
 	ts->lock_start = now;
-	ts->lock = (__u64)lock;
+	ts->lock = lock;
+}
+
+SEC("tp_btf/contention_begin")
+int BPF_PROG(lksc_cont_begin, void *lock, unsigned int flags)
+{
+	struct cpu_state *cs;
+	__u32 rnd;
+
+	/* the filter first: every task's waits come here */
+	if (!enabled)
+		return 0;
+	cs = this_cpu();
+	if (!cs || !tracked_here(cs, bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	rnd = bpf_get_prandom_u32();
+	if (flags & LCB_F_MUTEX) {
+		begin_mutex_wait(ctx, cs, (__u64)lock, flags, rnd);
+		return 0;
+	}
+	sample_waiter((__u64)lock, flags, rnd);
+	if (spinning(flags))
+		begin_spin_wait(ctx, cs, (__u64)lock, flags, rnd);
+	else
+		begin_sleeping_wait(ctx, cs, (__u64)lock, flags);
 	return 0;
 }
 
@@ -489,6 +525,105 @@ static __always_inline __s32 offcpu_stack(void *ctx, struct cpu_state *cs, struc
 	return ts->sleep_stack[slot];
 }
 
+/* prev's open mutex wait (at the bottom of the CPU's stack) goes with prev,
+ * into its task storage */
+static __always_inline void switch_out_mutex_wait(struct cpu_state *cs, struct task_struct *prev, __u64 *now)
+{
+	struct task_state *ts = task_state_of(prev, true);
+
+	if (!ts) {
+		count(cs, CNT_TASK_FULL);
+		return;
+	}
+	if (ts->lock)
+		count(cs, CNT_STALE_WAIT);
+	ts->lock = cs->spins[0].lock;
+	ts->lock_flags = cs->spins[0].flags;
+	ts->lock_stack = cs->spins[0].stack;
+	/* a wait that sleeps is timed, from its begin
+	 * or else from now, and weighs one */
+	if (cs->spins[0].weight) {
+		ts->lock_start = cs->spins[0].start;
+	} else {
+		*now = bpf_ktime_get_ns();
+		ts->lock_start = *now;
+	}
+}
+
+/* no spin wait is open on a CPU that switches tasks: whatever is left on
+ * this CPU's spin stack lost its end (e.g. to the recursion guard), but for
+ * an open mutex wait at its bottom, which is prev's: it goes with prev, into
+ * its task storage */
+static __always_inline void switch_out_spin_stack(struct cpu_state *cs, struct task_struct *prev, __u64 *now)
+{
+	__u32 d = cs->depth;
+
+	if (enabled && d <= MAX_SPIN_NEST) {
+		if (cs->spins[0].flags & LCB_F_MUTEX) {
+			switch_out_mutex_wait(cs, prev, now);
+			if (d > 1)
+				count(cs, CNT_STALE_SPIN);
+		} else {
+			count(cs, CNT_STALE_SPIN);
+		}
+	}
+	cs->depth = 0;
+}
+
+/* a tracked prev goes off CPU: its stack, state and whether a sleeping-lock
+ * wait is open, from now */
+static __always_inline void switch_out_offcpu(void *ctx, struct cpu_state *cs, bool preempt,
+					      struct task_struct *prev, unsigned int prev_state, __u64 *now)
+{
+	struct task_state *ts = task_state_of(prev, true);
+
+	*now = bpf_ktime_get_ns();
+	if (!ts) {
+		count(cs, CNT_TASK_FULL);
+		return;
+	}
+	ts->off_stack = offcpu_stack(ctx, cs, prev, ts, preempt ? 0 : prev_state);
+	/* preempted: runnable, whatever state it was about to enter */
+	ts->off_state = preempt ? 0 : prev_state;
+	ts->off_in_lock = ts->lock != 0;
+	ts->off_start = *now;
+}
+
+/* next's open mutex wait comes back onto this CPU's stack: it runs with
+ * preemption disabled until the wait ends or it sleeps again */
+static __always_inline void switch_in_mutex_wait(struct cpu_state *cs, struct task_state *ts)
+{
+	cs->spins[0].lock = ts->lock;
+	cs->spins[0].flags = ts->lock_flags;
+	cs->spins[0].stack = ts->lock_stack;
+	cs->spins[0].start = ts->lock_start;
+	cs->spins[0].weight = 1;
+	cs->spins[0].uaddr = 0;
+	cs->spins[0].tgid = 0;
+	cs->depth = 1;
+	ts->lock = 0;
+}
+
+/* next, which went off CPU while tracked, comes back: its time off CPU */
+static __always_inline void switch_in_offcpu(struct cpu_state *cs, struct task_struct *next, struct task_state *ts,
+					     __u64 *now)
+{
+	struct offcpu_key key = {
+		.stack_id = ts->off_stack,
+		.state = ts->off_state,
+		.in_lock_wait = ts->off_in_lock,
+		.tid = BPF_CORE_READ(next, pid),
+	};
+
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	if (*now > ts->off_start) {
+		add_wait(cs, &offcpu_stats, &key, *now - ts->off_start, CNT_OFFCPU_FULL);
+		count(cs, CNT_OFFCPU);
+	}
+	ts->off_start = 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
@@ -500,90 +635,19 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 
 	if (!cs)
 		return 0;
-	/* no spin wait is open on a CPU that switches tasks: whatever is left
-	 * on this CPU's spin stack lost its end (e.g. to the recursion guard),
-	 * but for an open mutex wait at its bottom, which is prev's: it goes
-	 * with prev, into its task storage */
-	if (cs->depth) {
-		__u32 d = cs->depth;
-
-		if (enabled && d <= MAX_SPIN_NEST) {
-			if (cs->spins[0].flags & LCB_F_MUTEX) {
-				ts = task_state_of(prev, true);
-				if (ts) {
-					if (ts->lock)
-						count(cs, CNT_STALE_WAIT);
-					ts->lock = cs->spins[0].lock;
-					ts->lock_flags = cs->spins[0].flags;
-					ts->lock_stack = cs->spins[0].stack;
-					/* a wait that sleeps is timed, from its begin
-					 * or else from now, and weighs one */
-					if (cs->spins[0].weight) {
-						ts->lock_start = cs->spins[0].start;
-					} else {
-						now = bpf_ktime_get_ns();
-						ts->lock_start = now;
-					}
-				} else {
-					count(cs, CNT_TASK_FULL);
-				}
-				if (d > 1)
-					count(cs, CNT_STALE_SPIN);
-			} else {
-				count(cs, CNT_STALE_SPIN);
-			}
-		}
-		cs->depth = 0;
-	}
+	if (cs->depth)
+		switch_out_spin_stack(cs, prev, &now);
 	if (!enabled)
 		return 0;
 	flush_pending(cs);
-
 	prev_tracked = BPF_CORE_READ(prev, pid) && tracked_here(cs, BPF_CORE_READ(prev, tgid));
-	if (prev_tracked) {
-		ts = task_state_of(prev, true);
-		now = bpf_ktime_get_ns();
-		if (ts) {
-			ts->off_stack = offcpu_stack(ctx, cs, prev, ts, preempt ? 0 : prev_state);
-			/* preempted: runnable, whatever state it was about to enter */
-			ts->off_state = preempt ? 0 : prev_state;
-			ts->off_in_lock = ts->lock != 0;
-			ts->off_start = now;
-		} else {
-			count(cs, CNT_TASK_FULL);
-		}
-	}
-
+	if (prev_tracked)
+		switch_out_offcpu(ctx, cs, preempt, prev, prev_state, &now);
 	ts = task_state_of(next, false);
-	/* next's open mutex wait comes back onto this CPU's stack: it runs
-	 * with preemption disabled until the wait ends or it sleeps again */
-	if (ts && ts->lock && (ts->lock_flags & LCB_F_MUTEX)) {
-		cs->spins[0].lock = ts->lock;
-		cs->spins[0].flags = ts->lock_flags;
-		cs->spins[0].stack = ts->lock_stack;
-		cs->spins[0].start = ts->lock_start;
-		cs->spins[0].weight = 1;
-		cs->spins[0].uaddr = 0;
-		cs->spins[0].tgid = 0;
-		cs->depth = 1;
-		ts->lock = 0;
-	}
-	if (ts && ts->off_start) {
-		struct offcpu_key key = {
-			.stack_id = ts->off_stack,
-			.state = ts->off_state,
-			.in_lock_wait = ts->off_in_lock,
-			.tid = BPF_CORE_READ(next, pid),
-		};
-
-		if (!now)
-			now = bpf_ktime_get_ns();
-		if (now > ts->off_start) {
-			add_wait(cs, &offcpu_stats, &key, now - ts->off_start, CNT_OFFCPU_FULL);
-			count(cs, CNT_OFFCPU);
-		}
-		ts->off_start = 0;
-	}
+	if (ts && ts->lock && (ts->lock_flags & LCB_F_MUTEX))
+		switch_in_mutex_wait(cs, ts);
+	if (ts && ts->off_start)
+		switch_in_offcpu(cs, next, ts, &now);
 	/* one program per switch for all its parts (each program on sched_switch
 	 * costs a hand-off workload its dispatch: bench/README.md) */
 	tasks_switch(preempt, prev, prev_tracked, next, prev_state, &now);
