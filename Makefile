@@ -8,7 +8,7 @@ PYTHON  ?= python3
 RESULTS ?= results/default
 # libc6-dbg: the C library's full symbol table (user stacks through glibc)
 # binutils: c++filt, the demangler of C++ and Rust names in user stacks
-# rocksdb-tools, dbench: the application workloads (lockscope/apps.toml)
+# rocksdb-tools, dbench: the application workloads (lockscope/measure/apps.toml)
 # texlive-latex-recommended: pdflatex and booktabs, to compile-test the exported bottlenecks.tex
 # g++, rustc: the C++ and Rust test programs of tests/test_langs.py (a rustc already on PATH, e.g. rustup's, is used first)
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \

@@ -5,12 +5,12 @@ what-if, time view, CPI and named share per point (analyzer/results.py).
 analyzer/analysis_json.py turns the result into `lockscope analyze --json`."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from lockscope import record
-from lockscope.analyzer import attribution, diagnosis, naming, probeeffect, scaling, timeview, usl
+from lockscope.analyzer import attribution, diagnosis, probeeffect, scaling, timeview, usl
+from lockscope.analyzer.kernel import naming
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
@@ -30,7 +30,7 @@ def load_records(path: Path) -> list[RunRecord]:
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path} does not exist", "give the --out directory of `lockscope run` or `sweep`")
-    files = [path] if path.is_file() else sorted((path / "runs").glob("*.json")) or sorted(path.glob("*.json"))
+    files = [path] if path.is_file() else sorted((path / record.RUNS).glob("*.json")) or sorted(path.glob("*.json"))
     files = [f for f in files if f.name != "sweep.json"]
     if not files:
         raise UsageError(f"no run records in {path}", "run `lockscope run` or `lockscope sweep` with --out there")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lockscope.analyzer import sharing, sleepkinds
+from lockscope.analyzer import sleepkinds
+from lockscope.analyzer.kernel import sharing
 from lockscope.record import OffCpu, RunRecord
 
 LOCK = "lock"                    # Wait.type of a lock wait
@@ -44,7 +45,7 @@ class Wait:
     kind: str | None = None       # locks: mutex, rwsem, spinlock, pthread_mutex, ...
     lock_class: str | None = None  # locks: the lock's class; other waits: the off-CPU class
     instances: int | None = None  # locks: distinct addresses
-    sharing: str | None = None    # locks: one global lock, shared, one per worker (analyzer/sharing.py)
+    sharing: str | None = None    # locks: one global lock, shared, one per worker (analyzer/kernel/sharing.py)
 
     @property
     def is_lock(self) -> bool:

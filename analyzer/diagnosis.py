@@ -2,7 +2,8 @@
 wait that explains it (or why lockscope cannot say)."""
 from __future__ import annotations
 
-from lockscope.analyzer import probeeffect, sharing
+from lockscope.analyzer import probeeffect
+from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import RootCause
 from lockscope.analyzer.results import PointView
 from lockscope.analyzer.scaling import Collapse

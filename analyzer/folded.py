@@ -18,14 +18,14 @@ stack a line) of one run record, from the probe's raw aggregates:
 
 Frames are function names without offsets and without the probe's own
 frames, outermost first. Only what the record kept is folded: records keep
-the heaviest aggregates (see lockscope/runner.py), so a folded file can be a
+the heaviest aggregates (see lockscope/measure/assemble.py), so a folded file can be a
 little short of the totals of the lock table."""
 from __future__ import annotations
 
-from lockscope.analyzer.knowledge import Knowledge
-from lockscope.analyzer.naming import (_caller_match, address_names, default_knowledge, futex_charges,
+from lockscope.analyzer.kernel.knowledge import Knowledge
+from lockscope.analyzer.kernel.naming import (address_names, common_prefix, default_knowledge, futex_charges,
                                        offcpu_class, spinning_samples)
-from lockscope.analyzer.futexspin import remaining
+from lockscope.analyzer.user.futexspin import remaining
 from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord
@@ -142,7 +142,7 @@ def _add_sampled_spin(rec: RunRecord, kb: Knowledge, out: dict[str, int]) -> Non
         return
     for smp, fr in spinning_samples(raw, kb):
         callers = kb.callers_after_lock(fr)
-        best = max(spinners, key=lambda lk: (max((_caller_match(callers, st.frames) for st in lk.stacks),
+        best = max(spinners, key=lambda lk: (max((common_prefix(callers, st.frames) for st in lk.stacks),
                                                  default=0), lk.sampled_spin_ns))
         _add(out, _line(kb.functions(fr), best.name), smp.count * period / 1e3)
 

@@ -92,7 +92,7 @@ class LockAcc:
 
     def add_kernel_spin(self, name: str, count: int, wait_ns: int, max_ns: int) -> None:
         """Waits spun on kernel lock `name` inside the futex syscalls on this
-        lock's words (analyzer/futexspin.py): part of its count and wait; its
+        lock's words (analyzer/user/futexspin.py): part of its count and wait; its
         roles grow in proportion."""
         self.count += count
         self.wait += wait_ns

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from lockscope.analyzer.attribution import Attribution, RootCause, Wait, WhatIf
 from lockscope.analyzer.scaling import Collapse
 from lockscope.analyzer.usl import UslFit
-from lockscope.record import CpuBreakdown, RunRecord
+from lockscope.record import NO_FS, CpuBreakdown, RunRecord
 
 NO_NAMED_SHARE = "no lock wait was recorded (or probes were disabled)"
 
 
 def title(workload: str, fs: str) -> str:
     """An experiment as people read it: "MWRM on tmpfs", "mmap"."""
-    return workload + (f" on {fs}" if fs != "none" else "")
+    return workload + (f" on {fs}" if fs != NO_FS else "")
 
 
 @dataclass

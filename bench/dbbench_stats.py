@@ -2,7 +2,7 @@
 """db_bench's own account of where a fillrandom's time goes.
 
 Runs `db_bench --benchmarks=fillrandom` with the flags of lockscope's
-rocksdb-fillrandom workload (lockscope/apps.toml), on a fresh tmpfs, with
+rocksdb-fillrandom workload (lockscope/measure/apps.toml), on a fresh tmpfs, with
 `--statistics --stats_level=5` (kAll: DB mutex waits timed too) and
 `--perf_level=5` (kEnableTime: per-thread PerfContext timers, mutexes included),
 at each thread count, and prints from db_bench's output: throughput, the DB

@@ -14,7 +14,7 @@ up)
 	mount -t tmpfs -o size=$((gib + 1))g tmpfs "$dir.img"
 	truncate -s ${gib}G "$dir.img/image"
 	loop=$(losetup -f --show "$dir.img/image")
-	# one inode per 2 KiB of image, as lockscope/scratch.py
+	# one inode per 2 KiB of image, as lockscope/machine/scratch.py
 	mkfs.ext4 -q -F -N $((gib * 1024 * 1024 / 2)) -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$loop"
 	mount -o noatime,noinit_itable "$loop" "$dir"
 	echo "$loop on $dir"

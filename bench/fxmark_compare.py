@@ -43,7 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from lockscope import paths, scratch  # noqa: E402
+from lockscope import paths  # noqa: E402
+from lockscope.machine import scratch  # noqa: E402
 from lockscope.errors import LockscopeError  # noqa: E402
 
 FXMARK_WORKLOADS = ["DRBL", "DRBM", "DRBH", "DWOL", "DWOM", "DWAL", "DWTL", "DWSL", "MRPL", "MRPM", "MRPH",

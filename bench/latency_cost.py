@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lockscope import paths, scratch  # noqa: E402
+from lockscope import paths  # noqa: E402
+from lockscope.machine import scratch  # noqa: E402
 
 
 def one_run(driver: Path, workload: str, workers: int, d: str, timed: bool, duration: float) -> float:

@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO))
 import numpy  # noqa: E402
 from scipy.stats import bootstrap  # noqa: E402
 
-from lockscope import scratch  # noqa: E402
-from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
-from lockscope.steadyload import SteadyLoad  # noqa: E402
+from lockscope.machine import scratch  # noqa: E402
+from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
+from lockscope.measure.steadyload import SteadyLoad  # noqa: E402
 
 INTERVAL = 0.1
 scratch_root: list[Path] = []     # --scratch

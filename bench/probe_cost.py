@@ -47,9 +47,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from lockscope import scratch  # noqa: E402
-from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
-from lockscope.steadyload import SteadyLoad  # noqa: E402
+from lockscope.machine import scratch  # noqa: E402
+from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession, preflight  # noqa: E402
+from lockscope.measure.steadyload import SteadyLoad  # noqa: E402
 from overhead import INTERVAL, _use_probe  # noqa: E402
 
 BPF_ENABLE_STATS = 32       # enum bpf_cmd

@@ -39,9 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from lockscope import scratch  # noqa: E402
-from lockscope.steadyload import SteadyLoad  # noqa: E402
-from lockscope.probe import ProbeSession  # noqa: E402
+from lockscope.machine import scratch  # noqa: E402
+from lockscope.measure.steadyload import SteadyLoad  # noqa: E402
+from lockscope.measure.probe import ProbeSession  # noqa: E402
 
 SLEEPER = "import time\nwhile True: time.sleep(0.005)"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """User stack copies of a live process's blocked threads, read from /proc,
-and unwound with lockscope's CFI unwinder (analyzer/unwind.py).
+and unwound with lockscope's CFI unwinder (analyzer/user/unwind.py).
 
 An independent source of the data the futex probe copies at a futex sleep,
 without BPF: for a thread blocked in a system call, /proc/PID/task/TID/syscall
@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lockscope.analyzer import unwind, userlocks  # noqa: E402
+from lockscope.analyzer.user import userlocks  # noqa: E402
+from lockscope.analyzer.user import unwind
 
 NR_FUTEX = 202             # x86-64
 FUTEX_CMD_MASK = 0x7F

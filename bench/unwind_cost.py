@@ -8,7 +8,7 @@ resolving the futex addresses) on the probe's real data event:
 - from cold caches (ELF symbols and CFI read again), with frame pointers
   only (the data event without its stack copies: `user_stack_copies`, or
   the older probe's `user_stack_words`) and unwound as lockscope does it
-  (analyzer/unwind.py; more frames, so more files' symbols read);
+  (analyzer/user/unwind.py; more frames, so more files' symbols read);
 - the unwinding alone (reading the files' CFI index, decoding the FDEs
   met, walking), with the symbols cached: from a cold CFI cache, then warm.
 
@@ -37,7 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lockscope import cli  # noqa: E402
-from lockscope.analyzer import unwind, userlocks  # noqa: E402
+from lockscope.analyzer.user import userlocks  # noqa: E402
+from lockscope.analyzer.user import unwind
 
 COPY_KEYS = ("user_stack_copies", "user_stack_words")
 

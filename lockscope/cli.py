@@ -11,7 +11,8 @@ import signal
 import sys
 from pathlib import Path
 
-from lockscope import atomicio, record, scratch, textout, validate
+from lockscope import atomicio, record, textout, validate
+from lockscope.machine import scratch
 from lockscope.cliargs import build_parser, split_command
 from lockscope.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
 
@@ -20,16 +21,16 @@ from lockscope.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Int
 
 def reclaim(scratch_root) -> None:
     """Before a run: check --scratch, and release what killed lockscope runs
-    recorded making (lockscope/ownership.py; nothing of a run still alive,
+    recorded making (lockscope/machine/ownership.py; nothing of a run still alive,
     nothing it did not record), and say what."""
-    from lockscope import ownership
+    from lockscope.machine import ownership
     scratch.check_root(scratch_root)
     for what in ownership.reclaim():
         print(f"lockscope: reclaimed from a killed run: {what}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
-    from lockscope.runner import run_point
+    from lockscope.measure.runner import run_point
     from lockscope.settings import default_out, point_spec
 
     spec = point_spec(args, command)
@@ -43,7 +44,7 @@ def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
 
 def _save_point(rec, out: Path, point_id: str, as_json: bool) -> int:
     """Write one point's run record (atomically) and print it: the end of run and attach."""
-    path = out / "runs" / f"{point_id}.json"
+    path = record.record_path(out, point_id)
     record.save(rec, path)
     if as_json:
         json.dump(record.to_dict(rec), sys.stdout, indent=1)
@@ -56,7 +57,7 @@ def _save_point(rec, out: Path, point_id: str, as_json: bool) -> int:
 
 def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
     from lockscope.settings import default_out, sweep_spec
-    from lockscope.sweep import run_sweep
+    from lockscope.measure.sweep import run_sweep
 
     spec = sweep_spec(args, command)
     validate.require_run_environment(spec.template.probe)
@@ -74,7 +75,7 @@ def cmd_sweep(args: argparse.Namespace, command: list[str] | None) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from lockscope.attach import run_attach
+    from lockscope.measure.attach import run_attach
     from lockscope.settings import attach_spec, default_out
 
     spec = attach_spec(args)                  # no such pid: exit 2
@@ -92,7 +93,7 @@ def cmd_analyze(args) -> int:
     recs = load_records(args.dir)
     if args.vmlinux:
         from lockscope import validate
-        from lockscope.analyzer import kimage, naming
+        from lockscope.analyzer.kernel import kimage, naming
         table = kimage.load_symbols(validate.check_vmlinux(args.vmlinux))
         old = [r.id for r in recs if not naming.rename_static(r, table)]
         if old:
@@ -124,7 +125,7 @@ def cmd_export(args) -> int:
     paths = write_exports(args.dir, args.out)
     out = args.out or Path(args.dir) / "exports"
     figs = sum(1 for p in paths if p.parent.name == "figures")
-    runs = sum(1 for p in paths if p.parent.name == "runs")
+    runs = sum(1 for p in paths if p.parent.name == record.RUNS)
     profiles = [p for p in paths if p.parent.name == "pprof"]
     print(f"exports: {out}\n  {figs} figures (PDF and SVG) in figures/, bottlenecks.csv, bottlenecks.tex, "
           f"analysis.json, {runs} run records in runs/, {len(profiles)} pprof profiles in pprof/ "
@@ -159,7 +160,7 @@ def _list_params(w: dict) -> None:
 
 
 def cmd_list(args) -> int:
-    from lockscope import apps, workloads
+    from lockscope.measure import apps, workloads
 
     cat = workloads.catalog()
     app_entries = [a.catalog_entry() for a in apps.table().values()]
@@ -197,7 +198,7 @@ def cmd_doctor(args) -> int:
     from lockscope.doctor import diagnose, render
 
     if args.clean:
-        from lockscope import ownership
+        from lockscope.machine import ownership
         for line in ownership.reclaim() or ["nothing to clean"]:
             print(line)
         for run in ownership.survey()["in_use"]:

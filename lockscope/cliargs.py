@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lockscope import __version__, scratch
-from lockscope.probe import DEFAULT_SAMPLE_HZ
+from lockscope import __version__
+from lockscope.machine import scratch
+from lockscope.measure.probe import DEFAULT_SAMPLE_HZ
+from lockscope.validate import MAX_WORKERS_PER_CPU
 
 DEFAULT_WORKLOADS = ["MWRM", "DWOM", "MWCM", "MWCL", "mmap"]
 DEFAULT_FS = ["tmpfs", "ext4"]
@@ -79,7 +81,7 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
                         "The target is never signalled; only the command is stopped")
     p.add_argument("--system-wide", action="store_true",
                    help="count the lock waits of every task on the machine, not only the workload's")
-    p.add_argument("--force", action="store_true", help="allow more than 64 workers per CPU")
+    p.add_argument("--force", action="store_true", help=f"allow more than {MAX_WORKERS_PER_CPU} workers per CPU")
     p.add_argument("--device", default=None, metavar="PATH",
                    help="make the disk file systems on this block device instead of a RAM-backed loop image; "
                         "it is FORMATTED at every point (needs --yes-format-device with the same path)")
@@ -97,6 +99,39 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
                         "variables)")
 
 
+TOP_DESCRIPTION = ("A live view of running processes lockscope did not start: every --interval seconds the top lock "
+               "waits of that interval (name, tier, kind, share of the targets' time, waits/s, longest wait), the "
+               "roles' time split of the interval, and throughput where known. Keys: s, w, m sort by share, "
+               "waits/s, max wait; space freezes the screen; q quits (so do Ctrl-C, SIGTERM and SIGHUP). "
+               "It ends by itself when the targets exit. The targets are never stopped or signalled, and "
+               "nothing stays attached after it ends. --batch N prints N intervals as plain text instead "
+               "(like top -b).")
+
+
+def _add_top_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("top", help="live view of the lock waits of running processes (pid, comm, cgroup)",
+                       description=TOP_DESCRIPTION)
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--pid", default=None, metavar="P[,P...]",
+                     help="these processes, with their threads and the children they fork")
+    who.add_argument("--comm", default=None, metavar="NAME", help="the processes named NAME (/proc/PID/comm)")
+    who.add_argument("--cgroup", default=None, metavar="PATH",
+                     help="the processes of this cgroup v2 directory and those below it")
+    who.add_argument("--system-wide", action="store_true",
+                     help="every task on the machine (shares are of the allowed CPUs' time)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds per refresh (default 1; at least 0.2)")
+    p.add_argument("--batch", type=int, default=None, metavar="N",
+                   help="print N intervals as plain text to stdout and exit (no terminal needed)")
+    p.add_argument("--sort", choices=("share", "waits/s", "max"), default="share",
+                   help="the waits' order at the start (default share; keys s, w, m change it)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="the thread count the shares are relative to (default: the targets' threads at the start)")
+    p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
+                   help=f"on-CPU samples per second per CPU (default {DEFAULT_SAMPLE_HZ}; 0: none)")
+    p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
+                   help="a System.map or vmlinux of the running kernel: names global kernel locks by variable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand; the command after `--` is split off first (split_command)."""
     ap = argparse.ArgumentParser(
@@ -107,8 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     _add_measure_commands(sub)
     _add_attach_command(sub)
-    from lockscope.top import command as topcmd
-    topcmd.add_parser(sub)
+    _add_top_command(sub)
     _add_result_commands(sub)
     _add_machine_commands(sub)
     return ap

@@ -8,10 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lockscope import hwcounters, ownership, paths, scratch
+from lockscope import paths
+from lockscope.measure import hwcounters
+from lockscope.machine import mounts, ownership, scratch
 from lockscope.errors import LockscopeError
 from lockscope.jsondata import parse_addr
-from lockscope.probe import BTF, ProbeSession
+from lockscope.measure.probe import BTF, ProbeSession
 
 TRACEPOINTS = ("lock:contention_begin", "lock:contention_end", "sched:sched_switch",
                "sched:sched_process_fork", "sched:sched_process_exit")
@@ -81,7 +83,7 @@ def ownership_survey() -> dict:
     found = ownership.survey()
     live = ownership.live_pids()
     recorded = {i["path"] for state in ownership.ledgers() for i in state.items if i["kind"] == "mount"}
-    unrecorded = [f"mount {target} ({fstype})" for source, target, fstype in ownership.mounts()
+    unrecorded = [f"mount {target} ({fstype})" for source, target, fstype in mounts.mounts()
                   if source == scratch.MOUNT_SOURCE and target not in recorded]
     unrecorded += [f"{comm} (pid {pid})" for pid, comm in _own_processes() if pid not in live]
     progs = _own_bpf_programs()

@@ -147,7 +147,7 @@ class Series:
 @dataclass
 class SlabEntry:
     """A contended address inside a slab object (kmem.c), and what
-    analyzer/slab.py found at its offset."""
+    analyzer/kernel/slab.py found at its offset."""
     addr: int = field(metadata=HEX)
     cache: str = ""
     size: int = 0
@@ -170,7 +170,7 @@ class Slab:
 @dataclass
 class ObjLock:
     """A contended address that is a lock member of an object behind a file
-    of the workload (analyzer/objlocks.py: typed by f_op, members from BTF)."""
+    of the workload (analyzer/kernel/objlocks.py: typed by f_op, members from BTF)."""
     addr: int = field(metadata=HEX)
     struct: str = ""              # the object's struct type
     member: str = ""              # the lock's member path in it ("sk_lock.slock")
@@ -250,7 +250,7 @@ class GoProbe:
 @dataclass
 class GoWait:
     """Goroutine parks on one sync semaphore from one user stack
-    (gomutex.bpf.c); resolved at record time (analyzer/golocks.py)."""
+    (gomutex.bpf.c); resolved at record time (analyzer/user/golocks.py)."""
     tgid: int
     sema: int = field(metadata=HEX)
     via: str = "sync.Mutex"      # the semacquire it came through
@@ -357,7 +357,7 @@ class ModuleRange:
 
 @dataclass
 class KernelImage:
-    """Where the running kernel's image keeps its static data (analyzer/kimage.py),
+    """Where the running kernel's image keeps its static data (analyzer/kernel/kimage.py),
     and the names of the contended static addresses where a symbol table gave them."""
     text: int = field(metadata=HEX)               # runtime _text (the KASLR offset against a System.map)
     modules_start: int = field(default=0, metadata=HEX)

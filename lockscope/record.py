@@ -20,6 +20,18 @@ from lockscope.probedata import MapUse, ProgramStats, RawProbe
 
 SCHEMA = "lockscope.run/2"
 READS = ("lockscope.run/1", SCHEMA)     # /1: no roles, wake-ups or sleep kinds (read as before)
+NO_FS = "none"                          # the fs of a point that made no file system
+RUNS = "runs"                           # the folder of a results directory that holds the run records
+
+
+def point_id(workload: str, fs: str, workers: int) -> str:
+    """A point's id, its record's file name: `MWRM-tmpfs-w2`."""
+    return f"{workload}-{fs}-w{workers}"
+
+
+def record_path(out: Path, pid: str) -> Path:
+    """Where the record of point `pid` lives in results directory `out`."""
+    return Path(out) / RUNS / f"{pid}.json"
 
 
 @dataclass
@@ -40,7 +52,7 @@ class StackSummary:
 class KernelSpin:
     """A user-space lock's waits spun on one kernel lock inside the futex
     syscalls on its words (the futex hash bucket lock, a runqueue lock taken
-    to wake a waiter): part of the lock's count and wait_ns (analyzer/futexspin.py)."""
+    to wake a waiter): part of the lock's count and wait_ns (analyzer/user/futexspin.py)."""
     name: str                    # the kernel lock, as it would be named on its own
     count: int = 0
     wait_ns: int = 0
@@ -67,7 +79,7 @@ class Lock:
     stacks: list[StackSummary] = field(default_factory=list)
     # user-space locks: wait_ns by the role of the waiting thread (analyzer/roles.py)
     roles: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
-    # kernel locks, from the sampled waiters (analyzer/sharing.py; absent in older records):
+    # kernel locks, from the sampled waiters (analyzer/kernel/sharing.py; absent in older records):
     # threads seen waiting, most on one instance, and global | shared | per-thread | one-thread
     waiters: Optional[int] = optional()
     shared_by: Optional[int] = optional()
@@ -235,7 +247,7 @@ _FS_LATER = ("mkfs", "mkfs_options", "image_size_bytes", "user_device", "journal
 class FsDetail:
     """Where a point ran (scratch.Mounted.describe): only `setup` ("none")
     without a file system; a key may be null (tmpfs has no device)."""
-    setup: str = "none"
+    setup: str = NO_FS
     fstype: Optional[str] = None
     description: Optional[str] = None
     mountpoint: Optional[str] = None
@@ -265,7 +277,7 @@ class FsDetail:
 
 @dataclass
 class Application:
-    """The program behind an application workload (lockscope/apps.toml)."""
+    """The program behind an application workload (lockscope/measure/apps.toml)."""
     name: str                             # the workload, e.g. rocksdb-readrandom
     package: str                          # the Debian package
     binary: str
@@ -329,7 +341,7 @@ class RunRecord:
     latency: dict[str, Latency] = field(default_factory=dict, metadata={"omit_empty": True})
     interval_s: float = field(default=0.0, metadata={"omit_empty": True})
     timeseries: list[Interval] = field(default_factory=list, metadata={"omit_empty": True})
-    # application workloads (lockscope/apps.toml): the program behind the command
+    # application workloads (lockscope/measure/apps.toml): the program behind the command
     application: Optional[Application] = optional()
     # record /2: the traced threads by role, and who woke whom (analyzer/roles.py)
     roles: list[Role] = field(default_factory=list, metadata={"omit_empty": True})

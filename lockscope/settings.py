@@ -11,11 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockscope import apps, scratch, targets, validate, workloads
+from lockscope import validate
+from lockscope.measure import apps, targets, workloads
+from lockscope.machine import scratch
 from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_WORKLOADS
 from lockscope.errors import UsageError
-from lockscope.runner import NO_FS, PointSpec
-from lockscope.sweep import SweepSpec
+from lockscope.record import NO_FS
+from lockscope.measure.runner import PointSpec
+from lockscope.measure.sweep import SweepSpec
 
 
 @dataclass
@@ -156,7 +159,7 @@ def default_out(name: str) -> Path:
 def attach_spec(args: argparse.Namespace):
     """`lockscope attach`: running processes (pid, comm, cgroup) or the
     whole system; a missing target is exit 2."""
-    from lockscope.attach import AttachSpec
+    from lockscope.measure.attach import AttachSpec
     if args.duration is not None:
         validate.check_duration(args.duration, 0.0)
     validate.check_interval(args.interval)

@@ -2,16 +2,17 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
-from lockscope.analyzer import probeeffect, sharing
+from lockscope.analyzer import probeeffect
+from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
 from lockscope.analyzer.usl import UslFit
-from lockscope.record import RunRecord
+from lockscope.record import NO_FS, RunRecord
 
 
 def summarize(rec: RunRecord) -> str:
     """One run record as the text `lockscope run` prints."""
-    on = f" on {rec.fs}" if rec.fs != "none" else ""
+    on = f" on {rec.fs}" if rec.fs != NO_FS else ""
     tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else \
         "throughput unknown" + (" (attach)" if rec.kind == "attach" else "")
     lines = [f"{rec.workload}{on}, {rec.workers} worker{'s' if rec.workers != 1 else ''}, "

@@ -9,7 +9,8 @@ import struct
 import sys
 from pathlib import Path
 
-from lockscope import device, scratch
+from lockscope.machine import device, scratch
+from lockscope.record import NO_FS
 from lockscope.errors import EnvironmentProblem, UsageError
 
 MAX_WORKERS_PER_CPU = 64
@@ -39,7 +40,7 @@ def parse_workers(text: str) -> list[int]:
 
 
 def check_workers(counts: list[int], force: bool, infos: list[dict] | None = None) -> None:
-    """Worker counts: at most 64 per CPU unless --force, except for workloads
+    """Worker counts: at most MAX_WORKERS_PER_CPU per CPU unless --force, except for workloads
     whose tasks mostly sleep (catalog many_tasks, e.g. syncs), which may use
     up to their max_workers; no workload goes beyond its max_workers."""
     limit = MAX_WORKERS_PER_CPU * ncpus()
@@ -149,7 +150,7 @@ def available_fs(fss: list[str]) -> tuple[list[str], dict[str, str]]:
     (an unknown name is bad input; a known one missing here is skipped)."""
     keep, skipped = [], {}
     for fs in fss:
-        if fs == "none":
+        if fs == NO_FS:
             keep.append(fs)
             continue
         if fs not in scratch.FS_SETUPS:
@@ -184,7 +185,7 @@ def check_vmlinux(path: Path | None) -> Path | None:
     """--vmlinux: a readable System.map or vmlinux with data symbols."""
     if path is None:
         return None
-    from lockscope.analyzer import kimage
+    from lockscope.analyzer.kernel import kimage
     try:
         kimage.load_symbols(path)
     except OSError as e:
@@ -198,7 +199,7 @@ def check_vmlinux(path: Path | None) -> Path | None:
 def require_run_environment(probe: bool) -> None:
     """Root, and with the probes everything they need (BTF, BPF, the binary)."""
     if probe:
-        from lockscope.probe import preflight
+        from lockscope.measure.probe import preflight
         preflight()
     elif os.geteuid() != 0:
         raise EnvironmentProblem("lockscope needs root to mount its scratch file systems",

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The command protocol of lockscope-probe: one command per line on stdin,
- * one JSON event per line on stdout (lockscope/probe.py speaks it).
+ * one JSON event per line on stdout (lockscope/measure/probe.py speaks it).
  *
  *   track PID      add a process (and, by fork-following, its children)
  *   untrack PID    remove a process (children already forked stay tracked)

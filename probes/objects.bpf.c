@@ -7,7 +7,7 @@
  *
  * Addresses are computed with CO-RE field offsets, so one object file works
  * across kernel versions; fields that a kernel lacks stay 0. Which fields of
- * an object are read is generated from analyzer/lockfields.toml
+ * an object are read is generated from analyzer/kernel/lockfields.toml
  * (LOCKFIELDS_<BASE> in build/lockfields.h); this file only reaches the
  * objects ("bases") they hang off.
  */

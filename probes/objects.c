@@ -139,7 +139,7 @@ int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it)
 	return err;
 }
 
-/* lock fields of a record (analyzer/lockfields.toml, via build/lockfields.h) */
+/* lock fields of a record (analyzer/kernel/lockfields.toml, via build/lockfields.h) */
 struct lockfield_key {
 	const char *key;
 	size_t off;
@@ -186,7 +186,7 @@ static void unix_name(const struct obj_file *r, char *out, size_t size)
 	out[j] = '\0';
 }
 
-/* what the iterator found behind a file (typed offline: analyzer/objlocks.py) */
+/* what the iterator found behind a file (typed offline: analyzer/kernel/objlocks.py) */
 static void behind_json(struct jw *w, const struct obj_file *r)
 {
 	char name[sizeof(r->unix_path) + 1];

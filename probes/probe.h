@@ -119,7 +119,7 @@ enum obj_type {
 	OBJ_TASK = 2,
 };
 
-/* the lock fields of both records are generated from analyzer/lockfields.toml
+/* the lock fields of both records are generated from analyzer/kernel/lockfields.toml
  * (build/lockfields.h): one __u64 address per field, 0 when not reached */
 struct obj_file {
 	__u32 type;           /* OBJ_FILE */
@@ -134,7 +134,7 @@ struct obj_file {
 	__u64 sb;
 	__u64 parent_inode;
 	__u64 parent_ino;
-	/* the objects behind the file, typed offline (analyzer/fileobjects.toml) */
+	/* the objects behind the file, typed offline (analyzer/kernel/fileobjects.toml) */
 	__u64 file;
 	__u64 f_release;      /* f_op->release: its text symbol tells the kind */
 	__u64 private_data;
@@ -161,7 +161,7 @@ struct obj_task {
 	__u32 cpu;            /* the CPU the thread was on */
 	char comm[16];
 	__u64 mm;
-	/* the objects the thread holds, typed offline (analyzer/objlocks.py) */
+	/* the objects the thread holds, typed offline (analyzer/kernel/objlocks.py) */
 	__u64 task;
 	__u64 signal;
 	__u64 files;

@@ -7,7 +7,7 @@
  * return probes), aggregated by (process, table entry, lock name or tag,
  * mode).
  *
- * The probe table is data (analyzer/usdt.toml); the loader attaches these
+ * The probe table is data (analyzer/user/usdt.toml); the loader attaches these
  * two programs to every probe of it, with a cookie saying which entry the
  * probe belongs to and which of its arguments name the lock:
  *   bits  0-7   entry (the table's probe index)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Loader side of usdt.bpf.c: load once, attach its two programs to the USDT
  * probes the orchestrator names (lockscope/usdtprobe.py reads the probe
- * table, analyzer/usdt.toml, and matches it to the tracked processes'
+ * table, analyzer/user/usdt.toml, and matches it to the tracked processes'
  * executables), clear at start, emit the waits at stop. libbpf's USDT
  * support reads the probes' argument specs from the ELF notes and bumps
  * their semaphores (ref_ctr_offset) while attached. */

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from lockscope import __version__
+from lockscope.record import NO_FS
 from lockscope.analyzer import attribution
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
@@ -26,7 +27,7 @@ MIN_SHARE = 0.0005      # waits below 0.05% of worker time on both sides at ever
 def _norm(name: str, fs: str) -> str:
     """A wait's name with its file system's name taken out, so that the same
     lock of two file systems matches."""
-    return re.sub(rf"\b{re.escape(fs)}\b", "<fs>", name) if fs and fs != "none" else name
+    return re.sub(rf"\b{re.escape(fs)}\b", "<fs>", name) if fs and fs != NO_FS else name
 
 
 def pair(exps_a: list[Experiment], exps_b: list[Experiment], fs_a: str | None = None, fs_b: str | None = None,

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lockscope import atomicio, record, validate
+from lockscope.record import RUNS
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
@@ -126,7 +127,7 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
                        ("analysis.json", json.dumps(to_json(exps), indent=1) + "\n")):
         atomicio.write_bytes(out_dir / name, text.encode())
         written.append(out_dir / name)
-    src = results_dir / "runs" if (results_dir / "runs").is_dir() else results_dir
+    src = results_dir / RUNS if (results_dir / RUNS).is_dir() else results_dir
     for f in sorted(src.glob("*.json")) if results_dir.is_dir() else [results_dir]:
         if f.name == "sweep.json":
             continue
@@ -134,7 +135,7 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
             record.load(f)
         except (ValueError, OSError):
             continue              # skipped with a warning by load_records
-        dest = out_dir / "runs" / f.name
+        dest = out_dir / RUNS / f.name
         atomicio.write_bytes(dest, f.read_bytes())
         written.append(dest)
     return written

@@ -30,10 +30,10 @@ from pathlib import Path
 
 from lockscope import atomicio
 from lockscope.analyzer import folded, sleepkinds
-from lockscope.analyzer.knowledge import Knowledge
-from lockscope.analyzer.naming import (_caller_match, classify_offcpu, default_knowledge, kernel_waits,
+from lockscope.analyzer.kernel.knowledge import Knowledge
+from lockscope.analyzer.kernel.naming import (common_prefix, classify_offcpu, default_knowledge, kernel_waits,
                                        spinning_samples)
-from lockscope.analyzer.userlocks import frame_file, frame_function
+from lockscope.analyzer.user.userlocks import frame_file, frame_function
 from lockscope.jsondata import parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import Lock, RunRecord
@@ -108,7 +108,7 @@ def _spin_stacks(rec: RunRecord, kb: Knowledge) -> dict[str, list[tuple[list[tup
         return out
     for smp, fr in spinning_samples(raw, kb):
         callers = kb.callers_after_lock(fr)
-        best = max(spinners, key=lambda lk: (max((_caller_match(callers, st.frames) for st in lk.stacks),
+        best = max(spinners, key=lambda lk: (max((common_prefix(callers, st.frames) for st in lk.stacks),
                                                  default=0), lk.sampled_spin_ns))
         out.setdefault(best.name, []).append((_kernel(kb.functions(fr)), smp.count))
     return out

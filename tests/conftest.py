@@ -45,7 +45,7 @@ def e2e_missing() -> str | None:
         paths.workload_binary()
     except LockscopeError as e:
         return f"end-to-end tests need the C parts built: {e.message} (run `make build`)"
-    from lockscope.probe import ProbeSession
+    from lockscope.measure.probe import ProbeSession
     try:
         with ProbeSession():
             pass
@@ -73,7 +73,7 @@ def scratch(tmp_path):
 def left_under(root) -> dict[str, list[str]]:
     """What is mounted or attached under `root` now (whoever made it); a
     dead lockscope's recorded leftovers are reclaimed first."""
-    from lockscope import ownership, scratch as sc
+    from lockscope.machine import ownership, scratch as sc
     ownership.reclaim()
     r = str(Path(root).resolve())
     return {"mounts": [m[1] for m in sc.mounts() if m[1].startswith(r + "/")],
@@ -142,9 +142,19 @@ def kill_with_watchdog(proc: subprocess.Popen) -> None:
     for d in Path("/proc").iterdir():
         try:
             if d.name.isdigit() and (d / "cmdline").read_bytes().split(b"\0")[1:4] == \
-                    [b"-m", b"lockscope.watchdog", str(proc.pid).encode()]:
+                    [b"-m", b"lockscope.machine.watchdog", str(proc.pid).encode()]:
                 os.kill(int(d.name), 9)
         except (OSError, IndexError):
             pass
     proc.kill()
     proc.wait(timeout=10)
+
+
+def build_c(source: Path, exe: Path, flags: tuple[str, ...] = ("-O2", "-pthread"), cwd: Path | None = None) -> Path:
+    """A C test program compiled with gcc (or cc) into `exe`, or the test
+    skipped saying that no compiler is there."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        pytest.skip(f"a C compiler (gcc) is needed to build {source}")
+    subprocess.run([cc, *flags, "-o", str(exe), str(source)], check=True, cwd=cwd)
+    return Path(cwd) / exe if cwd else exe

@@ -1,4 +1,4 @@
-"""Application workloads (lockscope/apps.toml): the table and its checks,
+"""Application workloads (lockscope/measure/apps.toml): the table and its checks,
 throughput parsed from the programs' real output, what a missing package
 says, and one end-to-end sweep per application (1 and 2 workers on tmpfs)."""
 import copy
@@ -9,8 +9,9 @@ import pytest
 
 from conftest import DATA, REPO, e2e_missing, lockscope
 from lockscope.analyzer import attribution
-from lockscope import apps, record
-from lockscope.apps import TableError
+from lockscope import record
+from lockscope.measure import apps
+from lockscope.measure.apps import TableError
 from lockscope.errors import EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 
 OUTPUT = DATA / "apps"
@@ -61,7 +62,7 @@ def test_every_package_is_one_make_installs():
 def test_application_names_differ_from_the_built_in_ones():
     if e2e_missing() and "C parts" in e2e_missing():
         pytest.skip(e2e_missing())
-    from lockscope import workloads
+    from lockscope.measure import workloads
     assert not set(apps.table()) & set(workloads.catalog())
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, lockscope
+from conftest import REPO, build_c, lockscope
 from lockscope import record
 
 SOURCE = REPO / "tests" / "programs" / "hotmutex.c"
@@ -26,12 +26,7 @@ SOURCE = REPO / "tests" / "programs" / "hotmutex.c"
 
 @pytest.fixture(scope="module")
 def hotmutex(tmp_path_factory) -> Path:
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("a C compiler (gcc) is needed to build tests/programs/hotmutex.c")
-    out = tmp_path_factory.mktemp("hotmutex") / "hotmutex"
-    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", str(out), str(SOURCE)], check=True)
-    return out
+    return build_c(SOURCE, tmp_path_factory.mktemp("hotmutex") / "hotmutex", ("-O1", "-g", "-fno-omit-frame-pointer", "-pthread"))
 
 
 class Target:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, bpftool_progs, kill_with_watchdog, left_under, lockscope, our_processes
-from lockscope import ownership, record, scratch as sc
+from lockscope import record
+from lockscope.machine import ownership, scratch as sc
 
 
 def assert_released(scratch_root):

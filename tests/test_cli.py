@@ -126,7 +126,7 @@ def test_installed_command_runs():
 
 
 def test_missing_btf_names_the_kernel_option(monkeypatch, tmp_path):
-    from lockscope import probe
+    from lockscope.measure import probe
     from lockscope.errors import EnvironmentProblem
     if os.geteuid() != 0:
         pytest.skip("the root check comes first; run as root to reach the BTF check")
@@ -145,7 +145,7 @@ def test_missing_btf_names_the_kernel_option(monkeypatch, tmp_path):
 ])
 def test_probe_load_errors_become_environment_errors_with_a_fix(event, message, fix):
     from lockscope.errors import EnvironmentProblem
-    from lockscope.probe import ProbeSession
+    from lockscope.measure.probe import ProbeSession
     s = ProbeSession()
     with pytest.raises(EnvironmentProblem) as e:
         s.on_error({"event": "error", **event})
@@ -364,7 +364,7 @@ def test_a_stale_or_killed_sweeps_lock_is_reclaimed(tmp_path):
     holder = subprocess.run([sys.executable, "-c", f"""
 import os
 from pathlib import Path
-from lockscope.sweep import sweep_lock
+from lockscope.measure.sweep import sweep_lock
 with sweep_lock(Path({str(out)!r})):
     os.kill(os.getpid(), 9)
 """], cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO, lockscope
 from lockscope import record
-from lockscope.analyzer import demangle, userlocks
+from lockscope.analyzer.user import demangle, userlocks
 
 needs_cxxfilt = pytest.mark.skipif(demangle.unavailable() is not None, reason=str(demangle.unavailable()))
 

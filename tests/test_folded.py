@@ -6,7 +6,8 @@ import re
 import pytest
 
 from conftest import load
-from lockscope.analyzer import folded, naming
+from lockscope.analyzer import folded
+from lockscope.analyzer.kernel import naming
 
 
 def renamed(rec):

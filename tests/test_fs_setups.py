@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import left_under, lockscope
-from lockscope import scratch as sc
+from lockscope.machine import scratch as sc
 
 AVAILABLE = {name: sc.availability(name) for name in sc.FS_SETUPS}
 MISSING = sorted(n for n, (ok, _) in AVAILABLE.items() if not ok)

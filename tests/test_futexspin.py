@@ -10,7 +10,9 @@ import pytest
 
 from conftest import DATA, load
 from lockscope import record, textout
-from lockscope.analyzer import attribution, futexspin, naming, roles, usdt, userlocks
+from lockscope.analyzer import attribution, roles
+from lockscope.analyzer.kernel import naming
+from lockscope.analyzer.user import futexspin, usdt, userlocks
 from lockscope.jsondata import from_dict, to_dict
 
 MUTEX = "pthread_mutex @ bank::Account::deposit(long) (heap)"
@@ -27,7 +29,8 @@ def _locks(rec: record.RunRecord, raw=None) -> list[record.Lock]:
     window = int(round(rec.probe.window_s * 1e9))
     kernel = naming.add_sampled_spin(naming.name_locks(raw, rec.workers, window), raw, rec.workers, window)
     rs = roles.analyze(raw, window)
-    user = userlocks.name_futexes(raw, rec.workers, window, rs, usdt.folded_futexes(raw))
+    folded = usdt.folded_futexes(raw)
+    user = userlocks.name_futexes(raw, rec.workers, window, rs, folded, naming.futex_spin(raw, folded))
     return sorted(kernel + user, key=lambda lk: -lk.wait_ns)
 
 

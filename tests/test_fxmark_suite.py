@@ -57,7 +57,7 @@ def device_ios(device):
 @pytest.fixture(scope="module", params=["tmpfs", "ext4"])
 def fs(request, tmp_path_factory):
     needs_driver()
-    from lockscope import scratch as sc
+    from lockscope.machine import scratch as sc
     ok, why = sc.availability(request.param)
     if not ok:
         pytest.skip(why)

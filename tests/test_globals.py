@@ -1,8 +1,8 @@
 """Issue 11, parts 2 and 3: global locks named from where their address is
-(static data of the kernel image, analyzer/kimage.py) and, with a symbol
+(static data of the kernel image, analyzer/kernel/kimage.py) and, with a symbol
 table, by their variable; and per lock, whether its instances are one
 global lock, one object shared by the workers, or one per worker
-(analyzer/sharing.py, from the probe's sampled waiters).
+(analyzer/kernel/sharing.py, from the probe's sampled waiters).
 
 Unit tests read real-format files (tests/data/kimage: an excerpt of this
 machine's /proc/kallsyms, which lists no variables, its /proc/iomem kernel
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO, e2e_missing, load, lockscope
+from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
 from lockscope import record
-from lockscope.analyzer import diagnosis, kimage, naming, sharing
-from lockscope.analyzer.knowledge import Knowledge, RULES_FILE
+from lockscope.analyzer import diagnosis
+from lockscope.analyzer.kernel import kimage, naming, sharing
+from lockscope.analyzer.kernel.knowledge import Knowledge, RULES_FILE
 from lockscope.jsondata import format_addr
 
 K = DATA / "kimage"
@@ -254,12 +255,7 @@ def test_flock_workers_wait_on_the_global_file_rwsem(tmp_path, scratch):
     why = e2e_missing()
     if why:
         pytest.skip(why)
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("a C compiler (gcc) is needed to build tests/programs/flocker.c")
-    exe = tmp_path / "flocker"
-    subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "flocker.c")],
-                   check=True)
+    exe = build_c(REPO / "tests" / "programs" / "flocker.c", tmp_path / "flocker")
     p = lockscope("run", "--workers", "2", "--fs", "tmpfs", "--scratch", str(scratch), "--out", str(tmp_path / "out"),
                   "--throughput-regex", r"ops/s: ([0-9.]+)", "--", str(exe), "{n}", "2", "{dir}")
     assert p.returncode == 0, p.stderr

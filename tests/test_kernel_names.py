@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import load
-from lockscope.analyzer import btf, naming, slab
-from lockscope.analyzer.knowledge import default
+from lockscope.analyzer.kernel import btf, naming, slab
+from lockscope.analyzer.kernel.knowledge import default
 from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import SlabEntry
 

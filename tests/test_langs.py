@@ -19,7 +19,9 @@ import pytest
 
 from conftest import REPO, e2e_missing, lockscope
 from lockscope import record, textout
-from lockscope.analyzer import demangle, libraries, naming, sleepkinds, userlocks
+from lockscope.analyzer import sleepkinds
+from lockscope.analyzer.kernel import naming
+from lockscope.analyzer.user import demangle, libraries, userlocks
 from lockscope.jsondata import format_addr
 
 PROGRAMS = REPO / "tests" / "programs"

@@ -1,4 +1,4 @@
-"""The table of lock fields (analyzer/lockfields.toml) and what is generated
+"""The table of lock fields (analyzer/kernel/lockfields.toml) and what is generated
 from it agree: the header's struct members and BPF reads
 (probes/gen_lockfields.py), the keys the loader emits (probes/objects.c, run
 on a record with every field set) and the naming table; and adding a field
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, REPO, load
-from lockscope.analyzer import lockfields, naming
+from lockscope.analyzer.kernel import lockfields, naming
 from lockscope.jsondata import from_dict
 from lockscope.probedata import RawProbe
 
@@ -25,11 +25,11 @@ ARCH = {"x86_64": "x86", "aarch64": "arm64", "ppc64le": "powerpc", "s390x": "s39
 # keys of the iterators' records that are not lock fields
 NOT_LOCKS = {"file": {"path", "tgid", "fd", "ino", "mode", "dev", "fstype", "inode", "sb", "parent_inode",
                       "parent_ino",
-                      # the objects behind the file (analyzer/objlocks.py)
+                      # the objects behind the file (analyzer/kernel/objlocks.py)
                       "file", "f_release", "private_data", "i_flctx", "s_fs_info", "sk", "sk_family",
                       "sk_type", "sk_protocol", "saddr", "sport", "daddr", "dport", "unix_path"},
              "task": {"tgid", "pid", "comm", "mm", "cpu",
-                      # the objects the thread holds (analyzer/objlocks.py)
+                      # the objects the thread holds (analyzer/kernel/objlocks.py)
                       "task", "signal", "files", "fs", "sighand"}}
 NEW_FIELD = '''
 [[field]]

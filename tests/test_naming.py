@@ -3,8 +3,8 @@ spin, and the frame conventions of the knowledge base."""
 import pytest
 
 from conftest import load
-from lockscope.analyzer import naming
-from lockscope.analyzer.knowledge import default, function
+from lockscope.analyzer.kernel import naming
+from lockscope.analyzer.kernel.knowledge import default, function
 from lockscope.jsondata import parse_addr
 
 

@@ -2,20 +2,19 @@
 program of our own (tests/programs/objstress.c) hammers a pipe, an epoll set,
 a unix or TCP socket, an eventfd, file locks, xattrs or statfs from 2
 threads under `lockscope run`, and the top kernel lock must be named by its
-object and BTF member, tier verified (analyzer/objlocks.py,
-analyzer/fileobjects.toml); a lock left at a call site must say where the
+object and BTF member, tier verified (analyzer/kernel/objlocks.py,
+analyzer/kernel/fileobjects.toml); a lock left at a call site must say where the
 walk looked."""
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
 import pytest
 
-from conftest import REPO, e2e_missing, lockscope
+from conftest import REPO, build_c, e2e_missing, lockscope
 from lockscope import record
-from lockscope.analyzer import btf, objlocks
+from lockscope.analyzer.kernel import btf, objlocks
 
 SOURCE = REPO / "tests" / "programs" / "objstress.c"
 # the scheduler's locks: contended by any program whose threads wake each
@@ -57,12 +56,7 @@ def objstress(tmp_path_factory):
     why = e2e_missing()
     if why:
         pytest.skip(why)
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc): tests/programs/objstress.c cannot be built")
-    exe = tmp_path_factory.mktemp("objstress") / "objstress"
-    subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(SOURCE)], check=True)
-    return exe
+    return build_c(SOURCE, tmp_path_factory.mktemp("objstress") / "objstress")
 
 
 @pytest.mark.e2e
@@ -141,7 +135,7 @@ RECORDED = [
 
 
 def _name(rec, raw=None):
-    from lockscope.analyzer import naming
+    from lockscope.analyzer.kernel import naming
     return naming.name_locks(raw or rec.probe.raw, rec.workers, int(rec.probe.window_s * 1e9))
 
 

@@ -1,5 +1,5 @@
 """lockscope removes, unmounts or kills only what it recorded making
-(lockscope/ownership.py), never what looks like its own by name: a user's
+(lockscope/machine/ownership.py), never what looks like its own by name: a user's
 files under --scratch survive a run, a SIGKILL and the reclaim of the next
 run byte for byte; doctor leaves a live run alone; a reused pid fools
 nothing."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, kill_with_watchdog, left_under, lockscope
-from lockscope import ownership, scratch as sc
+from lockscope.machine import ownership, scratch as sc
 
 
 # ---- the ledger, without a kernel ---------------------------------------------

@@ -7,22 +7,38 @@ import fnmatch
 
 from conftest import REPO
 
-DIRS = {"lockscope": "lockscope", "lockscope.analyzer": "analyzer", "lockscope.templates": "templates",
-        "lockscope.reports": "reports"}
-
-
-def _package_data() -> dict:
+def _setup_keyword(name: str):
     tree = ast.parse((REPO / "setup.py").read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "package_data":
+        if isinstance(node, ast.keyword) and node.arg == name:
             return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no package_data")
+    raise AssertionError(f"setup.py has no {name}")
+
+
+def _package_folders() -> dict[str, str]:
+    """Each package setup.py installs -> its folder in the source tree (by
+    the longest package_dir entry above it)."""
+    dirs = _setup_keyword("package_dir")
+    out = {}
+    for pkg in _setup_keyword("packages"):
+        base = max((k for k in dirs if pkg == k or pkg.startswith(k + ".")), key=len)
+        out[pkg] = "/".join([dirs[base], *pkg[len(base):].split(".")[1:]])
+    return out
+
+
+def test_every_package_folder_is_installed():
+    """A folder of Python modules under a package's folder is a package setup.py names."""
+    folders = set(_package_folders().values())
+    for top in ("lockscope", "analyzer", "reports"):
+        for init in (REPO / top).rglob("__init__.py"):
+            folder = str(init.parent.relative_to(REPO))
+            assert folder in folders, f"{folder} is not in setup.py's packages"
 
 
 def test_every_data_file_is_installed():
-    data = _package_data()
+    data = _setup_keyword("package_data")
     missing = []
-    for pkg, folder in DIRS.items():
+    for pkg, folder in _package_folders().items():
         for f in sorted((REPO / folder).iterdir()):
             if f.suffix in (".toml", ".j2", ".json", ".txt") and \
                     not any(fnmatch.fnmatch(f.name, g) for g in data.get(pkg, [])):

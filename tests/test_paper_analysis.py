@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import DATA, load
-from lockscope import hwcounters
+from lockscope.measure import hwcounters
 from lockscope.analyzer import attribution, timeview, usl
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records
@@ -94,7 +94,7 @@ def test_attribution_counts_off_cpu_time_inside_lock_waits_once():
 
 
 def _stack_classes() -> set:
-    from lockscope.analyzer import naming
+    from lockscope.analyzer.kernel import naming
     return set(getattr(naming, "OFFCPU_CLASSES", ()))
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, left_under, lockscope
-from lockscope import apps, record
+from lockscope import record
+from lockscope.measure import apps
 
 
 @pytest.fixture

@@ -203,7 +203,8 @@ def test_one_slug_keeps_the_file_names_of_pages_and_exports():
     """The two rules the page (and flame graph) and export file names were
     made with before they shared one function."""
     import re
-    from lockscope import scratch, workloads
+    from lockscope.measure import workloads
+    from lockscope.machine import scratch
     from lockscope.reports import filenames
 
     def page_before(s):

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from conftest import DATA, load
-from lockscope.analyzer import analyze, attribution, roles, sleepkinds, userlocks, wakeups
+from lockscope.analyzer import analyze, attribution, roles, sleepkinds, wakeups
+from lockscope.analyzer.user import userlocks
 from lockscope.analyzer.analyze import load_records
 
 
@@ -167,18 +168,12 @@ def test_threaded_program_end_to_end(tmp_path):
     its condition variable, built without frame pointers: the hot mutex is
     the top lock, named by its symbol, and neither the join nor the pool's
     wait is a lock or counted as work."""
-    import shutil
-    import subprocess
-    from conftest import REPO, e2e_missing, lockscope
+    from conftest import REPO, build_c, e2e_missing, lockscope
     from lockscope import record
     why = e2e_missing()
     if why:
         pytest.skip(why)
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("a C compiler (gcc) is needed to build tests/programs/pool.c")
-    exe = tmp_path / "pool"
-    subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "pool.c")], check=True)
+    exe = build_c(REPO / "tests" / "programs" / "pool.c", tmp_path / "pool")
     p = lockscope("run", "--workers", "2", "--out", str(tmp_path / "out"), "--throughput-regex",
                   r"ops/s: ([0-9.]+)", "--", str(exe), "{n}", "2")
     assert p.returncode == 0, p.stderr

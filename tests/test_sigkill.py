@@ -1,6 +1,6 @@
 """lockscope killed with SIGKILL (a dead terminal, a CI runner's timeout)
 leaves nothing behind: 2 s later no process it started is alive and nothing
-it mounted is mounted (lockscope/watchdog.py); the next run reclaims
+it mounted is mounted (lockscope/machine/watchdog.py); the next run reclaims
 anything left and leaves the machine as it was; a killed sweep keeps its
 finished points and resumes."""
 import json
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, e2e_missing, lockscope, our_processes
-from lockscope import ownership, scratch as sc
+from lockscope.machine import ownership, scratch as sc
 
 OURS = ("lockscope-probe", "lockscope-workl")
 
@@ -130,7 +130,7 @@ def test_next_run_reclaims_what_a_killed_run_left(clean_machine, tmp_path):
             if d.name.isdigit():
                 try:
                     if os.getsid(int(d.name)) == proc.pid or \
-                            b"lockscope.watchdog" in (d / "cmdline").read_bytes():
+                            b"lockscope.machine.watchdog" in (d / "cmdline").read_bytes():
                         os.kill(int(d.name), signal.SIGKILL)
                 except OSError:
                     pass

@@ -40,7 +40,7 @@ def fs(request, tmp_path_factory):
     why = e2e_missing()
     if why and "C parts" in why:
         pytest.skip(why)
-    from lockscope import scratch
+    from lockscope.machine import scratch
     root = tmp_path_factory.mktemp("scratch")
     with scratch.mounted(request.param, root, image_size_gib=2) as m:
         yield m.mountpoint
@@ -199,7 +199,8 @@ def test_cli_param_errors_exit_2():
 
 
 def test_worker_limit_rule_lets_syncs_scale_without_force():
-    from lockscope import validate, workloads
+    from lockscope import validate
+    from lockscope.measure import workloads
     from lockscope.errors import UsageError
     syncs, mwrm = workloads.check_workload("syncs"), workloads.check_workload("MWRM")
     validate.check_workers([10000], force=False, infos=[syncs])          # no error: tasks sleep in fsync

@@ -6,13 +6,12 @@ idle waits (poll/epoll, a pool on its condition variable) are never lost
 capacity. On records of a real system-wide sweep (tests/data/pool_systemwide,
 re-recorded by tests/data/record.py; other programs ran on the machine at the
 time) and end to end."""
-import shutil
 import subprocess
 import uuid
 
 import pytest
 
-from conftest import DATA, REPO, e2e_missing, load, lockscope
+from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
 from lockscope import record
 from lockscope.analyzer import analyze, attribution, roles
 from lockscope.analyzer.analyze import load_records
@@ -83,14 +82,8 @@ def program(tmp_path):
     why = e2e_missing()
     if why:
         pytest.skip(why)
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("a C compiler (gcc) is needed to build tests/programs/hotmutex.c")
     # a name no other process on the machine has (other runs of hotmutex would share its role)
-    exe = tmp_path / f"hotmx{uuid.uuid4().hex[:8]}"
-    subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "hotmutex.c")],
-                   check=True)
-    return exe
+    return build_c(REPO / "tests" / "programs" / "hotmutex.c", tmp_path / f"hotmx{uuid.uuid4().hex[:8]}")
 
 
 def _only_record(out):

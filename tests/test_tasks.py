@@ -2,12 +2,10 @@
 threaded program (tests/programs/handoff.c) profiled with `lockscope run`."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import pytest
 
-from conftest import REPO, lockscope
+from conftest import REPO, build_c, lockscope
 from lockscope import record
 from lockscope.jsondata import parse_addr
 
@@ -16,12 +14,8 @@ SECONDS = 1.5          # each worker computes this long
 
 @pytest.mark.e2e
 def test_threads_times_and_who_woke_whom(e2e, tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc): the test program cannot be built")
-    prog = tmp_path / "handoff"
-    subprocess.run([cc, "-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", str(prog),
-                    str(REPO / "tests" / "programs" / "handoff.c")], check=True)
+    prog = build_c(REPO / "tests" / "programs" / "handoff.c", tmp_path / "handoff",
+                   ("-O2", "-g", "-fno-omit-frame-pointer", "-pthread"))
     out = tmp_path / "out"
     r = lockscope("run", "--workers", "2", "--duration", "20", "--name", "handoff", "--out", str(out),
                   "--", str(prog), "{n}", str(SECONDS))

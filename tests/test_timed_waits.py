@@ -14,10 +14,10 @@ import time
 import pytest
 
 from conftest import lockscope
-from lockscope import scratch as sc
-from lockscope.probe import ProbeSession
+from lockscope.machine import scratch as sc
+from lockscope.measure.probe import ProbeSession
 from lockscope.errors import LockscopeError
-from lockscope.steadyload import SteadyLoad
+from lockscope.measure.steadyload import SteadyLoad
 
 
 def window(ops: SteadyLoad, timed_rate: int | None) -> dict:

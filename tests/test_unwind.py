@@ -1,4 +1,4 @@
-"""User stacks unwound with the ELF call-frame information (analyzer/unwind.py).
+"""User stacks unwound with the ELF call-frame information (analyzer/user/unwind.py).
 
 The data is real without BPF: tests/programs/blocked.c, built here without
 frame pointers, has one thread asleep in pthread_cond_wait, one in
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO
-from lockscope.analyzer import unwind, userlocks
+from conftest import DATA, REPO, build_c
+from lockscope.analyzer.user import addrspace, unwind, userlocks
 from lockscope.jsondata import from_dict, to_dict
 from lockscope.probedata import RawProbe
 
@@ -62,11 +62,8 @@ def _in_order(functions: list[str], expected: list[str]) -> bool:
 
 def build(directory: Path, cflags: list[str] = CFLAGS) -> Path:
     """blocked.c built in `directory` (same compiler, same build id)."""
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("a C compiler (gcc) is needed to build tests/programs/blocked.c")
     shutil.copy(SOURCE, directory / "blocked.c")
-    subprocess.run([cc, *cflags, "-o", "blocked", "blocked.c"], cwd=directory, check=True)
+    build_c(Path("blocked.c"), Path("blocked"), tuple(cflags), cwd=directory)   # relative: the same build id
     return directory / "blocked"
 
 
@@ -101,7 +98,7 @@ def stop(proc: subprocess.Popen) -> None:
 def build_id(path: str) -> str | None:
     from elftools.elf.elffile import ELFFile
     with open(path, "rb") as f:
-        return userlocks._build_id(ELFFile(f))
+        return addrspace.elf_build_id(ELFFile(f))
 
 
 def _running(tmp_path_factory, cflags: list[str], registers: bool):

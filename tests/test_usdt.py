@@ -1,5 +1,5 @@
 """Application lock names from USDT probes (probes/usdt.bpf.c, the probe
-table analyzer/usdt.toml), checked against the program's own view:
+table analyzer/user/usdt.toml), checked against the program's own view:
 PostgreSQL 15's lwlock__wait__start/done and lock__wait__start/done while
 pgbench (tpcb-like, scale 1: hot rows) runs on a private cluster that
 `lockscope attach --pid <postmaster>` traces, and pg_stat_activity's
@@ -22,7 +22,7 @@ import pytest
 import pgcluster
 from conftest import REPO, e2e_missing, leaked_progs
 from lockscope import record
-from lockscope.analyzer import usdt
+from lockscope.analyzer.user import usdt
 
 PROBES = ("lwlock__wait__start", "lwlock__wait__done", "lock__wait__start", "lock__wait__done")
 WINDOW_S = 4

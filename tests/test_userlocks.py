@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from conftest import lockscope
-from lockscope.analyzer import userlocks
+from conftest import build_c, lockscope
+from lockscope.analyzer.user import userlocks
 from lockscope.jsondata import from_dict
 from lockscope.probedata import RawProbe
 
@@ -38,13 +38,9 @@ int main(void)
 def running_program(tmp_path_factory):
     """A small program with a static and a global mutex, alive while the test
     reads its maps: (maps lines, printed addresses, binary path)."""
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        pytest.skip("a C compiler (gcc) is needed to build the test program")
     d = tmp_path_factory.mktemp("elf")
     (d / "prog.c").write_text(PROGRAM)
-    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", str(d / "prog"), str(d / "prog.c")],
-                   check=True)
+    build_c(d / "prog.c", d / "prog", ("-O1", "-g", "-fno-omit-frame-pointer", "-pthread"))
     proc = subprocess.Popen([str(d / "prog")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         addrs = [int(a, 16) for a in proc.stdout.readline().split()]

@@ -45,7 +45,7 @@ def fs(tmp_path_factory):
     needs_root()
     if e2e_missing() and "C parts" in e2e_missing():
         pytest.skip(e2e_missing())
-    from lockscope import scratch
+    from lockscope.machine import scratch
     with scratch.mounted("tmpfs", tmp_path_factory.mktemp("scratch")) as m:
         yield m.mountpoint
 

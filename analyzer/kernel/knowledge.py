@@ -47,7 +47,7 @@ class Rule:
     component: str = ""
     explain: str = ""
     ref: str = ""
-    # where the lock lives (analyzer/kimage.py): one variable of the kernel
+    # where the lock lives (analyzer/kernel/kimage.py): one variable of the kernel
     # image or a module (global), or a field of an object allocated at run
     # time (dynamic); neither: either can be (wait queues, percpu_counter)
     global_: bool = False

@@ -12,48 +12,22 @@ user-space locks of userlocks.py.
 """
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 
-from lockscope.analyzer import futexspin, kimage, lockfields, objlocks, sharing, sleepkinds, usdt, userlocks
-from lockscope.analyzer.knowledge import Knowledge, default as default_knowledge
+from lockscope.analyzer import sleepkinds
+from lockscope.analyzer.kernel import kimage, lockfields, objlocks, sharing
+from lockscope.analyzer.kernel.lockdesc import display_path, file_names, lock_kind  # noqa: F401 (display_path: naming's API)
+from lockscope.analyzer.user import futexspin, usdt, userlocks
+from lockscope.analyzer.kernel.knowledge import Knowledge, default as default_knowledge
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
-from lockscope.analyzer.lockfields import LockField
-from lockscope.analyzer.userlocks import COMPONENT as USER_SPACE
-from lockscope.analyzer.slab import consistent as slab_consistent
+from lockscope.analyzer.kernel.lockfields import LockField
+from lockscope.analyzer.user.userlocks import COMPONENT as USER_SPACE
+from lockscope.analyzer.kernel.slab import consistent as slab_consistent
 from lockscope.jsondata import format_addr
-from lockscope.probedata import Contention, FileObject, ObjLock, RawProbe, SlabEntry, TaskObject
+from lockscope.probedata import Contention, ObjLock, RawProbe, SlabEntry, TaskObject
 from lockscope.record import Lock, OffCpu, StackSummary
 
-LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
-LS_F_SLEPT = 1 << 16
-SCRATCH = "<scratch>"
 NO_STACK = "[no stack sampled]"
-
-
-def lock_kind(flags: int) -> tuple[str, str]:
-    """(family, mode) from lock:contention_begin flags."""
-    f = flags & 0xFFFF
-    if f & LCB_F_MUTEX:
-        return "mutex", "sleep" if flags & LS_F_SLEPT else "spin"
-    if f & LCB_F_RT:
-        return "rtmutex", ""
-    if f & LCB_F_PERCPU:
-        return "percpu-rwsem", "write" if f & LCB_F_WRITE else "read"
-    if f & LCB_F_SPIN:
-        if f & LCB_F_READ:
-            return "rwlock", "read"
-        if f & LCB_F_WRITE:
-            return "rwlock", "write"
-        return "spinlock", ""
-    if f & LCB_F_READ:
-        return "rwsem", "read"
-    if f & LCB_F_WRITE:
-        return "rwsem", "write"
-    if f == 0:
-        return "semaphore", ""
-    return f"unknown(0x{f:x})", ""
 
 
 @dataclass(frozen=True)
@@ -63,36 +37,6 @@ class Verified:
     object: str
     component: str | None = None
     explain: str | None = None
-
-
-def display_path(path: str, scratch: str | None) -> str:
-    if scratch and (path == scratch or path.startswith(scratch.rstrip("/") + "/")):
-        return SCRATCH + path[len(scratch.rstrip("/")):]
-    return path
-
-
-def _file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISFIFO, "pipe"),
-                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char device"), (stat.S_ISBLK, "block device"),
-                       (stat.S_ISLNK, "symlink")):
-        if test(mode):
-            return name
-    return "inode"
-
-
-def file_names(f: FileObject, mounts: dict[int, str], scratch: str | None) -> dict[str, tuple[str, str] | None]:
-    """What a file's lock fields are named after (lockfields.NAMED): the
-    object and the suffix of the name; None where the record cannot say."""
-    path, fstype = f.path, f.fstype
-    dev = f.dev
-    where = mounts.get(dev)
-    sb = f"{fstype} at {display_path(where, scratch)}" if where else \
-        f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
-    shown = display_path(path, scratch)
-    parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch) if path.startswith("/") else None
-    return {"file": (shown, f" ({fstype}, {_file_type(f.mode)})"), "file_name": (shown, ""),
-            "parent_dir": (parent, f" ({fstype}, dir)") if parent else None,
-            "parent_dir_name": (parent, "") if parent else None, "fs": (sb, "")}
 
 
 def _task_name(t: TaskObject, lf: LockField) -> Verified:
@@ -113,7 +57,7 @@ def _task_name(t: TaskObject, lf: LockField) -> Verified:
 
 def verified_table(raw: RawProbe) -> dict[int, Verified]:
     """Lock address -> verified name, from the objects the iterators reached
-    and the lock fields of analyzer/lockfields.toml."""
+    and the lock fields of analyzer/kernel/lockfields.toml."""
     scratch, mounts, objects = raw.scratch, raw.mounts, raw.objects
     fields = lockfields.default()
     table: dict[int, Verified] = {}
@@ -140,7 +84,7 @@ def verified_table(raw: RawProbe) -> dict[int, Verified]:
 
 def _objlock_name(e: ObjLock) -> Verified:
     """A lock member of an object behind a file, its member path from BTF
-    (analyzer/objlocks.py): `pipe_inode_info->mutex of pipe:[1234] (fd 3 of prog)`."""
+    (analyzer/kernel/objlocks.py): `pipe_inode_info->mutex of pipe:[1234] (fd 3 of prog)`."""
     cls = f"{e.struct}->{e.member}"
     return Verified(cls, f"{cls} of {e.object}", e.object, e.component,
                     f"{e.lock} member of the struct {e.struct} behind the workload's {e.kind} (kernel BTF)")
@@ -148,7 +92,7 @@ def _objlock_name(e: ObjLock) -> Verified:
 
 def slab_table(raw: RawProbe) -> dict[int, SlabEntry]:
     """Lock address -> its slab object and lock field, for the addresses
-    the probe resolved to a typed slab cache (see analyzer/slab.py)."""
+    the probe resolved to a typed slab cache (see analyzer/kernel/slab.py)."""
     return {e.addr: e for e in (raw.slab.entries if raw.slab else []) if e.lock_field}
 
 
@@ -272,7 +216,7 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
 
 def futex_charges(raw: RawProbe, folded=None) -> list:
     """The kernel lock waits spun inside futex syscalls on the word of a
-    user-space lock, which count as that lock's (analyzer/futexspin.py).
+    user-space lock, which count as that lock's (analyzer/user/futexspin.py).
     `folded`: as userlocks.name_futexes's (the futex sleeps USDT waits
     count), by default usdt.folded_futexes, as the runner passes it."""
     if not raw.futex_kernel:
@@ -280,6 +224,14 @@ def futex_charges(raw: RawProbe, folded=None) -> list:
     if folded is None:
         folded = usdt.folded_futexes(raw)
     return futexspin.charges(raw, userlocks.lock_words(raw, folded))
+
+
+def futex_spin(raw: RawProbe, folded=None) -> list[tuple]:
+    """futex_charges with the name of each kernel lock, for
+    userlocks.name_futexes(kernel_spin=...)."""
+    charged = futex_charges(raw, folded)
+    names = address_names(raw, {c.lock for c in charged})
+    return [(c, names.get(c.lock, format_addr(c.lock))) for c in charged]
 
 
 def kernel_waits(raw: RawProbe) -> dict[int, list[Contention]]:
@@ -366,7 +318,7 @@ def named_share(locks: list[Lock]) -> float | None:
 SPIN_MODE = "optimistic spin (sampled)"
 
 
-def _caller_match(a: list[str], b: list[str]) -> int:
+def common_prefix(a: list[str], b: list[str]) -> int:
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -401,7 +353,7 @@ def add_sampled_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: 
         for lk in locks:
             if lk.kind != "rwsem":
                 continue
-            m = max((_caller_match(callers, st.frames) for st in lk.stacks), default=0)
+            m = max((common_prefix(callers, st.frames) for st in lk.stacks), default=0)
             if m > score or (m == score and m and lk.wait_ns > best.wait_ns):
                 best, score = lk, m
         if best is None:

@@ -4,8 +4,8 @@ and member: `pipe_inode_info->mutex of pipe:[1234] (fd 3 of prog)`.
 The file iterator reports each file's f_op->release, private_data, i_flctx,
 s_fs_info and socket (probes/objects.bpf.c). Here, at record time and on the
 machine the probe ran on: the release function's text symbol gives the
-file's kind, analyzer/fileobjects.toml the struct of each object, and the
-kernel's BTF every lock member of that struct (analyzer/btf.py). The
+file's kind, analyzer/kernel/fileobjects.toml the struct of each object, and the
+kernel's BTF every lock member of that struct (analyzer/kernel/btf.py). The
 contended addresses that are such members are kept in the record's raw
 section (`objlocks`), so naming stays offline.
 """
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from lockscope.analyzer import btf
-from lockscope.analyzer.slab import consistent
+from lockscope.analyzer.kernel import btf
+from lockscope.analyzer.kernel.lockdesc import display_path, file_names, lock_kind
+from lockscope.analyzer.kernel.slab import consistent
 from lockscope.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
 
 TABLE_FILE = Path(__file__).with_name("fileobjects.toml")
@@ -91,7 +92,6 @@ def _ipv4(n: int) -> str:
 
 
 def socket_label(f: FileObject, st: SockType | None, scratch: str | None = None) -> str:
-    from lockscope.analyzer.naming import display_path
     e = f.extra
     family = e.get("sk_family", 0)
     if family == socket.AF_UNIX:
@@ -163,7 +163,6 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
     """The contended addresses (of `contention`) that are lock members of the
     objects behind the files in `objects`, each with its struct, member and
     object; `symbolize(addr)` gives a kernel text symbol ("pipe_release+0x0")."""
-    from lockscope.analyzer.naming import file_names, lock_kind   # naming reads the result
     table = default()
     families: dict[int, set[str]] = {}
     for e in contention:

@@ -17,7 +17,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from lockscope.analyzer import userlocks
+from lockscope.analyzer.user import addrspace, userlocks
 from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import GoProbe, GoWait, RawProbe, heaviest
@@ -56,7 +56,7 @@ def resolve(data: dict) -> dict:
     waits = heaviest(from_list(GoWait, data["go_mutex"]), "total_ns")
     for w in waits:
         exe, bias = procs.get(w.tgid, (None, 0))
-        syms = userlocks.elf_symbols(exe) if exe else None
+        syms = addrspace.elf_symbols(exe) if exe else None
         base = os.path.basename(exe) if exe else "?"
         frames = []
         ips = [parse_addr(x) for x in stacks.get(str(w.stack), [])]

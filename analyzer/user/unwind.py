@@ -29,7 +29,7 @@ what the thread waited in) or stops in them.
   the frame pointers go on), else followed by the frame-pointer frames not
   among them.
 
-`space` is a userlocks.AddressSpace (the process's maps); its
+`space` is an addrspace.AddressSpace (the process's maps); its
 `code_location(addr)` gives the file and ELF virtual address of an address
 in an executable file mapping. Return addresses are looked up at ip - 1 (the
 call, not what follows it: a call may be a function's last instruction).
@@ -43,7 +43,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
-MAX_FRAMES = 64          # as the probe's frame-pointer walk (MAX_STACK_DEPTH)
+MAX_UNWIND_DEPTH = 64    # frames unwound: as the probe's frame-pointer walk (MAX_STACK_DEPTH)
 RBX, RBP, RSP = 3, 6, 7
 CALLEE_SAVED = (RBX, RBP, 12, 13, 14, 15)
 WORD = 8
@@ -213,7 +213,7 @@ class Unwound(NamedTuple):
 
 
 def cfi_frames(space: Space, ip: int, sp: int, bp: int | None, stack: bytes,
-               max_frames: int = MAX_FRAMES) -> Unwound:
+               max_frames: int = MAX_UNWIND_DEPTH) -> Unwound:
     """Unwind a copy of a user stack (`stack`: the bytes from `sp` up) from
     the registers ip, sp, bp (0 or None: unknown) with the files' CFI."""
     def word(addr: int) -> Optional[int]:
@@ -300,7 +300,7 @@ def splice(cfi: Sequence[int], fp: Sequence[int], outermost: bool = False) -> li
 
 
 def unwind(space: Space, ip: int, sp: int, bp: int | None, stack: bytes, fp_stack: Sequence[int] = (),
-           max_frames: int = MAX_FRAMES) -> list[int]:
+           max_frames: int = MAX_UNWIND_DEPTH) -> list[int]:
     """The user stack of a sleeping thread: unwound from its registers and
     stack copy with the CFI, spliced with its frame-pointer stack."""
     u = cfi_frames(space, ip, sp, bp, stack, max_frames)

@@ -26,7 +26,6 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lockscope import atomicio
+from lockscope.machine.mounts import detach_loop, loops_backed_by, top_mount, umount
 
 STATE_DIR = Path(os.environ.get("LOCKSCOPE_STATE", "/var/lib/lockscope/runs"))
 
@@ -138,39 +138,6 @@ def released(item: dict) -> None:
 
 # ---- the system as it is now ------------------------------------------------
 
-def mounts() -> list[tuple[str, str, str]]:
-    """(source, mountpoint, fstype) of every mount, octal escapes decoded."""
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            dec = [p.encode().decode("unicode_escape") for p in parts[:3]]
-            out.append((dec[0], dec[1], dec[2]))
-    return out
-
-
-def top_mount(path: str) -> tuple[str, str] | None:
-    """(source, fstype) of the mount on top at `path`, or None."""
-    found = None
-    for source, target, fstype in mounts():
-        if target == path:
-            found = (source, fstype)
-    return found
-
-
-def loops_backed_by(image: str) -> list[str]:
-    """The loop devices attached to the file `image` now."""
-    out = []
-    for d in sorted(Path("/sys/block").glob("loop*")):
-        try:
-            backing = (d / "loop" / "backing_file").read_text().strip().removesuffix(" (deleted)")
-        except OSError:
-            continue
-        if backing == image:
-            out.append(f"/dev/{d.name}")
-    return out
-
-
 def group_members(pgid: int, since: int) -> list[int]:
     """Live processes of group `pgid` started at or after `since` (ticks);
     none if the group's leader is alive but is not the one recorded."""
@@ -212,26 +179,6 @@ def describe(item: dict) -> str:
 
 # ---- releasing ---------------------------------------------------------------
 
-def unmount(path: str) -> str:
-    """Unmount, retrying while the last users exit; lazily as a last resort,
-    so that a stuck process never leaves the mount behind. Returns
-    "unmounted", "unmounted lazily", or "" (it stayed mounted)."""
-    for attempt in range(10):
-        if subprocess.run(["umount", path], capture_output=True).returncode == 0 or not os.path.ismount(path):
-            return "unmounted"
-        time.sleep(0.05 * (attempt + 1))
-    ok = subprocess.run(["umount", "-l", path], capture_output=True).returncode == 0
-    return "unmounted lazily" if ok else ""
-
-
-def detach_loop(device: str) -> bool:
-    for attempt in range(10):
-        if subprocess.run(["losetup", "-d", device], capture_output=True).returncode == 0:
-            return True
-        time.sleep(0.1 * (attempt + 1))
-    return False
-
-
 def kill_group(pgid: int, since: int) -> bool:
     for _ in range(40):
         members = group_members(pgid, since)
@@ -257,7 +204,7 @@ def release(item: dict) -> tuple[str, str]:
     if kind == "group":
         ok, did = kill_group(item["pgid"], item["start"]), f"killed {what}"
     elif kind == "mount":
-        how = unmount(item["path"])
+        how = umount(item["path"])
         ok, did = bool(how), f"{how} {what}"
     elif kind == "loop":
         ok, did = all([detach_loop(dev) for dev in loops_backed_by(item["backing"])]), f"detached {what}"

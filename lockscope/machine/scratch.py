@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from lockscope import ownership, watchdog
+from lockscope.machine import ownership, watchdog
+from lockscope.machine.mounts import (detach_loop, drop_caches, is_mounted, loop_devices,  # noqa: F401
+                                      mount_options_of, mounts, mounts_by_dev, umount)
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 
 DEFAULT_SCRATCH = Path(os.environ.get("LOCKSCOPE_SCRATCH", "/tmp/lockscope"))
@@ -222,66 +224,12 @@ def _run(cmd: list[str], what: str) -> str:
     return p.stdout.strip()
 
 
-def _syncfs(path: Path) -> None:
-    import ctypes
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
-            os.sync()
-    finally:
-        os.close(fd)
-
-
-def drop_caches(path: Path | None = None) -> None:
-    """Write back and drop the page, dentry and inode caches. With `path`,
-    only that file system (and its block device) is written back first, so
-    a point never waits for the writeback of other file systems on the
-    machine; the clean caches are dropped everywhere."""
-    if path is not None:
-        _syncfs(path)
-    else:
-        os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError as e:
-        raise EnvironmentProblem(f"cannot drop caches: {e}", "run as root") from e
-
-
 def unmount(path: Path, warnings: list[str] | None = None) -> None:
     """Unmount, retrying while the last users exit; lazily as a last resort
     (with a warning) so that a stuck process never leaves the mount behind."""
-    how = ownership.unmount(str(path))
+    how = umount(str(path))
     if how != "unmounted" and warnings is not None:
         warnings.append(f"{path} was busy; {how or 'it could not be unmounted'}")
-
-
-def is_mounted(path: Path) -> bool:
-    target = str(Path(path).resolve())
-    return any(m[1] == target for m in mounts())
-
-
-def mounts_by_dev() -> dict[int, str]:
-    """The kernel's sb->s_dev of each mounted file system -> its mount point."""
-    table: dict[int, str] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        parts = line.split()
-        major, minor = (int(x) for x in parts[2].split(":"))
-        table.setdefault((major << 20) | minor, parts[4].encode().decode("unicode_escape"))
-    return table
-
-
-def mount_options_of(path: Path) -> str:
-    """The options the kernel reports for the mount at `path` ('' if none)."""
-    target = str(Path(path).resolve())
-    found = ""
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[1].encode().decode("unicode_escape") == target:
-            found = parts[3]           # the last one is the one on top
-    return found
-
-
-mounts = ownership.mounts
 
 
 # file systems that hold no files of their own (a scratch root there is a mistake)
@@ -391,7 +339,7 @@ def _attach_loop(stack: contextlib.ExitStack, image: Path) -> str:
     item = ownership.made("loop", backing=str(image.resolve()))    # before: no window; by its image
     stack.callback(ownership.released, item)
     device = _run(["losetup", "--find", "--show", str(image)], "attaching a loop device")
-    stack.callback(ownership.detach_loop, device)
+    stack.callback(detach_loop, device)
     return device
 
 
@@ -400,8 +348,8 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int
             device: str | None = None, image_size: int | None = None) -> Iterator[MountedFs]:
     """Create, format and mount a fresh `name` file system (on a new
     RAM-backed loop image, or on `device`, which the caller has checked with
-    lockscope.device.check_device); release it all on exit, however the block
-    is left. Everything made is recorded first (lockscope/ownership.py)."""
+    lockscope.machine.device.check_device); release it all on exit, however the block
+    is left. Everything made is recorded first (lockscope/machine/ownership.py)."""
     setup = check_setup(name)
     if device and not setup.needs_device:
         raise UsageError(f"--device: {name} needs no block device", "drop --device, or choose a disk file system")
@@ -447,13 +395,3 @@ def mounted(name: str, scratch_root: Path = DEFAULT_SCRATCH, image_size_gib: int
 def _block_size(device: str) -> int:
     with open(device, "rb") as f:
         return f.seek(0, os.SEEK_END)
-
-
-def loop_devices() -> list[tuple[str, str]]:
-    """(device, backing file) of every attached loop device."""
-    out = []
-    for d in sorted(Path("/sys/block").glob("loop*")):
-        backing = d / "loop" / "backing_file"
-        if backing.exists():
-            out.append((f"/dev/{d.name}", backing.read_text().strip()))
-    return out

@@ -1,13 +1,13 @@
 """What lockscope starts dies with it, even when lockscope itself is killed
 with SIGKILL (a dead terminal, a CI runner's timeout), which no handler sees.
 
-A small process of its own session, `python3 -m lockscope.watchdog PID`,
+A small process of its own session, `python3 -m lockscope.machine.watchdog PID`,
 is started with the first child or file system. lockscope tells it, on a
 pipe, every process group it starts (the probe loader, the workload driver,
 a profiled command and what it forks). When the pipe ends without the word
 `exit` (lockscope died: the kernel closed its end), the watchdog kills those
 process groups and releases what the dead lockscope recorded making in its
-ledger (lockscope/ownership.py: its mounts, loop devices, directories),
+ledger (lockscope/machine/ownership.py: its mounts, loop devices, directories),
 nothing else. On a normal exit, Ctrl-C or SIGTERM lockscope has released
 everything itself and says `exit`. BPF programs need no help: their links
 die with the probe loader's file descriptors.
@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 
-from lockscope import ownership
+from lockscope.machine import ownership
 
 _proc: subprocess.Popen | None = None
 
@@ -32,7 +32,7 @@ def _tell(line: str) -> None:
     global _proc
     try:
         if _proc is None:
-            _proc = subprocess.Popen([sys.executable, "-m", "lockscope.watchdog", str(os.getpid())],
+            _proc = subprocess.Popen([sys.executable, "-m", "lockscope.machine.watchdog", str(os.getpid())],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True, close_fds=True)
             atexit.register(_release)

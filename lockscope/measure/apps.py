@@ -160,7 +160,7 @@ def package_version(package: str) -> str | None:
 # ---- the table ------------------------------------------------------------
 
 def _bad(where: str, what: str) -> TableError:
-    return TableError(f"{TABLE.name}: {where}: {what}", "fix the entry in lockscope/apps.toml")
+    return TableError(f"{TABLE.name}: {where}: {what}", "fix the entry in lockscope/measure/apps.toml")
 
 
 def _strings(value, where: str, key: str, allow_empty: bool = False) -> tuple[str, ...]:

@@ -12,9 +12,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from lockscope import __version__, hwcounters, scratch
-from lockscope.analyzer import golocks, kimage, naming, objlocks, probeeffect, roles, slab, userlocks, usdt
-from lockscope.analyzer.kallsyms import Symbolizer
+from lockscope import __version__
+from lockscope.measure import hwcounters
+from lockscope.machine import scratch
+from lockscope.analyzer import probeeffect, roles
+from lockscope.analyzer.kernel import kimage, naming, objlocks, slab
+from lockscope.analyzer.user import golocks, userlocks, usdt
+from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.jsondata import from_dict, from_list
 from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
@@ -184,7 +188,9 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         # user-space locks (futex waits) next to the kernel's, Go sync.Mutex waits (uprobes on
         # the Go runtime), and application locks named by the program's own USDT probes (whose
         # semaphore sleeps are not counted again as futex locks)
-        rec.locks = sorted(rec.locks + userlocks.name_futexes(raw, rec.workers, window, rs, usdt.folded_futexes(raw)) +
+        folded = usdt.folded_futexes(raw)
+        user = userlocks.name_futexes(raw, rec.workers, window, rs, folded, naming.futex_spin(raw, folded))
+        rec.locks = sorted(rec.locks + user +
                            golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window),
                            key=lambda lk: -lk.wait_ns)
         rec.warnings += (userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + usdt.usdt_warnings(raw)

@@ -8,7 +8,7 @@ analyzer/roles.py); the window is the one
 a command's point uses (window.Window) and the record is named and finished
 as `run`'s (assemble.raw_from_probe, assemble.finish_record). The targets are
 only read from /proc: never stopped, signalled or killed, and never given
-to the watchdog (lockscope/watchdog.py), which kills only what lockscope
+to the watchdog (lockscope/machine/watchdog.py), which kills only what lockscope
 started. A signal during the window ends it and the record is still
 written."""
 from __future__ import annotations
@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockscope import targets as tg
+from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError, UsageError
-from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import AttachedProcess, AttachInfo, RunRecord
-from lockscope.assemble import finish_record, probe_info, raw_from_probe
-from lockscope.runner import NO_FS, Progress
-from lockscope.window import Window
+from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
+from lockscope.record import NO_FS, AttachedProcess, AttachInfo, RunRecord, point_id
+from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
+from lockscope.measure.runner import Progress
+from lockscope.measure.window import Window
 
 POLL_S = 0.1                 # how often the targets' liveness is checked
 CHILDREN_EVERY_S = 0.5       # how often children forked during the window are looked for
@@ -66,7 +66,7 @@ class AttachSpec:
 
     @property
     def id(self) -> str:
-        return f"{self.workload}-{NO_FS}-w{self.workers_count}"
+        return point_id(self.workload, NO_FS, self.workers_count)
 
 
 class WindowEnd:

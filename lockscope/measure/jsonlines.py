@@ -11,7 +11,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from lockscope import ownership, watchdog
+from lockscope.machine import ownership, watchdog
 from lockscope.errors import LockscopeError
 
 
@@ -52,7 +52,7 @@ def spawn_gated(argv: Sequence[str], before_exec: Callable[[int], None] | None, 
 
 def _guard(proc: subprocess.Popen, popen_kw: dict) -> None:
     """A child in a process group of its own dies with lockscope, SIGKILL
-    included (lockscope/watchdog.py)."""
+    included (lockscope/machine/watchdog.py)."""
     if popen_kw.get("start_new_session"):
         _guarded[proc.pid] = watchdog.guard_group(proc.pid)
 

@@ -7,10 +7,11 @@ import errno
 import os
 from pathlib import Path
 
-from lockscope import paths, targets
-from lockscope.analyzer import usdt
+from lockscope import paths
+from lockscope.measure import targets
+from lockscope.analyzer.user import usdt
 from lockscope.errors import EnvironmentProblem, LockscopeError
-from lockscope.jsonlines import JsonLinesProcess
+from lockscope.measure.jsonlines import JsonLinesProcess
 
 BTF = Path("/sys/kernel/btf/vmlinux")
 # on-CPU samples per second per CPU: they measure rwsem spinning, which no
@@ -101,7 +102,7 @@ class ProbeSession(JsonLinesProcess):
         self.attach_usdt(pid)
 
     def attach_usdt(self, pid: int) -> None:
-        """Attach the USDT lock probes the table (analyzer/usdt.toml) lists
+        """Attach the USDT lock probes the table (analyzer/user/usdt.toml) lists
         for the executable of `pid`, once per binary, for every process
         running it (usdt.bpf.c counts only tracked ones). A probe that does
         not attach is kept as a note (usdt_errors), not an error."""

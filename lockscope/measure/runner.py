@@ -15,19 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lockscope import apps, cpustat, hwcounters, scratch, workloads
-from lockscope import targets as tg
+from lockscope.measure import apps, cpustat, hwcounters, workloads
+from lockscope.machine import scratch
+from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError
-from lockscope.jsonlines import kill_group, spawn_gated
-from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
+from lockscope.measure.jsonlines import kill_group, spawn_gated
+from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.jsondata import from_dict
-from lockscope.record import Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult
-from lockscope.assemble import finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
-from lockscope.server import ServerSession
-from lockscope.window import Window
+from lockscope.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
+                              point_id)
+from lockscope.measure.assemble import finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
+from lockscope.measure.server import ServerSession
+from lockscope.measure.window import Window
 
 MAX_WATCH_PATHS = 512
-NO_FS = "none"
 # a command that stops itself after its window (an application workload) is
 # killed, and the point failed, when it runs this much longer
 SELF_TIMED_GRACE_S = 120.0
@@ -63,11 +64,11 @@ class PointSpec:
     # commands: --target (pid:P, comm:NAME, cgroup:PATH) or "server": those
     # tasks are the work, the command only drives the load
     target: str | None = None
-    server: dict | None = None         # an application's [app.server] (lockscope/server.py)
+    server: dict | None = None         # an application's [app.server] (lockscope/measure/server.py)
 
     @property
     def id(self) -> str:
-        return f"{self.workload}-{self.fs}-w{self.workers}"
+        return point_id(self.workload, self.fs, self.workers)
 
 
 def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope.errors import EnvironmentProblem, LockscopeError
-from lockscope.jsonlines import kill_group, spawn_gated
+from lockscope.measure.jsonlines import kill_group, spawn_gated
 
 READY_TIMEOUT_S = 60.0
 INIT_TIMEOUT_S = 300.0

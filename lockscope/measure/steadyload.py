@@ -16,8 +16,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from . import paths
-from .errors import LockscopeError
+from lockscope import paths
+from lockscope.errors import LockscopeError
 
 START_TIMEOUT_S = 120
 

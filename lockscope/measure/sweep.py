@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from lockscope import apps, atomicio, record, workloads
+from lockscope import atomicio, record
+from lockscope.measure import apps, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
-from lockscope.runner import NO_FS, PointSpec, run_point
+from lockscope.record import NO_FS, record_path
+from lockscope.measure.runner import PointSpec, run_point
 
 MANIFEST = "sweep.json"
-RUNS = "runs"
 SWEEP_SCHEMA = "lockscope.sweep/1"
 
 
@@ -48,10 +49,6 @@ class SweepSpec:
                 for n in self.workers:
                     out.append(dataclasses.replace(t, workload=wl, fs=fs, workers=n, **what))
         return out
-
-
-def record_path(out: Path, point_id: str) -> Path:
-    return out / RUNS / f"{point_id}.json"
 
 
 # parameters that change what a point measures: they must match to resume

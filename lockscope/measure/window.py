@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import time
 
-from lockscope import cpustat, hwcounters
-from lockscope.probe import ProbeSession
+from lockscope.measure import cpustat, hwcounters
+from lockscope.measure.probe import ProbeSession
 
 
 class Window:

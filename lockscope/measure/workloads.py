@@ -12,9 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from lockscope import apps, paths
+from lockscope import paths
+from lockscope.measure import apps
 from lockscope.errors import LockscopeError, UsageError
-from lockscope.jsonlines import JsonLinesProcess
+from lockscope.measure.jsonlines import JsonLinesProcess
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,7 +53,7 @@ def check_workload(name: str) -> dict:
     cat = catalog()
     app = apps.get(name)
     if app and name in cat:
-        raise LockscopeError(f"{name} is both a built-in workload and an application (lockscope/apps.toml)")
+        raise LockscopeError(f"{name} is both a built-in workload and an application (lockscope/measure/apps.toml)")
     if app:
         return app.catalog_entry()
     if name not in cat:

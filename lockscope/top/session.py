@@ -17,15 +17,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lockscope import targets as tg
-from lockscope.analyzer import kimage
-from lockscope.analyzer.kallsyms import Symbolizer
+from lockscope.measure import targets as tg
+from lockscope.analyzer.kernel import kimage
+from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError, UsageError
-from lockscope.probe import DEFAULT_SAMPLE_HZ, ProbeSession
+from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.probedata import KernelImage
-from lockscope.record import RunRecord
-from lockscope.assemble import finish_record, probe_info, raw_from_probe
-from lockscope.runner import NO_FS
+from lockscope.record import NO_FS, RunRecord
+from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
 
 CHILDREN_EVERY_S = 0.5
 NO_THROUGHPUT = "unknown: lockscope did not start the targets and reads no output of theirs"

@@ -4,7 +4,7 @@
  * The warm-up has two parts. The first (half the warm-up, at least 0.3 s,
  * never more than the warm-up) ends with a "reference" event: the rate of
  * the workload before any recording, which lockscope compares with the
- * window's to see how much its probes slowed the point (lockscope/runner.py
+ * window's to see how much its probes slowed the point (lockscope/measure/runner.py
  * starts them when it reads the event). The rest of the warm-up lets the
  * probes settle before the window. The driver does not wait for the
  * orchestrator in between: a controller that ignores the event works as
