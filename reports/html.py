@@ -24,7 +24,7 @@ from lockscope import __version__, atomicio, record, validate
 from lockscope.analyzer import scaling
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment
-from lockscope.reports import figures, filenames, flamegraph, templating
+from lockscope.reports import figures, filenames, flamegraph, rolefigures, templating
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",
@@ -57,7 +57,7 @@ def roles_view(exp: Experiment) -> dict:
     rec = next((r for r in exp.records if r.workers == exp.focus().workers), exp.records[-1])
     if not rec.roles:
         return none
-    return {"roles_rec": rec, "roles_fig": figures.roles(rec), "wait_for_fig": figures.wait_for(rec),
+    return {"roles_rec": rec, "roles_fig": rolefigures.roles(rec), "wait_for_fig": rolefigures.wait_for(rec),
             "worker_roles": [r.name for r in rec.roles if r.worker]}
 
 
