@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from lockscope.analyzer.attribution import Attribution, RootCause, Wait, WhatIf
-from lockscope.analyzer.results import Experiment, PointView, Unavailable
-from lockscope.analyzer.usl import UslFit
+from .attribution import Attribution, RootCause, Wait, WhatIf
+from .results import Experiment, PointView, Unavailable
+from .usl import UslFit
 
 SCHEMA = "lockscope.analysis/2"
 

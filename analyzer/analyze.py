@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from lockscope import record
-from lockscope.analyzer import attribution, diagnosis, probeeffect, scaling, timeview, usl
-from lockscope.analyzer.kernel import naming
-from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable, title
+from . import attribution, diagnosis, probeeffect, scaling, timeview, usl
+from .kernel import naming
+from .results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lockscope.analyzer import sleepkinds
-from lockscope.analyzer.kernel import sharing
+from . import sleepkinds
+from .kernel import sharing
 from lockscope.record import OffCpu, RunRecord
 
 LOCK = "lock"                    # Wait.type of a lock wait

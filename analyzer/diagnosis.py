@@ -2,11 +2,11 @@
 wait that explains it (or why lockscope cannot say)."""
 from __future__ import annotations
 
-from lockscope.analyzer import probeeffect
-from lockscope.analyzer.kernel import sharing
-from lockscope.analyzer.attribution import RootCause
-from lockscope.analyzer.results import PointView
-from lockscope.analyzer.scaling import Collapse
+from . import probeeffect
+from .kernel import sharing
+from .attribution import RootCause
+from .results import PointView
+from .scaling import Collapse
 from lockscope.record import RunRecord
 
 

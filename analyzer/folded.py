@@ -22,10 +22,10 @@ the heaviest aggregates (see lockscope/measure/assemble.py), so a folded file ca
 little short of the totals of the lock table."""
 from __future__ import annotations
 
-from lockscope.analyzer.kernel.knowledge import Knowledge
-from lockscope.analyzer.kernel.naming import (address_names, common_prefix, default_knowledge, futex_charges,
+from .kernel.knowledge import Knowledge
+from .kernel.naming import (address_names, common_prefix, default_knowledge, futex_charges,
                                        offcpu_class, spinning_samples)
-from lockscope.analyzer.user.futexspin import remaining
+from .user.futexspin import remaining
 from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord

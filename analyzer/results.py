@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lockscope.analyzer.attribution import Attribution, RootCause, Wait, WhatIf
-from lockscope.analyzer.scaling import Collapse
-from lockscope.analyzer.usl import UslFit
+from .attribution import Attribution, RootCause, Wait, WhatIf
+from .scaling import Collapse
+from .usl import UslFit
 from lockscope.record import NO_FS, CpuBreakdown, RunRecord
 
 NO_NAMED_SHARE = "no lock wait was recorded (or probes were disabled)"

@@ -30,10 +30,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from lockscope.analyzer import sleepkinds, wakeups
-from lockscope.analyzer.kernel import naming
-from lockscope.analyzer.user import userlocks
-from lockscope.analyzer.sleepkinds import HANDOFF, IDLE, KINDS, LOCK, PREEMPTED
+from . import sleepkinds, wakeups
+from .kernel import naming
+from .user import userlocks
+from .sleepkinds import HANDOFF, IDLE, KINDS, LOCK, PREEMPTED
 from lockscope.probedata import FutexWait, RawProbe
 from lockscope.record import Role, RoleEdge
 

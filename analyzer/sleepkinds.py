@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockscope.analyzer.kernel import knowledge
+from .kernel import knowledge
 
 TABLE_FILE = Path(__file__).with_name("sleepkinds.toml")
 

@@ -9,9 +9,9 @@ the record's locks; an address missing from a snapshot (only the heaviest
 are kept) counts as its last known value."""
 from __future__ import annotations
 
-from lockscope.analyzer.kernel import naming
-from lockscope.analyzer.attribution import LOCK, NONLOCK, WAIT_LABELS
-from lockscope.analyzer.results import TimeSeries, TimeView, Unavailable
+from .kernel import naming
+from .attribution import LOCK, NONLOCK, WAIT_LABELS
+from .results import TimeSeries, TimeView, Unavailable
 from lockscope.jsondata import parse_addr
 from lockscope.probedata import RawProbe, Series, Snapshot
 from lockscope.record import RunRecord

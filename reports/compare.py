@@ -13,11 +13,11 @@ import jinja2
 
 from lockscope import __version__
 from lockscope.record import NO_FS
-from lockscope.analyzer import attribution
-from lockscope.analyzer.analyze import analyze, load_records
-from lockscope.analyzer.results import Experiment
+from ..analyzer import attribution
+from ..analyzer.analyze import analyze, load_records
+from ..analyzer.results import Experiment
 from lockscope.errors import UsageError
-from lockscope.reports import templating
+from . import templating
 
 COMPARE_SCHEMA = "lockscope.compare/1"
 TOP_WAITS = 10
@@ -144,7 +144,7 @@ def render_text(doc: dict) -> str:
 def render_html(doc: dict) -> str:
     env = templating.environment()
     env.filters["spct"] = _pct
-    from lockscope.reports import figures      # matplotlib: only for the page
+    from . import figures      # matplotlib: only for the page
 
     figs = [jinja2.utils.markupsafe.Markup(figures.compare_curves(e)) for e in doc["experiments"]]
     return env.get_template("compare.html.j2").render(doc=doc, figs=figs, version=__version__)

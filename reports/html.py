@@ -21,10 +21,10 @@ import shlex
 from pathlib import Path
 
 from lockscope import __version__, atomicio, record, validate
-from lockscope.analyzer import scaling
-from lockscope.analyzer.analyze import analyze, load_records
-from lockscope.analyzer.results import Experiment
-from lockscope.reports import figures, filenames, flamegraph, rolefigures, templating
+from ..analyzer import scaling
+from ..analyzer.analyze import analyze, load_records
+from ..analyzer.results import Experiment
+from . import figures, filenames, flamegraph, rolefigures, templating
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",

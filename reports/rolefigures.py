@@ -8,7 +8,7 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch
 
-from lockscope.reports.figures import BLUE, BROWN, ORANGE, OTHER, PURPLE, RED, REPORT_RC, label, styled, svg
+from .figures import BLUE, BROWN, ORANGE, OTHER, PURPLE, RED, REPORT_RC, label, styled, svg
 
 
 ROLE_KINDS = [("on_cpu_ns", "on CPU", BLUE), ("lock_ns", "lock waits", RED), ("preempted_ns", "preempted", BROWN),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jinja2
 
-from lockscope.analyzer import results
+from ..analyzer import results
 
 
 def environment() -> jinja2.Environment:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lockscope.analyzer import sleepkinds
-from lockscope.analyzer.kernel import kimage, lockfields, objlocks, sharing
-from lockscope.analyzer.kernel.lockdesc import display_path, file_names, lock_kind  # noqa: F401 (display_path: naming's API)
-from lockscope.analyzer.user import futexspin, usdt, userlocks
-from lockscope.analyzer.kernel.knowledge import Knowledge, default as default_knowledge
-from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
-from lockscope.analyzer.kernel.lockfields import LockField
-from lockscope.analyzer.user.userlocks import COMPONENT as USER_SPACE
-from lockscope.analyzer.kernel.slab import consistent as slab_consistent
+from .. import sleepkinds
+from . import kimage, lockfields, objlocks, sharing
+from .lockdesc import display_path, file_names, lock_kind  # noqa: F401 (display_path: naming's API)
+from ..user import futexspin, usdt, userlocks
+from .knowledge import Knowledge, default as default_knowledge
+from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
+from .lockfields import LockField
+from ..user.userlocks import COMPONENT as USER_SPACE
+from .slab import consistent as slab_consistent
 from lockscope.jsondata import format_addr
 from lockscope.probedata import Contention, ObjLock, RawProbe, SlabEntry, TaskObject
 from lockscope.record import Lock, OffCpu, StackSummary

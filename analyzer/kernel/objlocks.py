@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from lockscope.analyzer.kernel import btf
-from lockscope.analyzer.kernel.lockdesc import display_path, file_names, lock_kind
-from lockscope.analyzer.kernel.slab import consistent
+from . import btf
+from .lockdesc import display_path, file_names, lock_kind
+from .slab import consistent
 from lockscope.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
 
 TABLE_FILE = Path(__file__).with_name("fileobjects.toml")

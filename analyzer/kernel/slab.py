@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from lockscope.analyzer.kernel import btf
-from lockscope.analyzer.kernel.knowledge import Knowledge, default as default_knowledge
+from . import btf
+from .knowledge import Knowledge, default as default_knowledge
 from lockscope.probedata import Slab
 
 # contention-tracepoint lock families that a BTF lock type can show up as

@@ -17,8 +17,8 @@ import os
 import tomllib
 from pathlib import Path
 
-from lockscope.analyzer.user import addrspace, userlocks
-from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first
+from . import addrspace, userlocks
+from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import GoProbe, GoWait, RawProbe, heaviest
 from lockscope.record import Lock

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from lockscope.analyzer.user import userlocks
-from lockscope.analyzer.lockacc import LockAcc, heaviest_first
+from . import userlocks
+from ..lockacc import LockAcc, heaviest_first
 from lockscope.probedata import UsdtProbe, UsdtWait, heaviest
 from lockscope.record import Lock
 

@@ -30,10 +30,10 @@ from collections import defaultdict
 
 from typing import Any
 
-from lockscope.analyzer import sleepkinds
-from lockscope.analyzer.user import demangle, futexspin, libraries, unwind
-from lockscope.analyzer.lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
-from lockscope.analyzer.user.addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
+from .. import sleepkinds
+from . import demangle, futexspin, libraries, unwind
+from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
+from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
                                  heaviest)
