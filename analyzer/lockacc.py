@@ -92,9 +92,9 @@ class LockAcc:
 
     def add_kernel_spin(self, name: str, count: int, wait_ns: int, max_ns: int) -> None:
         """Waits spun on kernel lock `name` inside the futex syscalls on this
-        lock's words (analyzer/user/futexspin.py): part of its count and wait; its
-        roles grow in proportion."""
-        self.count += count
+        lock's words (analyzer/user/futexspin.py): part of its wait (its count
+        stays the count of its own waits: a spin of the thread that wakes a
+        waiter is no wait for the lock); its roles grow in proportion."""
         self.wait += wait_ns
         self.max = max(self.max, max_ns)
         part = self.kernel_spin.setdefault(name, [0, 0])
