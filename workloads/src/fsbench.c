@@ -14,7 +14,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define IO_UNIT 4096
 /* five path components below D, as FxMark's root/<id>/0/0/0/0:
  * D/w<i>/0/1/2/file (MRPL), D/share/0/1/2/file (MRPH) */
 #define MRP_SUBPATH "0/1/2"

@@ -4,6 +4,9 @@
 
 #include "catalog.h"
 
+/* the block of every data workload: one page (FxMark's 4 KiB) */
+#define IO_UNIT 4096
+
 /* out = D/w<i><suffix>, out = D/share<suffix> (PATH_MAX; fail if longer) */
 void fs_wpath(struct ls_ctx *c, char *out, const char *suffix);
 void fs_spath(struct ls_ctx *c, char *out, const char *suffix);

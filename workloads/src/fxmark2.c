@@ -20,7 +20,6 @@
 
 #include "fsbench.h"
 
-#define IO_UNIT 4096
 #define FILL_CHUNK (1 << 20)          /* pre-fill write size */
 #define DRBM_STRIDE (8ull << 20)      /* DRBM: worker i reads at i * 8 MiB */
 #define DWAL_CAP (64ull << 20)        /* DWAL: private file truncated at */
