@@ -13,7 +13,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .kernel import knowledge
 
 TABLE_FILE = Path(__file__).with_name("sleepkinds.toml")
 
@@ -95,10 +94,3 @@ class SleepKinds:
 @functools.lru_cache(maxsize=1)
 def default() -> SleepKinds:
     return SleepKinds()
-
-
-def unclassified_classes(table: SleepKinds | None = None) -> list[str]:
-    """Off-CPU classes of locks.toml that the table gives no kind (a test
-    keeps this empty)."""
-    table = table or default()
-    return [r.wait_class for r in knowledge.default().offcpu_rules if r.wait_class not in table.classes]

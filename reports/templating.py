@@ -9,7 +9,7 @@ from ..analyzer import results
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("lockscope.templates", "."),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["pct"] = lambda x, d=1: "-" if x is None else f"{x * 100:.{d}f}%"

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import DATA, load
 from lockscope.analyzer import analyze, attribution, roles, sleepkinds, wakeups
+from lockscope.analyzer.kernel import knowledge
 from lockscope.analyzer.user import userlocks
 from lockscope.analyzer.analyze import load_records
 
@@ -131,7 +132,9 @@ def test_dbench_parent_wait_is_idle_and_journal_commits_wake_the_clients():
 # ---- the tables ----
 
 def test_every_offcpu_class_has_a_sleep_kind():
-    assert sleepkinds.unclassified_classes() == []
+    """Every off-CPU class of locks.toml has a kind in sleepkinds.toml."""
+    classes = sleepkinds.default().classes
+    assert [r.wait_class for r in knowledge.default().offcpu_rules if r.wait_class not in classes] == []
 
 
 @pytest.mark.parametrize("functions,primitive,kind", [
