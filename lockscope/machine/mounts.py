@@ -35,15 +35,7 @@ def top_mount(path: str) -> tuple[str, str] | None:
 
 def loops_backed_by(image: str) -> list[str]:
     """The loop devices attached to the file `image` now."""
-    out = []
-    for d in sorted(Path("/sys/block").glob("loop*")):
-        try:
-            backing = (d / "loop" / "backing_file").read_text().strip().removesuffix(" (deleted)")
-        except OSError:
-            continue
-        if backing == image:
-            out.append(f"/dev/{d.name}")
-    return out
+    return [dev for dev, backing in loop_devices() if backing.removesuffix(" (deleted)") == image]
 
 
 def is_mounted(path: Path) -> bool:
@@ -76,9 +68,10 @@ def loop_devices() -> list[tuple[str, str]]:
     """(device, backing file) of every attached loop device."""
     out = []
     for d in sorted(Path("/sys/block").glob("loop*")):
-        backing = d / "loop" / "backing_file"
-        if backing.exists():
-            out.append((f"/dev/{d.name}", backing.read_text().strip()))
+        try:
+            out.append((f"/dev/{d.name}", (d / "loop" / "backing_file").read_text().strip()))
+        except OSError:
+            continue                  # not attached (or detached while read)
     return out
 
 
