@@ -43,8 +43,11 @@ build: deps
 	$(MAKE) -C probes
 	$(MAKE) -C workloads
 
+# editable: the lockscope command, the tests and a reader of the tree all see
+# this checkout (setup.py's package_dir maps analyzer/, reports/, templates/
+# into the package; `pip install .` builds a copy for elsewhere)
 install: build
-	$(PIP) .
+	$(PIP) -e .
 
 report: install tools
 	lockscope sweep --out $(RESULTS)

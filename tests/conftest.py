@@ -3,6 +3,8 @@ gate for end-to-end tests (root, BTF and loadable probes, or a skip saying
 exactly what is missing)."""
 from __future__ import annotations
 
+import ast
+
 import functools
 import os
 import shutil
@@ -23,6 +25,29 @@ def load(name: str) -> record.RunRecord:
     """A recorded real run: 'mwrm_mmap_tmpfs/MWRM-tmpfs-w2'."""
     sweep, point = name.split("/")
     return record.load(DATA / sweep / "runs" / f"{point}.json")
+
+
+def setup_keyword(name: str):
+    """The literal value of one keyword of setup.py's setup() call."""
+    for node in ast.walk(ast.parse((REPO / "setup.py").read_text())):
+        if isinstance(node, ast.keyword) and node.arg == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"setup.py has no {name}")
+
+
+def installed_layout(dest: Path) -> Path:
+    """The package as pip installs it, made of links into the tree:
+    dest/lockscope/ holds lockscope/'s entries and analyzer/, reports/,
+    templates/ as subpackages. For a process that cannot read root's
+    site-packages (where the editable install's finder lives)."""
+    pkg = dest / "lockscope"
+    pkg.mkdir(parents=True)
+    for entry in (REPO / "lockscope").iterdir():
+        (pkg / entry.name).symlink_to(entry)
+    for package, folder in setup_keyword("package_dir").items():
+        if package.count(".") == 1:
+            (pkg / package.split(".")[1]).symlink_to(REPO / folder)
+    return dest
 
 
 def lockscope(*args: str, timeout: float = 300, env: dict | None = None, **kw) -> subprocess.CompletedProcess:

@@ -6,10 +6,12 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO, lockscope
+from conftest import REPO, installed_layout, lockscope
 
 
 def run_bad(tmp_path, *args, code=2):
@@ -84,8 +86,14 @@ def test_not_root_is_an_environment_error_with_the_fix(tmp_path):
            "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
     if os.geteuid() == 0:
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"] + cmd
-    env = {**os.environ, "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
-    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=60)
+    # root's Python and its editable install live under /root (0700): the
+    # other user imports the package from a layout of the tree as installed
+    # (pytest's tmp_path lies under a 0700 folder too)
+    with tempfile.TemporaryDirectory(prefix="lockscope-test-") as site:
+        os.chmod(site, 0o755)
+        installed_layout(Path(site))
+        env = {**os.environ, "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": site}
+        p = subprocess.run(cmd, cwd=site, capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert "lockscope needs root" in p.stderr and "fix: run it with sudo" in p.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "scratch").exists()
@@ -118,7 +126,7 @@ def test_list_names_workloads_and_file_systems():
 def test_installed_command_runs():
     exe = shutil.which("lockscope")
     if not exe:
-        pytest.skip("the lockscope command is not installed: `make test` installs it with pip install .")
+        pytest.skip("the lockscope command is not installed: `make test` installs it with pip install -e .")
     p = subprocess.run([exe, "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.startswith("lockscope ")
     p = subprocess.run([exe, "list", "--json"], capture_output=True, text=True, cwd="/")

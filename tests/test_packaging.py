@@ -2,25 +2,16 @@
 package directories (tables, templates) is in setup.py's package_data, so
 that the installed lockscope (what `make report` runs) finds it, not only
 the source tree the tests run from."""
-import ast
 import fnmatch
 
-from conftest import REPO
-
-def _setup_keyword(name: str):
-    tree = ast.parse((REPO / "setup.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == name:
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"setup.py has no {name}")
-
+from conftest import REPO, setup_keyword
 
 def _package_folders() -> dict[str, str]:
     """Each package setup.py installs -> its folder in the source tree (by
     the longest package_dir entry above it)."""
-    dirs = _setup_keyword("package_dir")
+    dirs = setup_keyword("package_dir")
     out = {}
-    for pkg in _setup_keyword("packages"):
+    for pkg in setup_keyword("packages"):
         base = max((k for k in dirs if pkg == k or pkg.startswith(k + ".")), key=len)
         out[pkg] = "/".join([dirs[base], *pkg[len(base):].split(".")[1:]])
     return out
@@ -36,7 +27,7 @@ def test_every_package_folder_is_installed():
 
 
 def test_every_data_file_is_installed():
-    data = _setup_keyword("package_data")
+    data = setup_keyword("package_data")
     missing = []
     for pkg, folder in _package_folders().items():
         for f in sorted((REPO / folder).iterdir()):
