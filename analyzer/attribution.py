@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import sleepkinds
+from . import holders, sleepkinds
 from .kernel import sharing
 from lockscope.record import OffCpu, RunRecord
 
@@ -164,6 +164,11 @@ class RootCause:
     explained_share_raw: float    # uncapped (waits can overlap or exceed the loss)
     from_workers: int
     at_workers: int
+    # the chain behind a lock (analyzer/holders.py): what its holders did while others waited,
+    # through other locks; `via` the locks it passes, `cause` what it ends in (None: no chain)
+    chain: list[holders.Step] = field(default_factory=list)
+    via: list[str] = field(default_factory=list)
+    cause: str | None = None
 
 
 def root_cause(before: RunRecord, at: RunRecord, lost_before: float, lost_at: float) -> RootCause | None:
@@ -178,7 +183,15 @@ def root_cause(before: RunRecord, at: RunRecord, lost_before: float, lost_at: fl
         return None
     gained = lost_at - lost_before
     raw = growth / gained if gained > 0 else 0.0
-    return RootCause(best, growth, min(1.0, raw), raw, before.workers, at.workers)
+    rc = RootCause(best, growth, min(1.0, raw), raw, before.workers, at.workers)
+    if best.is_lock:
+        locks = {lk.name: lk for lk in at.locks}
+        if best.name in locks:
+            rc.chain = holders.chain(locks[best.name], locks)
+        if holders.cause_clause(rc.chain):
+            rc.via = [s.lock for s in rc.chain]
+            rc.cause = holders.cause_of(rc.chain)
+    return rc
 
 
 # ---- attribution of lost capacity -----------------------------------------

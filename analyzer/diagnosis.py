@@ -2,7 +2,7 @@
 wait that explains it (or why lockscope cannot say)."""
 from __future__ import annotations
 
-from . import probeeffect
+from . import holders, probeeffect
 from .kernel import sharing
 from .attribution import RootCause
 from .results import PointView
@@ -23,8 +23,10 @@ def _top_lock(rec: RunRecord) -> str:
         return "no lock contention was recorded"
     how = sharing.clause(top, rec.workers)
     slowed = probeeffect.clause(rec)
+    behind = holders.cause_clause(holders.chain(top, {lk.name: lk for lk in rec.locks}))
     return (f"the most contended lock is {top.name} ({top.kind}, {top.tier}{'; ' + how if how else ''}): "
-            f"{pct(top.wait_share)} of worker time" + (f", {slowed}" if slowed else ""))
+            f"{pct(top.wait_share)} of worker time" + (f", {behind}" if behind else "") +
+            (f", {slowed}" if slowed else ""))
 
 
 def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause | None,
@@ -47,6 +49,10 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     out = (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
            f"{at.ideal:g} workers)" + (f", {slowed}." if slowed else "."))
+    behind = holders.cause_clause(root.chain)
+    if behind:
+        # the lock is where the time is lost; the chain says what makes it so
+        out += f" Behind it: {w.name}, {behind}; the root cause is {root.cause}."
     a = at.attribution
     if a is not None and at.lost_capacity > 0 and a.unexplained / at.lost_capacity > 0.5:
         out += (f" Most of the loss ({pct(a.unexplained / at.lost_capacity)}) is in no wait: the workers were "

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
+from lockscope.holddata import Release, ReleaseActivity
 from lockscope.jsondata import HEX, format_addr, optional, parse_addr
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
@@ -400,6 +401,9 @@ class RawProbe:
     go_waits: Optional[list[GoWait]] = optional()
     usdt_probe: Optional[UsdtProbe] = optional()       # application lock waits from USDT probes (issue 10)
     usdt: Optional[list[UsdtWait]] = optional()
+    holds: Optional[list[Release]] = optional()           # lock releases by site (issue 27)
+    hold_activity: Optional[list[ReleaseActivity]] = optional()
+    hold_stacks: Optional[dict[str, list[str]]] = optional()   # Release.site_stack -> frames
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

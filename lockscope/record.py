@@ -18,8 +18,9 @@ from lockscope import atomicio
 from lockscope.jsondata import from_dict, optional, to_dict
 from lockscope.probedata import MapUse, ProgramStats, RawProbe
 
-SCHEMA = "lockscope.run/2"
-READS = ("lockscope.run/1", SCHEMA)     # /1: no roles, wake-ups or sleep kinds (read as before)
+SCHEMA = "lockscope.run/3"
+# /1: no roles, wake-ups or sleep kinds; /2: no holders (both read as they are)
+READS = ("lockscope.run/1", "lockscope.run/2", SCHEMA)
 NO_FS = "none"                          # the fs of a point that made no file system
 RUNS = "runs"                           # the folder of a results directory that holds the run records
 
@@ -59,6 +60,29 @@ class KernelSpin:
 
 
 @dataclass
+class HolderTime:
+    """One part of what a lock's holders did while others waited for it."""
+    name: str                    # "on CPU", "preempted", an off-CPU class, another lock's name, "not recorded"
+    wait_class: str = field(metadata={"json": "class"})   # on-cpu | preempted | lock | an off-CPU class | unknown
+    share: float = 0.0           # of the holders' time over the waits their releases ended
+    frames: list[str] = field(default_factory=list, metadata={"omit_empty": True})   # kernel stack, off CPU
+
+
+@dataclass
+class Holder:
+    """The code that held a lock while others waited, by release site (the
+    end of its critical section: the releaser's stack where it woke a
+    waiter; analyzer/holders.py)."""
+    site: str                    # innermost frame of the program's own code (kernel function for kernel locks)
+    stack: list[str]
+    share: float                 # of the lock's waits ended by a release, the part this site's releases ended
+    holds: int                   # releases at this site that ended a wait
+    hold_ns: int                 # held with a waiter asleep: the waits those releases ended
+    who: str = ""                # the releasing threads' process (and thread) name
+    while_holding: list[HolderTime] = field(default_factory=list)
+
+
+@dataclass
 class Lock:
     name: str                    # e.g. "inode->i_rwsem of <scratch>/share (tmpfs, dir)"
     lock_class: str = field(metadata={"json": "class"})   # e.g. "inode->i_rwsem"
@@ -87,6 +111,16 @@ class Lock:
     # user-space locks (since issue 25, absent in older records and when none): kernel locks
     # spun on inside the futex syscalls on this lock's words, heaviest first, counted in wait_ns
     kernel_spin: list[KernelSpin] = field(default_factory=list, metadata={"omit_empty": True})
+    # who held it while others waited, by release site, heaviest first (record /3, issue 27);
+    # holder_note says why there are none where a reason is known (spinlocks keep no owner)
+    holders: list[Holder] = field(default_factory=list, metadata={"omit_empty": True})
+    holder_note: Optional[str] = optional()
+    # the part of its waits (by count) that a release ended: the holders see those only (a kernel
+    # mutex waiter that spins until the owner lets go is woken by no one; a timed wait times out)
+    holders_cover: Optional[float] = optional()
+    # the part of its wait time until those releases; the rest passed after them, before the
+    # woken waiter ran (wake-up latency), or in waits no release ended
+    held_share: Optional[float] = optional()
 
 
 @dataclass

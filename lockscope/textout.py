@@ -69,6 +69,8 @@ def summarize(rec: RunRecord) -> str:
             lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
             if lk.kernel_spin:
                 lines.append(f"           {kernel_spin_note(lk)}")
+            if lk.holders:
+                lines.append(f"           {holders_note(lk)}")
         timed = timed_note(rec)
         if timed:
             lines.append(f"  ({timed})")
@@ -82,6 +84,25 @@ def kernel_spin_note(lk) -> str:
     (Lock.kernel_spin, part of its wait), per kernel lock."""
     parts = ", ".join(f"{k.name} {k.wait_ns / 1e6:.2f} ms" for k in lk.kernel_spin)
     return f"of which spinning in the kernel inside its futex calls: {parts}"
+
+
+def holders_note(lk, top: int = 2) -> str:
+    """Who held a lock while others waited (Lock.holders): the heaviest
+    release sites, their share of the waits ended, and what they did."""
+    parts = []
+    for h in lk.holders[:top]:
+        doing = ", ".join(f"{t.name} {t.share:.0%}" for t in h.while_holding[:3])
+        parts.append(f"{h.site} {h.share:.0%} ({h.holds:,} release{'s' if h.holds != 1 else ''}"
+                     + (f"; holding: {doing}" if doing else "") + ")")
+    if lk.holders_cover is not None and lk.holders_cover < 0.5:
+        note = (f"; a release ended {lk.holders_cover:.0%} of its waits (the others were not ended by a "
+                f"wake-up: spun until the holder let go, or timed out)")
+    elif lk.held_share is not None and lk.held_share < 0.5:
+        note = (f"; it was held for {lk.held_share:.0%} of its wait time: the rest passed between a release and "
+                f"the woken waiter running (wake-up latency)")
+    else:
+        note = ""
+    return "held by: " + ", ".join(parts) + note
 
 
 def timed_note(rec: RunRecord) -> str | None:

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <linux/types.h>
 
+struct ustack_copy;
+
 struct bpf_map;
 struct bpf_object;
 struct jw;
@@ -45,6 +47,8 @@ void id_set_add(struct id_set *set, __s32 id);
  * stack (until_zero) ends at its first 0 */
 void emit_stacks(struct jw *w, const char *name, int fd, const struct id_set *set, int depth,
 		 bool until_zero);
+/* the "ip", "sp", "bp" and "bytes" (lowercase hex) keys of a user stack copy */
+void emit_ustack_copy(struct jw *w, const struct ustack_copy *c);
 /* one {"name", "recursion_misses"} entry of the "programs" array per
  * program of the object */
 void emit_programs(struct jw *w, struct bpf_object *obj);

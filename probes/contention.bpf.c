@@ -52,6 +52,7 @@
 #define FUTEX_OPEN_MAP        /* open futex waits (futexwaits.bpf.h), read by tasks.bpf.c too */
 #include "maps.bpf.h"
 #include "futex_wait.bpf.h"
+#include "taskstate.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -61,7 +62,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * reuses its last off-CPU stack; one such sleep in OFFCPU_RESTACK_EVERY walks
  * it again (offcpu_stack) */
 #define OFFCPU_RESTACK_EVERY 64
-#define SLEEP_SIGS 4
 
 const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
@@ -80,33 +80,6 @@ __u32 generation = 0;
 __u32 tracked_epoch = 0;
 __u64 t_start = 0;            /* the window's start (bpf_ktime_get_ns), for tasktimes.bpf.h */
 
-struct task_state {
-	__u64 lock;            /* open sleeping-lock wait, 0 if none */
-	__u64 lock_start;
-	__u32 lock_flags;
-	__s32 lock_stack;
-	__u64 off_start;       /* switched out at, 0 if on CPU */
-	__s32 off_stack;
-	__u32 off_state;
-	__u32 off_in_lock;
-	__u32 gen;
-	/* the last walked off-CPU stacks of sleeps in a syscall, by signature
-	 * (syscall and first argument, or futex op; 0: none), with the sleeps
-	 * of that signature since; the slot replaced next */
-	__u64 sleep_sig[SLEEP_SIGS];
-	__s32 sleep_stack[SLEEP_SIGS];
-	__u32 sleeps[SLEEP_SIGS];
-	__u32 sleep_next;
-	__s32 preempt_stack;   /* the last walked off-CPU stack of a preemption, */
-	__u32 preempts;        /* preemptions since the first */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_state);
-} tstate SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -571,22 +544,25 @@ static __always_inline void switch_out_spin_stack(struct cpu_state *cs, struct t
 }
 
 /* a tracked prev goes off CPU: its stack, state and whether a sleeping-lock
- * wait is open, from now */
-static __always_inline void switch_out_offcpu(void *ctx, struct cpu_state *cs, bool preempt,
-					      struct task_struct *prev, unsigned int prev_state, __u64 *now)
+ * wait is open, from now; its state (NULL: the storage is full) */
+static __always_inline struct task_state *switch_out_offcpu(void *ctx, struct cpu_state *cs, bool preempt,
+							    struct task_struct *prev, unsigned int prev_state,
+							    __u64 *now)
 {
 	struct task_state *ts = task_state_of(prev, true);
 
 	*now = bpf_ktime_get_ns();
 	if (!ts) {
 		count(cs, CNT_TASK_FULL);
-		return;
+		return NULL;
 	}
 	ts->off_stack = offcpu_stack(ctx, cs, prev, ts, preempt ? 0 : prev_state);
 	/* preempted: runnable, whatever state it was about to enter */
 	ts->off_state = preempt ? 0 : prev_state;
 	ts->off_in_lock = ts->lock != 0;
+	ts->off_lock = ts->lock;      /* a futex word instead: lksc_switch */
 	ts->off_start = *now;
+	return ts;
 }
 
 /* next's open mutex wait comes back onto this CPU's stack: it runs with
@@ -602,6 +578,20 @@ static __always_inline void switch_in_mutex_wait(struct cpu_state *cs, struct ta
 	cs->spins[0].tgid = 0;
 	cs->depth = 1;
 	ts->lock = 0;
+}
+
+/* the span off CPU that ends now joins the thread's last spans: what it
+ * did, should it be holding a lock that others wait for (holders.bpf.h) */
+static __always_inline void remember_span(struct task_state *ts, __u64 now)
+{
+	struct off_span *sp = &ts->spans[ts->span_next % HOLD_SPANS];
+
+	sp->start = ts->off_start;
+	sp->end = now;
+	sp->lock = ts->off_lock;
+	sp->stack_id = ts->off_stack;
+	sp->state = ts->off_state;
+	ts->span_next++;
 }
 
 /* next, which went off CPU while tracked, comes back: its time off CPU */
@@ -621,6 +611,7 @@ static __always_inline void switch_in_offcpu(struct cpu_state *cs, struct task_s
 		add_wait(cs, &offcpu_stats, &key, *now - ts->off_start, CNT_OFFCPU_FULL);
 		count(cs, CNT_OFFCPU);
 	}
+	remember_span(ts, *now);
 	ts->off_start = 0;
 }
 
@@ -629,8 +620,9 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	struct cpu_state *cs = this_cpu();
-	struct task_state *ts;
+	struct task_state *ts, *prev_ts = NULL;
 	__u64 now = 0;      /* the clock only when a tracked thread switches: read once for all parts */
+	__u64 uaddr;
 	bool prev_tracked;
 
 	if (!cs)
@@ -642,7 +634,7 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	flush_pending(cs);
 	prev_tracked = BPF_CORE_READ(prev, pid) && tracked_here(cs, BPF_CORE_READ(prev, tgid));
 	if (prev_tracked)
-		switch_out_offcpu(ctx, cs, preempt, prev, prev_state, &now);
+		prev_ts = switch_out_offcpu(ctx, cs, preempt, prev, prev_state, &now);
 	ts = task_state_of(next, false);
 	if (ts && ts->lock && (ts->lock_flags & LCB_F_MUTEX))
 		switch_in_mutex_wait(cs, ts);
@@ -651,8 +643,11 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 	/* one program per switch for all its parts (each program on sched_switch
 	 * costs a hand-off workload its dispatch: bench/README.md) */
 	tasks_switch(preempt, prev, prev_tracked, next, prev_state, &now);
-	if (futex_on)
-		futex_switch(ctx, preempt, prev, prev_tracked, next, prev_state, &now);
+	if (futex_on) {
+		uaddr = futex_switch(ctx, preempt, prev, prev_tracked, next, prev_state, &now);
+		if (uaddr && prev_ts && !prev_ts->off_lock)
+			prev_ts->off_lock = uaddr;
+	}
 	return 0;
 }
 

@@ -267,39 +267,26 @@ static void emit_maps_text(struct jw *w, const char *text)
 }
 
 /* "user_stack_copies": the registers and the stack top of the first sampled
- * wait of each futex key, the bytes as lowercase hex */
+ * wait of each futex key */
 static void emit_stack_copies(struct jw *w)
 {
-	static const char digits[] = "0123456789abcdef";
 	static struct ustack_copy c;
-	static char hex[2 * USTACK_BYTES + 1];
 	int fd = bpf_map__fd(fskel->maps.user_stack_copies);
 	struct ufutex_key k, *prev = NULL;
 
 	jw_key(w, "user_stack_copies");
 	jw_arr(w);
 	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
-		__u32 len;
-
 		prev = &k;
 		if (bpf_map_lookup_elem(fd, &k, &c))
 			continue;
-		len = c.len < USTACK_BYTES ? c.len : USTACK_BYTES;
-		for (__u32 i = 0; i < len; i++) {
-			hex[2 * i] = digits[c.bytes[i] >> 4];
-			hex[2 * i + 1] = digits[c.bytes[i] & 15];
-		}
-		hex[2 * len] = '\0';
 		jw_obj(w);
 		jw_ku64(w, "tgid", k.tgid);
 		jw_ku64(w, "tid", k.tid);
 		jw_khex(w, "uaddr", k.uaddr);
 		jw_ku64(w, "op", k.op);
 		jw_ki64(w, "stack", k.stack_id);
-		jw_khex(w, "ip", c.ip);
-		jw_khex(w, "sp", c.sp);
-		jw_khex(w, "bp", c.bp);
-		jw_kstr(w, "bytes", hex);
+		emit_ustack_copy(w, &c);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -109,8 +109,9 @@ static __always_inline void copy_user_stack(struct pt_regs *regs, const struct u
 		fcount(FCNT_COPY_FULL);
 }
 
-/* prev (the current task, tracked) goes to sleep: inside a futex wait? */
-static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u64 *now)
+/* prev (the current task, tracked) goes to sleep: inside a futex wait? Its
+ * futex word, or 0 */
+static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __u64 *now)
 {
 	struct ufutex_open w = {};
 	struct pt_regs *regs;
@@ -120,10 +121,10 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 	tid = BPF_CORE_READ(prev, pid);
 	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
-		return;
+		return 0;
 	/* sched_switch runs in prev's context: its user memory */
 	if (!futex_wait_of(regs, nr_futex, nr_futex_waitv, true, &w.uaddr, &op))
-		return;
+		return 0;
 	w.op = op;
 	w.tgid = tgid;
 	{
@@ -174,6 +175,7 @@ static __always_inline void wait_begins(void *ctx, struct task_struct *prev, __u
 			fcount(FCNT_OPEN_FULL);
 		}
 	}
+	return w.uaddr;
 }
 
 /* next runs again: close its futex wait, if one is open */
@@ -216,10 +218,13 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 *now)
 	fcount(FCNT_WAITS);
 }
 
-/* sched_switch's futex part: prev goes to sleep in a futex wait, next's ends */
-static __always_inline void futex_switch(void *ctx, bool preempt, struct task_struct *prev, bool prev_tracked,
-					 struct task_struct *next, unsigned int prev_state, __u64 *now)
+/* sched_switch's futex part: prev goes to sleep in a futex wait, next's
+ * ends; the futex word prev sleeps on, or 0 */
+static __always_inline __u64 futex_switch(void *ctx, bool preempt, struct task_struct *prev, bool prev_tracked,
+					  struct task_struct *next, unsigned int prev_state, __u64 *now)
 {
+	__u64 uaddr = 0;
+
 	/* after stop, open waits stay in futex_open: the loader counts them up
 	 * to the stop time */
 	if (prev_state & TASK_DEAD) {        /* exits: its entry goes */
@@ -227,9 +232,10 @@ static __always_inline void futex_switch(void *ctx, bool preempt, struct task_st
 
 		bpf_map_delete_elem(&futex_open, &tid);
 	} else if (prev_tracked && !preempt && prev_state) { /* going to sleep, not preempted */
-		wait_begins(ctx, prev, now);
+		uaddr = wait_begins(ctx, prev, now);
 	}
 	wait_ends(next, now);
+	return uaddr;
 }
 
 #endif

@@ -319,6 +319,48 @@ struct wakeup_stat {
 	char waker_comm[16];
 };
 
+/* Holders (holders.bpf.h): a thread that wakes another out of a lock wait
+ * (a kernel mutex/rwsem wait, or a futex wait) has just released that lock.
+ * Its stack there is the release site, the end of its critical section: its
+ * kernel stack for a kernel lock, its user stack for a futex. What it did
+ * during the waiter's wait comes from its last HOLD_SPANS off-CPU spans. */
+#define HOLD_SPANS 8
+struct off_span {
+	__u64 start;
+	__u64 end;            /* 0: no span in this slot */
+	__u64 lock;           /* the kernel lock or futex word it waited on, 0: none */
+	__s32 stack_id;       /* its kernel stack at the switch-out */
+	__u32 state;          /* its task state then (0: preempted) */
+};
+
+/* releases of one lock by one release site (a waiter woken) */
+struct hold_key {
+	__u64 lock;           /* kernel lock address, or futex word (user address) */
+	__u32 tgid;           /* the waiter's process */
+	__s32 stack_id;       /* the releaser's stack (kernel or user); STACK_NOT_SAMPLED */
+};
+
+struct hold_stat {
+	__u64 count;          /* waits ended */
+	__u64 wait_ns;        /* their time off CPU until the release */
+	__u64 offcpu_ns;      /* of which the releaser was off CPU (by class: hold_activity) */
+	__u64 queued_ns;      /* of which the releaser itself waited for this lock */
+	__u64 unseen_ns;      /* of which the releaser's spans are not known (not tracked, older spans) */
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	char waker_comm[16];
+};
+
+/* the releaser's time off CPU during the waits it ended, by what it waited on */
+struct hold_act_key {
+	__u64 lock;
+	__u32 tgid;
+	__s32 stack_id;       /* the release site, as in hold_key */
+	__u64 act_lock;       /* the lock or futex word it waited on, 0: none */
+	__s32 act_stack;      /* its kernel stack at the switch-out */
+	__u32 act_state;      /* its task state (0: preempted) */
+};
+
 /* task_switches and task_wakeups are added up from the maps by the loader;
  * the program counts only what it loses */
 #define TASK_COUNTERS(X)                                                                        \
@@ -328,7 +370,12 @@ struct wakeup_stat {
 	X(TCNT_WAKEUPS_ON_CPU, "task_wakeups_on_cpu")                                           \
 	/* an event of a thread without an entry lost: map full */                              \
 	X(TCNT_TASKS_FULL, "lost_task_times_map_full")                                          \
-	X(TCNT_WAKEUPS_FULL, "lost_wakeups_map_full") /* a wake-up lost: map full */
+	X(TCNT_WAKEUPS_FULL, "lost_wakeups_map_full") /* a wake-up lost: map full */                \
+	X(TCNT_HOLDS, "holds_counted")            /* lock waits ended by a release, counted */  \
+	X(TCNT_HOLD_STACK_SKIPPED, "hold_stacks_not_sampled")                                   \
+	X(TCNT_HOLD_STACK_LOST, "lost_hold_stacks")                                             \
+	X(TCNT_HOLDS_FULL, "lost_holds_map_full")                                               \
+	X(TCNT_HOLD_COPY_FULL, "lost_hold_stack_copies_map_full")
 
 enum task_counter {
 	TASK_COUNTERS(COUNTER_ENUM)

@@ -24,7 +24,8 @@
  * and its futex is read from its registers. The waker is the current task, or
  * tid 0 in interrupt context (hard or soft, "[interrupt]") and for the idle
  * task; wakers need not be tracked (kworkers, journal threads, other
- * processes).
+ * processes). A wake-up out of a lock wait also records the releaser as the
+ * lock's holder (holders.bpf.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -34,6 +35,7 @@
 #define FUTEX_OPEN_MAP        /* contention.bpf.c's, with --futex */
 #include "maps.bpf.h"
 #include "futex_wait.bpf.h"
+#include "taskstate.bpf.h"     /* contention.bpf.c's, shared */
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -48,6 +50,7 @@ bool enabled = false;
 __u64 t_start = 0;                         /* the window's start (bpf_ktime_get_ns) */
 
 #include "tasktimes.bpf.h"
+#include "holders.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -96,8 +99,10 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 				key.uaddr = o->uaddr;
 		}
 	}
-	if (!irq)
+	if (!irq) {
 		key.waker_tid = (__u32)bpf_get_current_pid_tgid();
+		hold_released(ctx, p, wait, key.uaddr);
+	}
 	w = bpf_map_lookup_elem(&wakeups, &key);
 	if (!w) {
 		struct wakeup_stat fresh = {};

@@ -19,6 +19,7 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "tasks.h"
+#include "holders.h"
 #include "tasks.skel.h"
 
 static const char *tcounter_names[TCNT__MAX] = { TASK_COUNTERS(COUNTER_NAME) };
@@ -42,7 +43,7 @@ static struct wakeup_row *wrows;
 static size_t nwrows;
 
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
-	       int ncpus)
+	       int tstate_fd, int ncpus)
 {
 	int err;
 
@@ -59,6 +60,8 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 		err = bpf_map__reuse_fd(tskel->maps.task_times, task_times_fd);
 	if (!err)
 		err = bpf_map__reuse_fd(tskel->maps.task_counters, task_counters_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(tskel->maps.tstate, tstate_fd);
 	if (!err && futex_open_fd >= 0)
 		err = bpf_map__reuse_fd(tskel->maps.futex_open, futex_open_fd);
 	else if (!err)
@@ -74,8 +77,18 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 	return load_err = err;
 }
 
+static struct holder_maps holder_maps(void)
+{
+	return (struct holder_maps){
+		.holds = tskel->maps.holds, .activity = tskel->maps.hold_activity, .seen = tskel->maps.hold_seen,
+		.stacks = tskel->maps.hold_stacks, .user_stacks = tskel->maps.hold_user_stacks,
+		.copies = tskel->maps.hold_copies,
+	};
+}
+
 static void free_rows(void)
 {
+	holders_free();
 	free(trows);
 	free(wrows);
 	trows = NULL;
@@ -92,6 +105,11 @@ void tasks_start(uint64_t t_start)
 	tskel->bss->enabled = false;
 	clear_map(tskel->maps.task_times);
 	clear_map(tskel->maps.wakeups);
+	{
+		struct holder_maps m = holder_maps();
+
+		holders_clear(&m);
+	}
 	zero = calloc(nc, sizeof(*zero));
 	for (__u32 i = 0; zero && i < TCNT__MAX; i++)
 		bpf_map_update_elem(bpf_map__fd(tskel->maps.task_counters), &i, zero, BPF_ANY);
@@ -194,6 +212,11 @@ void tasks_stop(uint64_t t_stop)
 		emit_error("tasks", err, "the task iterator failed: %s", strerror(-err));
 	read_tasks(t_stop < now ? t_stop : now);
 	read_wakeups();
+	{
+		struct holder_maps m = holder_maps();
+
+		holders_read(&m);
+	}
 }
 
 void tasks_json(struct jw *w)
@@ -249,6 +272,11 @@ void tasks_json(struct jw *w)
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+	{
+		struct holder_maps m = holder_maps();
+
+		holders_json(w, &m);
+	}
 }
 
 void tasks_counters_json(struct jw *w)
@@ -286,6 +314,11 @@ void tasks_map_use_json(struct jw *w)
 		return;
 	emit_map_use(w, "task_times", tskel->maps.task_times, ntrows);
 	emit_map_use(w, "wakeups", tskel->maps.wakeups, nwrows);
+	{
+		struct holder_maps m = holder_maps();
+
+		holders_map_use_json(w, &m);
+	}
 }
 
 void tasks_destroy(void)

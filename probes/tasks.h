@@ -9,10 +9,11 @@ struct jw;
 
 /* load and attach tasks.bpf.c, sharing contention.bpf.c's tgid filter,
  * per-thread times (filled by its sched_switch program) and counters and,
- * when futex_open_fd >= 0, its open futex waits; 0 or -errno (then
+ * when futex_open_fd >= 0, its open futex waits, and its threads' state
+ * (tstate: the lock releasers' last off-CPU spans, holders.bpf.h); 0 or -errno (then
  * tasks_json reports the probe as unavailable with the reason) */
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
-	       int ncpus);
+	       int tstate_fd, int ncpus);
 /* clear the maps and count from t_start */
 void tasks_start(uint64_t t_start);
 /* stop counting; threads on or off CPU at stop count up to t_stop */

@@ -99,7 +99,7 @@ def resolve(data: dict) -> dict[str, Any]:
                 words = b"".join(parse_addr(w).to_bytes(8, "little") for w in words_raw[sid])
                 ips = unwind.unwind(space, ips[0], unwind.UNKNOWN_SP, None, words, ips)
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
-    _demangle(stacks, addresses)
+    demangle_stacks(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     if "futex_kernel" in data:
         out["futex_kernel"] = heaviest(from_list(FutexKernelWait, data["futex_kernel"]), "total_ns")
@@ -119,9 +119,10 @@ def _stack_copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
     return out
 
 
-def _demangle(stacks: dict[str, list[str]], addresses: dict[str, FutexAddress]) -> None:
-    """C++ and Rust names of frames and futex symbols made readable, all in
+def demangle_stacks(stacks: dict[str, list[str]], addresses: dict[str, FutexAddress] | None = None) -> None:
+    """C++ and Rust names of frames (and futex symbols) made readable, all in
     one demangler run (analyzer/user/demangle.py)."""
+    addresses = addresses or {}
     names = demangle.demangle_all([frame_function(f) for fr in stacks.values() for f in fr] +
                                   [a.symbol for a in addresses.values() if a.symbol])
     if not names:

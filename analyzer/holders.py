@@ -1,0 +1,354 @@
+"""Who held a lock while others waited, where it let go, and what it did
+meanwhile (probes/holders.bpf.h; record /3, `Lock.holders`).
+
+The probe charges each lock wait that a release ended (a kernel mutex or
+rwsem waiter woken by the unlocking thread, a futex waiter woken by the
+releaser's FUTEX_WAKE) to the releaser's stack there, the end of its
+critical section, and splits the releaser's time over that wait into on
+CPU, off CPU by kernel stack and state, waiting on another lock or futex, and
+waiting for this same lock (queued, not holding it).
+
+- `resolve(data, sym)`: at record time, the release stacks symbolized (kernel
+  stacks with the kernel's symbols; user stacks unwound from the probe's
+  stack-top copies with the ELF CFI, like the futex waits', and
+  demangled).
+- `attach(locks, raw)`: each named lock gets its holders by release site:
+  the share of its release-ended waits each site ended, how many, and what
+  its holders did while holding (on CPU, preempted, an off-CPU class such as
+  a journal commit, another lock by its name). Releases walked without a
+  stack scale the lock's sampled sites alike (the sampling is random: their
+  split is the sampled releases' split), as the waits' own stacks are
+  (lockacc.spread).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .kernel import naming
+from .kernel.knowledge import Knowledge
+from .kernel.naming import default_knowledge
+from .user import unwind, userlocks
+from .user.addrspace import AddressSpace, parse_maps
+from . import sleepkinds
+from lockscope.holddata import Release, ReleaseActivity
+from lockscope.jsondata import format_addr, from_list, parse_addr
+from lockscope.probedata import RawProbe, heaviest
+from lockscope.record import Holder, HolderTime, Lock
+
+TOP_HOLDERS = 5              # release sites kept per lock
+TOP_ACTIVITIES = 6           # parts of the holders' time kept per site
+MIN_SHARE = 0.005            # parts below half a percent are left out
+ON_CPU, PREEMPTED, LOCK, UNKNOWN = "on-cpu", "preempted", "lock", "unknown"
+# kernel functions between a lock's release and the wake-up of its waiter
+# (skipped to find the code that released it)
+RELEASE_INTERNAL = ("try_to_wake_up", "wake_up_q", "wake_up_process", "__wake_up", "rwsem_wake", "rwsem_mark_wake",
+                    "__mutex_unlock_slowpath", "mutex_unlock", "up_write", "up_read", "up", "__up",
+                    "__rt_mutex_unlock", "rt_mutex_unlock", "percpu_up_write", "percpu_up_read",
+                    "__percpu_up_read", "bpf_", "__bpf_", "__traceiter_", "__probestub_")
+
+
+def resolve(data: dict, sym) -> dict:
+    """The holders part of the probe's data event as kept in the record's raw
+    section: the heaviest releases and activities, their release stacks
+    symbolized (`hold_stacks`, keyed by Release.site_stack)."""
+    if "holds" not in data:
+        return {}
+    holds = heaviest(from_list(Release, data["holds"]), "wait_ns")
+    acts = heaviest(from_list(ReleaseActivity, data.get("hold_activity", [])), "ns")
+    spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in data.get("user_maps", {}).items()}
+    copies = _copies(data.get("hold_stack_copies") or [])
+    kstacks, ustacks = data.get("hold_stacks", {}), data.get("hold_user_stacks", {})
+    stacks: dict[str, list[str]] = {}
+    for r in holds:
+        if r.stack < 0:
+            continue
+        if r.kernel:
+            key = f"k:{r.stack}"
+            if key not in stacks and str(r.stack) in kstacks:
+                stacks[key] = sym.stack(kstacks[str(r.stack)])
+        else:
+            key = f"{r.tgid}:r{r.stack}"
+            if key not in stacks and str(r.stack) in ustacks:
+                stacks[key] = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
+                                          [parse_addr(a) for a in ustacks[str(r.stack)]],
+                                          copies.get((r.tgid, r.lock, r.stack)))
+        if key in stacks:
+            r.site_stack = key
+    userlocks.demangle_stacks(stacks)
+    return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks}
+
+
+def activity_stacks(data: dict) -> set[int]:
+    """The off-CPU kernel stacks the releasers' activities refer to (kept
+    with the record's other kernel stacks)."""
+    return {int(a.get("act_stack", -1)) for a in data.get("hold_activity", [])}
+
+
+def _copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
+    out = {}
+    for c in rows:
+        try:
+            out[(int(c["tgid"]), parse_addr(c["lock"]), int(c["stack"]))] = \
+                (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _user_stack(space: AddressSpace | None, fp: list[int], copy) -> list[str]:
+    if space is None:
+        return ["[unknown]"] * len(fp)
+    ips = unwind.unwind(space, *copy, fp) if copy else fp
+    return [space.symbolize(a) for a in ips]
+
+
+# ---- holders of the named locks ------------------------------------------------
+
+@dataclass
+class _Site:
+    """One release site of one lock being added up."""
+    stack: list[str]
+    who: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    holds: float = 0.0
+    wait: float = 0.0
+    offcpu: float = 0.0
+    queued: float = 0.0
+    unseen: float = 0.0
+    parts: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    frames: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None) -> None:
+    """Each lock of `locks` with releases in `raw` gets its holders
+    (Lock.holders, heaviest first); a kernel spinlock or rwlock gets a
+    holder_note instead (they keep no owner and hand over without a wake-up)."""
+    for lk in locks:
+        if lk.kind in ("spinlock", "rwlock") and not _user_lock(lk):
+            lk.holder_note = "holder not recorded: spinlocks keep no owner and wake no waiter"
+    if raw is None or raw.holds is None:
+        return
+    kb = kb or default_knowledge()
+    name_of = _lock_names(locks, raw)
+    rows: dict[str, list[Release]] = defaultdict(list)
+    for r in raw.holds:
+        name = name_of(r.lock, r.tgid)
+        if name:
+            rows[name].append(r)
+    acts: dict[tuple, list[ReleaseActivity]] = defaultdict(list)
+    for a in raw.hold_activity or []:
+        acts[(a.lock, a.tgid, a.stack)].append(a)
+    for lk in locks:
+        if lk.name in rows:
+            lk.holders = _holders(rows[lk.name], acts, raw, kb, name_of)
+            ended, n = sum(r.wait_ns for r in rows[lk.name]), sum(r.count for r in rows[lk.name])
+            lk.holders_cover = round(min(1.0, n / lk.count), 4) if lk.count else None
+            lk.held_share = round(min(1.0, ended / lk.wait_ns), 4) if lk.wait_ns else None
+
+
+def _user_lock(lk: Lock) -> bool:
+    return any(":" in a for a in lk.addresses)
+
+
+def _lock_names(locks: list[Lock], raw: RawProbe):
+    """lock address (kernel) or (process, futex word) -> the name of the
+    lock it belongs to, or None."""
+    kernel = naming.address_names(raw, {r.lock for r in raw.holds if r.kernel} |
+                                  {a.act_lock for a in raw.hold_activity or [] if a.act_lock})
+    user = {a: lk.name for lk in locks for a in lk.addresses if ":" in a}
+    table = sleepkinds.default()
+    starts = {r.primitive for r in table.futex_rules}
+
+    def name_of(addr: int, tgid: int) -> str | None:
+        if addr >= 1 << 63:
+            return kernel.get(addr)
+        for a in [addr] + [table.object_start(p, addr) for p in starts]:
+            name = user.get(f"{tgid}:{format_addr(a)}")
+            if name:
+                return name
+        return None
+    return name_of
+
+
+def release_site(frames: list[str], kernel: bool) -> str:
+    """The code that released the lock: for a kernel lock the first kernel
+    function past the wake-up and unlock functions, for a futex the
+    innermost frame of the program's own code."""
+    if not kernel:
+        return userlocks.site(frames)
+    for fr in frames:
+        fn = userlocks.frame_function(fr).split("+", 1)[0]
+        if not fn.startswith(RELEASE_INTERNAL) and not fn.startswith("["):
+            return fn
+    return "[unknown]"
+
+
+def _holders(rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name_of) -> list[Holder]:
+    stacks = raw.hold_stacks or {}
+    sites: dict[str, _Site] = {}
+    site_of: dict[tuple, str] = {}
+    for r in rows:
+        frames = stacks.get(r.site_stack or "", [])
+        if not frames:
+            continue
+        key = release_site(frames, r.kernel)
+        site = sites.setdefault(key, _Site(stack=_shown(frames, r.kernel)))
+        site_of[(r.lock, r.tgid, r.stack)] = key
+    if not sites:
+        return []
+    # each site from its own sampled releases; the releases walked without a
+    # stack scale them all alike (their split is the sampled one's)
+    for r in rows:
+        key = site_of.get((r.lock, r.tgid, r.stack))
+        if key:
+            _add(sites[key], r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
+    sampled = sum(s.wait for s in sites.values()) or 1.0
+    scale = sum(r.wait_ns for r in rows) / sampled
+    out = [_holder(k, s, sampled, scale) for k, s in sites.items()]
+    return sorted(out, key=lambda h: -h.hold_ns)[:TOP_HOLDERS]
+
+
+def _shown(frames: list[str], kernel: bool) -> list[str]:
+    """A release stack as shown: from the releasing code outwards."""
+    site = release_site(frames, kernel)
+    for i, fr in enumerate(frames):
+        if userlocks.frame_function(fr).split("+", 1)[0] == site or fr == site:
+            return frames[i:i + 24]
+    return frames[:24]
+
+
+def _add(s: _Site, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: Knowledge, name_of) -> None:
+    s.holds += r.count
+    s.wait += r.wait_ns
+    s.offcpu += r.offcpu_ns
+    s.queued += r.queued_ns
+    s.unseen += r.unseen_ns
+    s.who[r.waker_comm or f"pid {r.waker_tgid}"] += r.count
+    for a in acts:
+        frames = raw.frames(a.act_stack)
+        if a.act_state == 0:
+            part = ("preempted", PREEMPTED)
+        elif a.act_lock:
+            lock = name_of(a.act_lock, a.tgid)
+            part = (lock, LOCK) if lock else \
+                ("another lock" if a.act_lock >= 1 << 63 else "a futex wait", LOCK)
+        else:
+            cls = naming.classify_offcpu(frames, a.act_state, kb)
+            part = (cls, cls)
+        s.parts[part] += a.ns
+        if frames and part not in s.frames:
+            s.frames[part] = kb.caller_frames(frames, off_cpu=True)[:12]
+
+
+def _holder(key: str, s: _Site, sampled: float, scale: float) -> Holder:
+    """A site's Holder: its share of the lock's sampled release-ended wait;
+    holds and hold time scaled up for the releases walked without a stack."""
+    held = max(s.wait - s.queued, 1.0)
+    parts = dict(s.parts)
+    on = s.wait - s.offcpu - s.queued - s.unseen
+    if on > 0:
+        parts[("on CPU", ON_CPU)] = on
+    if s.unseen > 0:
+        parts[("not recorded", UNKNOWN)] = s.unseen
+    times = [HolderTime(name=n, wait_class=c, share=round(v / held, 4), frames=s.frames.get((n, c), []))
+             for (n, c), v in sorted(parts.items(), key=lambda kv: -kv[1]) if v / held >= MIN_SHARE]
+    who = max(s.who, key=s.who.get) if s.who else ""
+    return Holder(site=key, stack=s.stack, share=round(s.wait / sampled, 4), holds=round(s.holds * scale),
+                  hold_ns=round(s.wait * scale), who=who, while_holding=times[:TOP_ACTIVITIES])
+
+
+# ---- what the holders did, and the cause behind a lock ------------------------
+
+COVER_MIN = 0.5              # holders must have ended this part of a lock's wait to speak for it
+DOING_MIN = 0.5              # and spent this part of their holds on one thing
+
+
+@dataclass
+class Step:
+    """One link of a chain: `lock`'s holders (at `site`) spent `share` of
+    their holds `doing` (of class `doing_class`)."""
+    lock: str
+    site: str
+    doing: str
+    doing_class: str
+    share: float
+
+
+def doing(lk: Lock) -> tuple[str, str, float] | None:
+    """What a lock's holders did most while others waited, over its sites
+    weighted by hold time: (what, class, share of their holds), when the
+    holders account for at least COVER_MIN of its wait and one thing for at
+    least DOING_MIN of their holds. Sleeping in several off-CPU classes counts
+    as one thing (an fdatasync waits in writeback and in block I/O): "off
+    CPU: a, b"."""
+    if not lk.holders or (lk.holders_cover or 0) < COVER_MIN:
+        return None
+    held = sum(h.hold_ns for h in lk.holders) or 1
+    parts: dict[tuple[str, str], float] = defaultdict(float)
+    for h in lk.holders:
+        for t in h.while_holding:
+            parts[(t.name, t.wait_class)] += t.share * h.hold_ns / held
+    if not parts:
+        return None
+    (name, cls), share = max(parts.items(), key=lambda kv: kv[1])
+    if share >= DOING_MIN:
+        return name, cls, round(share, 4)
+    asleep = {k: v for k, v in parts.items() if k[1] not in (ON_CPU, PREEMPTED, UNKNOWN, LOCK)}
+    if sum(asleep.values()) >= DOING_MIN:
+        names = [k[0] for k, _ in sorted(asleep.items(), key=lambda kv: -kv[1])][:3]
+        return "off CPU: " + ", ".join(names), "offcpu", round(sum(asleep.values()), 4)
+    return None
+
+
+def chain(lk: Lock, locks: dict[str, Lock], depth: int = 3) -> list[Step]:
+    """The chain behind a lock: its holders' main activity, and where that
+    is another lock, that lock's holders' in turn (up to `depth` links;
+    a lock met twice ends it)."""
+    out: list[Step] = []
+    seen = {lk.name}
+    while lk is not None and len(out) < depth:
+        d = doing(lk)
+        if d is None:
+            break
+        site = lk.holders[0].site
+        out.append(Step(lk.name, site, *d))
+        nxt = locks.get(d[0]) if d[1] == LOCK else None
+        if nxt is None or nxt.name in seen:
+            break
+        seen.add(nxt.name)
+        lk = nxt
+    return out
+
+
+def cause_clause(steps: list[Step]) -> str | None:
+    """The chain as words: "whose holders (flush_journal) are off CPU in block
+    I/O, page lock / writeback for 85% of their holds", or None for an empty
+    chain or holders that are simply running their critical section."""
+    if not steps or (len(steps) == 1 and steps[0].doing_class == ON_CPU):
+        return None
+    parts = []
+    for s in steps:
+        if s.doing_class == ON_CPU:
+            what = "on CPU"
+        elif s.doing_class == PREEMPTED:
+            what = "preempted (runnable, waiting for a CPU)"
+        elif s.doing_class == LOCK:
+            what = f"waiting on {s.doing}"
+        elif s.doing.startswith("off CPU: "):
+            what = f"off CPU ({s.doing.removeprefix('off CPU: ')})"
+        else:
+            what = f"off CPU in {s.doing}"
+        parts.append(f"whose holders ({s.site}) are {what} for {s.share:.0%} of their holds")
+    return ", ".join(parts)
+
+
+def cause_of(steps: list[Step]) -> str:
+    """What a chain ends in, as the root cause's name."""
+    last = steps[-1]
+    if last.doing_class == ON_CPU:
+        return f"the critical section of {last.lock} in {last.site}"
+    if last.doing_class == PREEMPTED:
+        return f"the preemption of {last.lock}'s holders while they hold it"
+    if last.doing_class == LOCK:
+        return f"waiting on {last.doing} while holding {last.lock}"
+    return f"sleeping in {last.doing.removeprefix('off CPU: ')} while holding {last.lock}"

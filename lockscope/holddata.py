@@ -1,0 +1,53 @@
+"""The holders part of the probe's raw data (probes/holders.bpf.h), as kept
+in a run record (`probe.raw.holds`, `hold_activity`, `hold_stacks`): each
+lock wait that a release ended, by lock and release site, and what the
+releaser did during those waits. Addresses are ints here and "0x..." text
+in JSON. Documented in README.md, "Run record"."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from lockscope.jsondata import HEX, optional
+
+KERNEL_SPACE = 1 << 63       # a kernel lock's address lies above, a futex word's below
+
+
+@dataclass
+class Release:
+    """Lock waits of one process ended by releases at one site: the
+    releaser (the thread that woke the waiter) had held the lock until then.
+    `wait_ns` is the waiters' time asleep until those releases; of it, the
+    releaser spent `offcpu_ns` off CPU (by class: ReleaseActivity),
+    `queued_ns` waiting for this lock itself, and `unseen_ns` where its
+    spans are not known; the rest it was on CPU."""
+    lock: int = field(metadata=HEX)   # kernel lock address, or futex word
+    tgid: int = 0                     # the waiters' process
+    stack: int = -2                   # probe stack id; negative: not sampled (spread over the sampled)
+    count: int = 0
+    wait_ns: int = 0
+    offcpu_ns: int = 0
+    queued_ns: int = 0
+    unseen_ns: int = 0
+    waker_tgid: int = 0
+    waker_tid: int = 0
+    waker_comm: str = ""
+    site_stack: Optional[str] = optional()   # its key in RawProbe.hold_stacks (set at record time)
+
+    @property
+    def kernel(self) -> bool:
+        return self.lock >= KERNEL_SPACE
+
+
+@dataclass
+class ReleaseActivity:
+    """The releaser's time off CPU during the waits its releases ended, by
+    its kernel stack at the switch-out, task state (0: preempted) and the
+    lock or futex word it waited on itself (None: none)."""
+    lock: int = field(metadata=HEX)
+    tgid: int = 0
+    stack: int = -2
+    act_stack: int = -1               # a key of RawProbe.stacks
+    act_state: int = 0
+    ns: int = 0
+    act_lock: Optional[int] = optional(hex=True)

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of holders.bpf.h: read the releases of each lock by release
+ * site and what the releasers did meanwhile, and emit them with the release
+ * stacks (kernel stacks of kernel locks, user stacks and stack-top copies of
+ * futex locks). */
+#include <stdlib.h>
+#include <string.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "bpfutil.h"
+#include "holders.h"
+
+struct hold_row {
+	struct hold_key k;
+	struct hold_stat s;
+};
+struct act_row {
+	struct hold_act_key k;
+	__u64 ns;
+};
+static struct hold_row *hrows;
+static size_t nhrows;
+static struct act_row *arows;
+static size_t narows;
+
+void holders_free(void)
+{
+	free(hrows);
+	free(arows);
+	hrows = NULL;
+	arows = NULL;
+	nhrows = narows = 0;
+}
+
+void holders_clear(const struct holder_maps *m)
+{
+	clear_map(m->holds);
+	clear_map(m->activity);
+	clear_map(m->seen);
+	clear_map(m->copies);
+	holders_free();
+}
+
+/* every (key, value) of a hash map into a growing array of rows of `size`
+ * bytes, the key at offset 0 and the value at `voff` */
+static size_t read_rows(int fd, size_t ksize, size_t voff, size_t size, void **rows)
+{
+	char key[64], *prev = NULL, *p;
+	size_t n = 0, cap = 0;
+
+	while (bpf_map_get_next_key(fd, prev, key) == 0) {
+		prev = key;
+		if (n == cap) {
+			size_t c = cap ? cap * 2 : 256;
+
+			p = realloc(*rows, c * size);
+			if (!p)
+				break;
+			*rows = p;
+			cap = c;
+		}
+		p = (char *)*rows + n * size;
+		memcpy(p, key, ksize);
+		if (bpf_map_lookup_elem(fd, key, p + voff) == 0)
+			n++;
+	}
+	return n;
+}
+
+void holders_read(const struct holder_maps *m)
+{
+	holders_free();
+	nhrows = read_rows(bpf_map__fd(m->holds), sizeof(struct hold_key), offsetof(struct hold_row, s),
+			   sizeof(struct hold_row), (void **)&hrows);
+	narows = read_rows(bpf_map__fd(m->activity), sizeof(struct hold_act_key), offsetof(struct act_row, ns),
+			   sizeof(struct act_row), (void **)&arows);
+	for (size_t i = 0; i < nhrows; i++)
+		hrows[i].s.waker_comm[sizeof(hrows[i].s.waker_comm) - 1] = '\0';
+}
+
+static bool kernel_lock(__u64 lock)
+{
+	return lock >= 1ULL << 63;
+}
+
+static void emit_copies(struct jw *w, const struct holder_maps *m)
+{
+	static struct ustack_copy c;
+	int fd = bpf_map__fd(m->copies);
+	struct hold_key k, *prev = NULL;
+
+	jw_key(w, "hold_stack_copies");
+	jw_arr(w);
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &c))
+			continue;
+		jw_obj(w);
+		jw_ku64(w, "tgid", k.tgid);
+		jw_khex(w, "lock", k.lock);
+		jw_ki64(w, "stack", k.stack_id);
+		emit_ustack_copy(w, &c);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+void holders_json(struct jw *w, const struct holder_maps *m)
+{
+	struct id_set kids = {}, uids = {};
+
+	jw_key(w, "holds");
+	jw_arr(w);
+	for (size_t i = 0; i < nhrows; i++) {
+		const struct hold_row *r = &hrows[i];
+
+		jw_obj(w);
+		jw_khex(w, "lock", r->k.lock);
+		jw_ku64(w, "tgid", r->k.tgid);
+		jw_ki64(w, "stack", r->k.stack_id);
+		jw_ku64(w, "count", r->s.count);
+		jw_ku64(w, "wait_ns", r->s.wait_ns);
+		jw_ku64(w, "offcpu_ns", r->s.offcpu_ns);
+		jw_ku64(w, "queued_ns", r->s.queued_ns);
+		jw_ku64(w, "unseen_ns", r->s.unseen_ns);
+		jw_ku64(w, "waker_tgid", r->s.waker_tgid);
+		jw_ku64(w, "waker_tid", r->s.waker_tid);
+		jw_kutf8(w, "waker_comm", r->s.waker_comm);
+		jw_obj_end(w);
+		id_set_add(kernel_lock(r->k.lock) ? &kids : &uids, r->k.stack_id);
+	}
+	jw_arr_end(w);
+
+	jw_key(w, "hold_activity");
+	jw_arr(w);
+	for (size_t i = 0; i < narows; i++) {
+		const struct act_row *r = &arows[i];
+
+		jw_obj(w);
+		jw_khex(w, "lock", r->k.lock);
+		jw_ku64(w, "tgid", r->k.tgid);
+		jw_ki64(w, "stack", r->k.stack_id);
+		if (r->k.act_lock)
+			jw_khex(w, "act_lock", r->k.act_lock);
+		jw_ki64(w, "act_stack", r->k.act_stack);
+		jw_ku64(w, "act_state", r->k.act_state);
+		jw_ku64(w, "ns", r->ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+
+	emit_stacks(w, "hold_stacks", bpf_map__fd(m->stacks), &kids, MAX_STACK_DEPTH, true);
+	emit_stacks(w, "hold_user_stacks", bpf_map__fd(m->user_stacks), &uids, MAX_STACK_DEPTH, true);
+	free(kids.ids);
+	free(uids.ids);
+	emit_copies(w, m);
+}
+
+void holders_map_use_json(struct jw *w, const struct holder_maps *m)
+{
+	emit_map_use(w, "holds", m->holds, nhrows);
+	emit_map_use(w, "hold_activity", m->activity, narows);
+}

@@ -1,0 +1,155 @@
+// Holders with a known split (tests/test_holders.py): THREADS threads
+// (argv[1]) take one global pthread mutex, `ledger_lock`, for SECONDS
+// (argv[2]), in one of two functions, by MODE (argv[3]):
+//   split: three calls in four through post_entry (a short critical
+//          section), one in four through settle_batch (a long one);
+//   sync:  append_record holds it for a little work and, one call in eight,
+//          calls fdatasync() on a file (argv[4]: its directory) while still
+//          holding it (flush_journal).
+// The program's own clock: each critical section's length is measured from
+// lock acquired to just before the unlock, added up per function; at exit
+// it prints one JSON line {"hold_ns": {"post_entry": N, ...}, "calls": {...},
+// "sync_ns": N} (sync_ns: the time inside fdatasync, under the lock), to
+// stdout, or to the file $HOLDERS_OUT when set.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum { POST, SETTLE, APPEND, FLUSH, NFUNCS };
+static const char *names[NFUNCS] = { "post_entry", "settle_batch", "append_record", "flush_journal" };
+static unsigned long long hold_ns[NFUNCS], calls[NFUNCS], sync_ns;
+static volatile int stop;
+static int fd = -1;
+static char block[4096];
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void spin(int n)
+{
+	for (volatile int i = 0; i < n; i++)
+		;
+}
+
+/* called with the lock held, since t0 */
+static void account(int f, unsigned long long t0)
+{
+	hold_ns[f] += now_ns() - t0;
+	calls[f]++;
+}
+
+__attribute__((noinline)) static void post_entry(void)
+{
+	pthread_mutex_lock(&ledger_lock);
+	unsigned long long t0 = now_ns();
+	spin(1000);
+	account(POST, t0);
+	pthread_mutex_unlock(&ledger_lock);
+}
+
+__attribute__((noinline)) static void settle_batch(void)
+{
+	pthread_mutex_lock(&ledger_lock);
+	unsigned long long t0 = now_ns();
+	spin(20000);
+	account(SETTLE, t0);
+	pthread_mutex_unlock(&ledger_lock);
+}
+
+__attribute__((noinline)) static void append_record(void)
+{
+	pthread_mutex_lock(&ledger_lock);
+	unsigned long long t0 = now_ns();
+	spin(1000);
+	if (write(fd, block, sizeof(block)) < 0)
+		perror("write");
+	account(APPEND, t0);
+	pthread_mutex_unlock(&ledger_lock);
+}
+
+__attribute__((noinline)) static void flush_journal(void)
+{
+	pthread_mutex_lock(&ledger_lock);
+	unsigned long long t0 = now_ns();
+	if (write(fd, block, sizeof(block)) < 0)
+		perror("write");
+	unsigned long long s0 = now_ns();
+	fdatasync(fd);
+	sync_ns += now_ns() - s0;
+	account(FLUSH, t0);
+	pthread_mutex_unlock(&ledger_lock);
+}
+
+static void *worker(void *arg)
+{
+	int sync_mode = arg != NULL;
+
+	for (unsigned long i = 0; !stop; i++) {
+		if (sync_mode)
+			(i % 8 == 7) ? flush_journal() : append_record();
+		else
+			(i % 4 == 3) ? settle_batch() : post_entry();
+		spin(300);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = argc > 1 ? atoi(argv[1]) : 4;
+	double seconds = argc > 2 ? atof(argv[2]) : 3;
+	int sync_mode = argc > 3 && strcmp(argv[3], "sync") == 0;
+	pthread_t tid[64];
+	char path[4096];
+
+	if (threads < 1 || threads > 64)
+		threads = 4;
+	if (sync_mode) {
+		snprintf(path, sizeof(path), "%s/holders.journal", argc > 4 ? argv[4] : ".");
+		fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		if (fd < 0) {
+			perror(path);
+			return 1;
+		}
+	}
+	for (int i = 0; i < threads; i++)
+		pthread_create(&tid[i], NULL, worker, sync_mode ? (void *)1 : NULL);
+	usleep((useconds_t)(seconds * 1e6));
+	stop = 1;
+	for (int i = 0; i < threads; i++)
+		pthread_join(tid[i], NULL);
+	if (fd >= 0) {
+		close(fd);
+		unlink(path);
+	}
+	if (getenv("HOLDERS_OUT") && !freopen(getenv("HOLDERS_OUT"), "w", stdout)) {
+		perror(getenv("HOLDERS_OUT"));
+		return 1;
+	}
+	printf("{\"hold_ns\": {");
+	for (int f = 0, first = 1; f < NFUNCS; f++)
+		if (calls[f]) {
+			printf("%s\"%s\": %llu", first ? "" : ", ", names[f], hold_ns[f]);
+			first = 0;
+		}
+	printf("}, \"calls\": {");
+	for (int f = 0, first = 1; f < NFUNCS; f++)
+		if (calls[f]) {
+			printf("%s\"%s\": %llu", first ? "" : ", ", names[f], calls[f]);
+			first = 0;
+		}
+	printf("}, \"sync_ns\": %llu}\n", sync_ns);
+	return 0;
+}

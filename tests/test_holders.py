@@ -1,0 +1,79 @@
+"""Holders (analyzer/holders.py, probes/holders.bpf.h): who held a lock
+while others waited, where it let go, and what it did meanwhile, checked
+against programs whose truth is their own clock (tests/programs/holders.c:
+each critical section timed from the lock taken to just before the unlock)."""
+import json
+
+import pytest
+
+from conftest import REPO, build_c, lockscope
+from lockscope import record
+from lockscope.analyzer import holders
+
+PROGRAM = REPO / "tests" / "programs" / "holders.c"
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("holders") / "holders"
+    return build_c(PROGRAM, exe, ("-O1", "-g", "-fno-omit-frame-pointer", "-pthread"))
+
+
+def run(tmp_path, program, mode: str, fs: str = "none", seconds: int = 3):
+    out, truth = tmp_path / "out", tmp_path / "truth.json"
+    args = ["run", "--out", str(out), "--workers", "2", "--duration", str(seconds + 2),
+            "--scratch", str(tmp_path / "scratch")]
+    cmd = [str(program), "{n}", str(seconds), mode]
+    if fs != "none":
+        args += ["--fs", fs]
+        cmd.append("{dir}")
+    p = lockscope(*args, "--", *cmd, env={"HOLDERS_OUT": str(truth)})
+    assert p.returncode == 0, p.stderr
+    rec = record.load(next((out / "runs").glob("*.json")))
+    lock = next(lk for lk in rec.locks if "ledger_lock" in lk.name)
+    return rec, lock, json.loads(truth.read_text()), p.stdout
+
+
+def test_the_long_critical_section_is_the_holder(tmp_path, program, e2e):
+    rec, lock, truth, text = run(tmp_path, program, "split")
+    # the program's clock: settle_batch holds the mutex most of the time
+    held = truth["hold_ns"]
+    assert held["settle_batch"] / sum(held.values()) > 0.7, truth
+    top = lock.holders[0]
+    assert top.site == "settle_batch", [(h.site, h.share) for h in lock.holders]
+    assert top.share > 0.7 and top.holds > 0 and top.hold_ns > 0
+    assert "settle_batch" in top.stack[0] and top.who == "holders"
+    # most of its sleeps were ended by a release (the rest woke before they slept)
+    assert lock.holders_cover is not None and lock.holders_cover > 0.5
+    assert 0 < lock.held_share <= 1
+    # the holder ran its critical section: on CPU most of its holds
+    doing = {t.wait_class: t.share for t in top.while_holding}
+    assert doing.get(holders.ON_CPU, 0) > 0.5, top.while_holding
+    assert "held by: settle_batch" in text
+
+
+def test_a_sync_under_the_lock_is_the_root_cause_behind_it(tmp_path, program, e2e):
+    rec, lock, truth, text = run(tmp_path, program, "sync", fs="ext4")
+    # the program's clock: most of the hold time is inside fdatasync
+    assert truth["sync_ns"] / sum(truth["hold_ns"].values()) > 0.5, truth
+    top = lock.holders[0]
+    assert top.site == "flush_journal", [(h.site, h.share) for h in lock.holders]
+    asleep = sum(t.share for t in top.while_holding if t.wait_class not in (holders.ON_CPU, holders.PREEMPTED,
+                                                                             holders.UNKNOWN, holders.LOCK))
+    assert asleep > 0.5, top.while_holding
+    steps = holders.chain(lock, {lk.name: lk for lk in rec.locks})
+    assert steps and steps[0].site == "flush_journal" and steps[0].doing_class != holders.ON_CPU
+    assert holders.cause_of(steps).startswith("sleeping in ")
+
+
+def test_kernel_mutex_holders_are_the_rename(tmp_path, e2e):
+    out = tmp_path / "out"
+    p = lockscope("run", "MWRM", "--fs", "tmpfs", "--workers", "2", "--duration", "2", "--out", str(out),
+                  "--scratch", str(tmp_path / "scratch"))
+    assert p.returncode == 0, p.stderr
+    rec = record.load(next((out / "runs").glob("*.json")))
+    lock = next(lk for lk in rec.locks if lk.lock_class == "sb->s_vfs_rename_mutex")
+    assert lock.holders, "no holder of the rename mutex recorded"
+    assert lock.holders[0].site == "do_renameat2", [(h.site, h.stack[:3]) for h in lock.holders]
+    spin = next(lk for lk in rec.locks if lk.kind == "spinlock")
+    assert not spin.holders and "spinlocks keep no owner" in spin.holder_note
