@@ -95,15 +95,7 @@ static __always_inline void copy_user_stack(struct pt_regs *regs, const struct u
 	c = bpf_map_lookup_elem(&copy_buf, &zero);
 	if (!c)
 		return;
-	c->ip = PT_REGS_IP_CORE(regs);
-	c->sp = PT_REGS_SP_CORE(regs);
-	c->bp = PT_REGS_FP_CORE(regs);
-	c->len = USTACK_BYTES;
-	if (bpf_probe_read_user(c->bytes, USTACK_BYTES, (void *)c->sp)) {
-		c->len = USTACK_SHORT_BYTES;
-		if (bpf_probe_read_user(c->bytes, USTACK_SHORT_BYTES, (void *)c->sp))
-			c->len = 0;
-	}
+	copy_stack_top(c, regs);
 	err = bpf_map_update_elem(&user_stack_copies, key, c, BPF_NOEXIST);
 	if (err && err != -EEXIST)     /* EEXIST: another CPU stored it first */
 		fcount(FCNT_COPY_FULL);

@@ -127,15 +127,7 @@ static __always_inline void copy_release_stack(const struct hold_key *key)
 	regs = (struct pt_regs *)bpf_task_pt_regs(me);
 	if (!c || !regs)
 		return;
-	c->ip = PT_REGS_IP_CORE(regs);
-	c->sp = PT_REGS_SP_CORE(regs);
-	c->bp = PT_REGS_FP_CORE(regs);
-	c->len = USTACK_BYTES;
-	if (bpf_probe_read_user(c->bytes, USTACK_BYTES, (void *)c->sp)) {
-		c->len = USTACK_SHORT_BYTES;
-		if (bpf_probe_read_user(c->bytes, USTACK_SHORT_BYTES, (void *)c->sp))
-			c->len = 0;
-	}
+	copy_stack_top(c, regs);
 	err = bpf_map_update_elem(&hold_copies, key, c, BPF_NOEXIST);
 	if (err && err != -EEXIST)
 		tcount(TCNT_HOLD_COPY_FULL);

@@ -1,5 +1,6 @@
 """pprof profiles of one run record (`lockscope export`: per point
-`pprof/<experiment>-w<N>.pb.gz`, `-offcpu.pb.gz`, `-cpu.pb.gz`), for
+`pprof/<experiment>-w<N>.pb.gz`, `-holders.pb.gz`, `-offcpu.pb.gz`,
+`-cpu.pb.gz`), for
 `go tool pprof` and the continuous profilers that ingest pprof.
 
 - mutex (`<experiment>-w<N>.pb.gz`), Go's mutex-profile convention: sample
@@ -13,6 +14,11 @@
   their waits (whole numbers that add up exactly); rwsem optimistic
   spinning (Lock.sampled_spin_ns) goes to the CPU samples inside it, as in
   the folded graph, with no contentions. Labels: kind, tier.
+- holders (`-holders`, records /3 with holders): the same sample types, with
+  Go's mutex-profile convention for the stack, which charges a contention to
+  the code that held the lock: leaf first the lock's name, then the release
+  site's stack (Lock.holders); count the releases that ended a wait, delay
+  the time held with a waiter asleep. Labels: kind, tier.
 - off-CPU (`-offcpu`): `waits/count` and `offcpu/nanoseconds` of the raw
   off-CPU aggregates, the leaf frame the off-CPU class (`[futex wait]`,
   `[preempted]`, `[lock wait]`, ...) above the kernel stack; labels: class,
@@ -137,6 +143,17 @@ def mutex(rec: RunRecord, kb: Knowledge | None = None) -> Profile:
     return p
 
 
+def holders(rec: RunRecord, kb: Knowledge | None = None) -> Profile:
+    p = Profile([("contentions", "count"), ("delay", "nanoseconds")], ("contentions", "count"), 1,
+                **_meta(rec, "holders profile (lock waits charged to the release site)"))
+    for lk in rec.locks:
+        user = any(":" in a for a in lk.addresses)
+        for h in lk.holders:
+            stack = (_user if user else _kernel)(h.stack) or [(h.site, "")]
+            p.sample([(lk.name, "[lock]")] + stack, [h.holds, h.hold_ns], {"kind": lk.kind, "tier": lk.tier})
+    return p
+
+
 # ---- off-CPU and CPU -------------------------------------------------------------
 
 def offcpu(rec: RunRecord, kb: Knowledge | None = None) -> Profile:
@@ -169,7 +186,7 @@ def cpu(rec: RunRecord, kb: Knowledge | None = None) -> Profile:
     return p
 
 
-PROFILES = {"mutex": mutex, "offcpu": offcpu, "cpu": cpu}
+PROFILES = {"mutex": mutex, "holders": holders, "offcpu": offcpu, "cpu": cpu}
 
 
 def file_name(rec: RunRecord, kind: str) -> str:
@@ -178,10 +195,13 @@ def file_name(rec: RunRecord, kind: str) -> str:
 
 
 def write(rec: RunRecord, out_dir: Path, kb: Knowledge | None = None) -> list[Path]:
-    """The record's three profiles, gzipped, in out_dir/pprof/."""
+    """The record's profiles, gzipped, in out_dir/pprof/ (holders only for a
+    record with holders)."""
     kb = kb or default_knowledge()
     out = []
     for kind, make in PROFILES.items():
+        if kind == "holders" and not any(lk.holders for lk in rec.locks):
+            continue
         path = Path(out_dir) / "pprof" / file_name(rec, kind)
         atomicio.write_bytes(path, make(rec, kb).gzipped())
         out.append(path)

@@ -132,3 +132,17 @@ def test_apportion_adds_up_exactly():
     assert sum(apportion(1658909158, [3, 7, 11, 0.5])) == 1658909158
     assert apportion(5, [0, 0]) == [3, 2]
     assert apportion(0, [2, 1]) == [0, 0]
+
+
+@needs_go
+def test_holders_profile_charges_the_release_site(tmp_path):
+    """Go's convention beside the waiters' profile: the delay on the holder's stack."""
+    r = lockscope("export", str(DATA / "holders_sync"), "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rec = load("holders_sync/holders-ext4-w2")
+    path = tmp_path / "pprof" / "holders-ext4-w2-holders.pb.gz"
+    _, total = top(path, "delay")
+    assert total == sum(h.hold_ns for lk in rec.locks for h in lk.holders)
+    traces = pprof("-traces", str(path))
+    block = traces.split("pthread_mutex ledger_lock in holders\n", 1)[1].split("-----", 1)[0]
+    assert block.split()[0] == "flush_journal", block

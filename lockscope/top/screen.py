@@ -55,7 +55,7 @@ def frame_lines(frame: Frame, label: str, sort: str = "share", frozen: bool = Fa
     out.append(f"  {'SHARE':>7} {'WAITS/S':>9} {'MAX':>9}  {'TIER':<8} {'KIND':<14} NAME")
     for r in rows[:max_locks] if max_locks is not None else rows:
         out.append(f"  {r.share:>7.2%} {r.waits_per_s:>9.0f} {_dur(r.max_wait_ns):>9}  {r.tier:<8} "
-                   f"{r.kind[:14]:<14} {r.name}")
+                   f"{r.kind[:14]:<14} {r.name}" + (f"  (held by {r.holder})" if r.holder else ""))
     if not rows:
         out.append("  (no lock waits in this interval)")
     return out

@@ -63,6 +63,7 @@ class LockRow:
     share: float          # of the targets' time (workers x interval)
     waits_per_s: float
     max_wait_ns: int
+    holder: str = ""      # the top release site and its share of the release-ended waits ("" : none recorded)
 
 
 @dataclass
@@ -136,7 +137,8 @@ class TargetWatch:
 
 def lock_rows(rec: RunRecord, window_s: float) -> list[LockRow]:
     return [LockRow(lk.name, lk.tier, lk.kind, lk.wait_share, lk.count / window_s if window_s > 0 else 0.0,
-                    lk.max_wait_ns) for lk in rec.locks if lk.wait_ns > 0]
+                    lk.max_wait_ns, f"{lk.holders[0].site} {lk.holders[0].share:.0%}" if lk.holders else "")
+            for lk in rec.locks if lk.wait_ns > 0]
 
 
 def role_rows(rec: RunRecord) -> list[RoleRow]:

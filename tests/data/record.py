@@ -57,6 +57,10 @@ PROGRAM_SWEEPS = {
     # issue 10: the same pool, --system-wide: every task traced; the work is pool's threads, never a
     # kernel thread or another program (name: program, then extra options of the sweep)
     "pool_systemwide": ("1,2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)", "pool", ["--system-wide"]),
+    # issue 27: workers append under one mutex, one call in eight fdatasync()s while holding it: the
+    # holders (flush_journal) sleep in the ext4 journal
+    "holders_sync": ("1,2", ["{program}", "{n}", "2", "sync", "{dir}"], "ops/s: ([0-9.]+)", "holders",
+                     ["--fs", "ext4"]),
 }
 # name: runs of (fs, mode): a program of tests/programs run once per mode,
 # `lockscope run --fs FS -- PROGRAM MODE {n} {dir}` for 2 s, all in one directory
@@ -92,7 +96,15 @@ def trim(rec: dict) -> dict:
     if raw.get("futex_kernel") is not None:     # the breakdown of kept contention aggregates only
         kept_keys = {(e["lock"], e["flags"], e["stack"]) for e in raw["contention"]}
         raw["futex_kernel"] = [e for e in raw["futex_kernel"] if (e["lock"], e["flags"], e["stack"]) in kept_keys]
-    used = {str(e["stack"]) for e in raw["contention"] + raw["offcpu"]}
+    if raw.get("holds") is not None:            # the heaviest releases, what their releasers did, their stacks
+        raw["holds"] = sorted(raw["holds"], key=lambda e: -e["wait_ns"])[:40]
+        kept_h = {(e["lock"], e["tgid"], e["stack"]) for e in raw["holds"]}
+        raw["hold_activity"] = [a for a in raw.get("hold_activity") or []
+                                if (a["lock"], a["tgid"], a["stack"]) in kept_h]
+        used_h = {e.get("site_stack") for e in raw["holds"]}
+        raw["hold_stacks"] = {k: v for k, v in (raw.get("hold_stacks") or {}).items() if k in used_h}
+    used = {str(e["stack"]) for e in raw["contention"] + raw["offcpu"]} | \
+        {str(a["act_stack"]) for a in raw.get("hold_activity") or []}
     raw["stacks"] = {k: v for k, v in raw["stacks"].items() if k in used}
     used = {str(e["stack"]) for e in raw["cpu_samples"]}
     raw["sample_stacks"] = {k: v for k, v in raw.get("sample_stacks", {}).items() if k in used}
@@ -163,7 +175,7 @@ def main() -> int:
         exe = Path(programs, program)
         subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{program}.c")],
                        check=True)
-        fs = ["--fs", "tmpfs"] if "{dir}" in cmd else []
+        fs = ["--fs", "tmpfs"] if "{dir}" in cmd and "--fs" not in extra else []
         jobs[name] = ["sweep", "--workers", workers, *fs, "--name", program, "--throughput-regex", regex, *extra,
                       "--", *[c.replace("{program}", str(exe)) for c in cmd]]
     for name, (workers, args) in CXX_RUNS.items():
