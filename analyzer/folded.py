@@ -26,6 +26,7 @@ from .kernel.knowledge import Knowledge
 from .kernel.naming import (address_names, common_prefix, default_knowledge, futex_charges,
                                        offcpu_class, spinning_samples)
 from .user.futexspin import remaining
+from .user.userlocks import frame_function
 from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord
@@ -35,6 +36,7 @@ KINDS = {
     "cpu": ("CPU samples", "samples"),
     "offcpu": ("off-CPU time", "us"),
     "lockwait": ("lock-wait time", "us"),
+    "holders": ("lock-wait time by holder", "us"),
 }
 STACK_USER = -3            # probes/probe.h: a CPU sample taken in user space
 NO_STACK = "[no stack sampled]"
@@ -147,7 +149,20 @@ def _add_sampled_spin(rec: RunRecord, kb: Knowledge, out: dict[str, int]) -> Non
         _add(out, _line(kb.functions(fr), best.name), smp.count * period / 1e3)
 
 
-FOLDERS = {"cpu": cpu, "offcpu": offcpu, "lockwait": lockwait}
+def holders(rec: RunRecord, kb: Knowledge | None = None) -> dict[str, int]:
+    """The waits charged to the code that held the lock (Lock.holders): the
+    release site's stack, outermost first, under the lock's name as the top
+    frame; the count is the time held with a waiter asleep (us)."""
+    out: dict[str, int] = {}
+    if rec.probe.raw is None:
+        return out
+    for lk in rec.locks:
+        for h in lk.holders:
+            _add(out, _line([frame_function(f) for f in h.stack] or [h.site], lk.name), h.hold_ns / 1e3)
+    return out
+
+
+FOLDERS = {"cpu": cpu, "offcpu": offcpu, "lockwait": lockwait, "holders": holders}
 
 
 def fold(rec: RunRecord, kind: str, kb: Knowledge | None = None) -> dict[str, int]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .kernel import naming
 from .kernel.knowledge import Knowledge
 from .kernel.naming import default_knowledge
-from .user import unwind, userlocks
+from .user import tailcall, unwind, userlocks
 from .user.addrspace import AddressSpace, parse_maps
 from . import sleepkinds
 from lockscope.holddata import Release, ReleaseActivity
@@ -97,10 +97,14 @@ def _copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
 
 
 def _user_stack(space: AddressSpace | None, fp: list[int], copy) -> list[str]:
+    """A release's user stack: unwound from its copy with the CFI, symbolized,
+    and with the function a tail call into the unlock removed put back."""
     if space is None:
         return ["[unknown]"] * len(fp)
     ips = unwind.unwind(space, *copy, fp) if copy else fp
-    return [space.symbolize(a) for a in ips]
+    frames = [space.symbolize(a) for a in ips]
+    return tailcall.restore(space, ips, frames, lambda f: not f.startswith("[") and not userlocks.in_runtime(f),
+                            userlocks.frame_function)[1]
 
 
 # ---- holders of the named locks ------------------------------------------------
@@ -126,6 +130,10 @@ def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None)
     for lk in locks:
         if lk.kind in ("spinlock", "rwlock") and not _user_lock(lk):
             lk.holder_note = "holder not recorded: spinlocks keep no owner and wake no waiter"
+        elif (lk.rule or "").startswith("usdt "):
+            lk.holder_note = "holder not exposed: the program's probes name the waits, not who holds the lock"
+    if raw is not None and raw.go_releases:
+        _go_holders(locks, raw.go_releases)
     if raw is None or raw.holds is None:
         return
     kb = kb or default_knowledge()
@@ -144,6 +152,33 @@ def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None)
             ended, n = sum(r.wait_ns for r in rows[lk.name]), sum(r.count for r in rows[lk.name])
             lk.holders_cover = round(min(1.0, n / lk.count), 4) if lk.count else None
             lk.held_share = round(min(1.0, ended / lk.wait_ns), 4) if lk.wait_ns else None
+
+
+def _go_holders(locks: list[Lock], releases) -> None:
+    """Go sync.Mutex/RWMutex holders: the waits of each lock object by the
+    releasing goroutine's stack (gomutex.bpf.c's go_releases), by the
+    program's function that unlocked; what the releaser did meanwhile is
+    not recorded (goroutines move between threads)."""
+    by_lock: dict[str, list] = defaultdict(list)
+    for r in releases:
+        by_lock[f"{r.tgid}:{format_addr(r.lock)}"].append(r)
+    for lk in locks:
+        rows = [r for a in lk.addresses for r in by_lock.get(a, [])]
+        if not rows or not lk.kind.startswith("sync."):
+            continue
+        sites: dict[str, list] = defaultdict(lambda: [0, 0, []])
+        for r in rows:
+            acc = sites[userlocks.site(r.frames or [])]
+            acc[0] += r.count
+            acc[1] += r.total_ns
+            if not acc[2] and r.frames:
+                acc[2] = _shown(r.frames, False)
+        total = sum(v[1] for v in sites.values()) or 1
+        lk.holders = sorted((Holder(site=k, stack=v[2], share=round(v[1] / total, 4), holds=v[0], hold_ns=v[1])
+                             for k, v in sites.items()), key=lambda h: -h.hold_ns)[:TOP_HOLDERS]
+        lk.holders_cover = round(min(1.0, sum(r.count for r in rows) / lk.count), 4) if lk.count else None
+        lk.held_share = round(min(1.0, total / lk.wait_ns), 4) if lk.wait_ns else None
+        lk.holder_note = "what the holders did meanwhile is not recorded for goroutines (they move between threads)"
 
 
 def _user_lock(lk: Lock) -> bool:
@@ -203,7 +238,8 @@ def _holders(rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name
         if key:
             _add(sites[key], r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
     sampled = sum(s.wait for s in sites.values()) or 1.0
-    scale = sum(r.wait_ns for r in rows) / sampled
+    scale = (sum(r.wait_ns for r in rows) / sampled, sum(r.count for r in rows) / (sum(s.holds for s in sites.values())
+                                                                                 or 1.0))
     out = [_holder(k, s, sampled, scale) for k, s in sites.items()]
     return sorted(out, key=lambda h: -h.hold_ns)[:TOP_HOLDERS]
 
@@ -240,9 +276,10 @@ def _add(s: _Site, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: K
             s.frames[part] = kb.caller_frames(frames, off_cpu=True)[:12]
 
 
-def _holder(key: str, s: _Site, sampled: float, scale: float) -> Holder:
+def _holder(key: str, s: _Site, sampled: float, scale: tuple[float, float]) -> Holder:
     """A site's Holder: its share of the lock's sampled release-ended wait;
-    holds and hold time scaled up for the releases walked without a stack."""
+    hold time and holds scaled up (`scale`: wait, count) for the releases
+    walked without a stack."""
     held = max(s.wait - s.queued, 1.0)
     parts = dict(s.parts)
     on = s.wait - s.offcpu - s.queued - s.unseen
@@ -253,14 +290,15 @@ def _holder(key: str, s: _Site, sampled: float, scale: float) -> Holder:
     times = [HolderTime(name=n, wait_class=c, share=round(v / held, 4), frames=s.frames.get((n, c), []))
              for (n, c), v in sorted(parts.items(), key=lambda kv: -kv[1]) if v / held >= MIN_SHARE]
     who = max(s.who, key=s.who.get) if s.who else ""
-    return Holder(site=key, stack=s.stack, share=round(s.wait / sampled, 4), holds=round(s.holds * scale),
-                  hold_ns=round(s.wait * scale), who=who, while_holding=times[:TOP_ACTIVITIES])
+    return Holder(site=key, stack=s.stack, share=round(s.wait / sampled, 4), holds=round(s.holds * scale[1]),
+                  hold_ns=round(s.wait * scale[0]), who=who, while_holding=times[:TOP_ACTIVITIES])
 
 
 # ---- what the holders did, and the cause behind a lock ------------------------
 
-COVER_MIN = 0.5              # holders must have ended this part of a lock's wait to speak for it
-DOING_MIN = 0.5              # and spent this part of their holds on one thing
+COVER_MIN = 0.5              # holders must have ended this part of a lock's waits to speak for it,
+HELD_MIN = 0.25              # the lock been held for this part of its wait time (not wake-up latency),
+DOING_MIN = 0.5              # and they spent this part of their holds on one thing
 
 
 @dataclass
@@ -277,11 +315,12 @@ class Step:
 def doing(lk: Lock) -> tuple[str, str, float] | None:
     """What a lock's holders did most while others waited, over its sites
     weighted by hold time: (what, class, share of their holds), when the
-    holders account for at least COVER_MIN of its wait and one thing for at
-    least DOING_MIN of their holds. Sleeping in several off-CPU classes counts
+    holders ended at least COVER_MIN of its waits, it was held for at least
+    HELD_MIN of its wait time, and one thing took at least DOING_MIN of
+    their holds. Sleeping in several off-CPU classes counts
     as one thing (an fdatasync waits in writeback and in block I/O): "off
     CPU: a, b"."""
-    if not lk.holders or (lk.holders_cover or 0) < COVER_MIN:
+    if not lk.holders or (lk.holders_cover or 0) < COVER_MIN or (lk.held_share or 0) < HELD_MIN:
         return None
     held = sum(h.hold_ns for h in lk.holders) or 1
     parts: dict[tuple[str, str], float] = defaultdict(float)

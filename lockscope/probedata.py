@@ -5,8 +5,7 @@ the runner has kept the heaviest aggregates and symbolized their stacks.
 Built once from JSON (`jsondata.from_dict(RawProbe, ...)`, or of one part);
 every reader (naming, userlocks, folded, timeview) reads these attributes.
 Addresses are ints here and `"0x..."` text in JSON (jsondata.parse_addr).
-Documented in README.md, "Run record".
-"""
+Documented in README.md, "Run record"."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -399,6 +398,7 @@ class RawProbe:
     waiter_every: Optional[int] = optional()
     go_probe: Optional[GoProbe] = optional()           # Go sync.Mutex waits (issue 16)
     go_waits: Optional[list[GoWait]] = optional()
+    go_releases: Optional[list[GoWait]] = optional()  # the same waits by the releaser's stack (issue 27)
     usdt_probe: Optional[UsdtProbe] = optional()       # application lock waits from USDT probes (issue 10)
     usdt: Optional[list[UsdtWait]] = optional()
     holds: Optional[list[Release]] = optional()           # lock releases by site (issue 27)

@@ -98,8 +98,9 @@ def holders_note(lk, top: int = 2) -> str:
         note = (f"; a release ended {lk.holders_cover:.0%} of its waits (the others were not ended by a "
                 f"wake-up: spun until the holder let go, or timed out)")
     elif lk.held_share is not None and lk.held_share < 0.5:
-        note = (f"; it was held for {lk.held_share:.0%} of its wait time: the rest passed between a release and "
-                f"the woken waiter running (wake-up latency)")
+        note = (f"; it was held for {lk.held_share:.0%} of its wait time: the rest passed " +
+                ("spinning in its futex calls (above) and " if lk.kernel_spin else "") +
+                "between a release and the woken waiter running (wake-up latency)")
     else:
         note = ""
     return "held by: " + ", ".join(parts) + note

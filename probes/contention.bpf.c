@@ -62,6 +62,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * reuses its last off-CPU stack; one such sleep in OFFCPU_RESTACK_EVERY walks
  * it again (offcpu_stack) */
 #define OFFCPU_RESTACK_EVERY 64
+/* spans of waits for one lock this close are one (remember_span) */
+#define SPAN_MERGE_NS 100000ULL
 
 const volatile bool system_wide = false;
 /* syscall numbers of this architecture, set by the loader (from its headers) */
@@ -581,10 +583,20 @@ static __always_inline void switch_in_mutex_wait(struct cpu_state *cs, struct ta
 }
 
 /* the span off CPU that ends now joins the thread's last spans: what it
- * did, should it be holding a lock that others wait for (holders.bpf.h) */
+ * did, should it be holding a lock that others wait for (holders.bpf.h). A
+ * wait for the same lock soon after the last one (woken, beaten to the
+ * lock, asleep again) extends that span: a thread that loses the race a
+ * dozen times in one wait keeps one span, not the ring's worth */
 static __always_inline void remember_span(struct task_state *ts, __u64 now)
 {
-	struct off_span *sp = &ts->spans[ts->span_next % HOLD_SPANS];
+	struct off_span *sp = &ts->spans[(ts->span_next - 1) % HOLD_SPANS];
+
+	if (ts->span_next && ts->off_lock && sp->lock == ts->off_lock && sp->state == ts->off_state &&
+	    ts->off_start - sp->end < SPAN_MERGE_NS) {
+		sp->end = now;
+		return;
+	}
+	sp = &ts->spans[ts->span_next % HOLD_SPANS];
 
 	sp->start = ts->off_start;
 	sp->end = now;

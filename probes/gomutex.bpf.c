@@ -22,7 +22,10 @@
  *     beaten to the lock parks again in the same semacquire1: a second wait
  *     of the same note.
  * Aggregated by (tgid, sema address, kind, user stack, return address):
- * count, total, max. The return address is the semacquire's caller, which
+ * count, total, max. The same wait is also charged to the releaser, the
+ * goroutine whose semrelease1 called readyWithTime (it unlocked the mutex
+ * and woke the waiter, on the current thread): by its user stack in
+ * go_releases (ret 0), as Go's own mutex profile charges the unlocker. The return address is the semacquire's caller, which
  * the frame-pointer walk of the user stack skips at a function's entry
  * (the caller's frame is not linked yet): a reader's RWMutex.RLock is inlined
  * into the program's function, that function is this frame.
@@ -68,6 +71,7 @@ struct {
 } go_notes SEC(".maps");
 
 WAIT_STATS_MAP(go_stats, struct go_key);
+WAIT_STATS_MAP(go_releases, struct go_key);   /* stack_id: the releaser's, ret 0 */
 STACK_MAP(go_stacks, USER_STACK_ENTRIES);
 
 static __always_inline int note(struct pt_regs *ctx, __u32 kind)
@@ -113,6 +117,28 @@ int BPF_KPROBE(lksc_go_gopark)
 	return 0;
 }
 
+/* the (per-CPU) aggregate of key in map, made if new; NULL when full */
+static __always_inline struct wait_stat *go_stat_of(void *map, struct go_key *key)
+{
+	struct wait_stat *s = bpf_map_lookup_elem(map, key);
+
+	if (!s) {
+		struct wait_stat zero = {};
+
+		bpf_map_update_elem(map, key, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(map, key);
+	}
+	return s;
+}
+
+static __always_inline void add_go_wait(struct wait_stat *s, __u64 delta)
+{
+	s->count++;
+	s->total_ns += delta;
+	if (delta > s->max_ns)
+		s->max_ns = delta;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(lksc_go_ready)
 {
@@ -135,18 +161,16 @@ int BPF_KPROBE(lksc_go_ready)
 	key.kind = n->kind;
 	key.stack_id = n->stack_id;
 	key.ret = n->ret;
-	s = bpf_map_lookup_elem(&go_stats, &key);
-	if (!s) {
-		struct wait_stat zero = {};
-
-		bpf_map_update_elem(&go_stats, &key, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&go_stats, &key);
-		if (!s)
-			return 0;
-	}
-	s->count++;
-	s->total_ns += delta;
-	if (delta > s->max_ns)
-		s->max_ns = delta;
+	s = go_stat_of(&go_stats, &key);
+	if (!s)
+		return 0;
+	add_go_wait(s, delta);
+	/* the releaser: the current goroutine, in semrelease1 (the stack walk
+	 * comes after the unlock: no critical section is lengthened) */
+	key.stack_id = bpf_get_stackid(ctx, &go_stacks, BPF_F_USER_STACK);
+	key.ret = 0;
+	s = go_stat_of(&go_releases, &key);
+	if (s)
+		add_go_wait(s, delta);
 	return 0;
 }

@@ -66,8 +66,12 @@ struct gentry {
 	struct go_key key;
 	struct wait_stat s;
 };
-static struct gentry *entries;
-static size_t nentries, cap_entries;
+struct gentries {
+	struct gentry *v;
+	size_t n, cap;
+};
+/* the waits, and the same waits by releaser */
+static struct gentries waits, releases;
 
 int gomutex_load(int ncpus)
 {
@@ -281,24 +285,27 @@ void gomutex_start(void)
 	gskel->bss->enabled = false;
 	clear_map(gskel->maps.go_notes);
 	clear_map(gskel->maps.go_stats);
+	clear_map(gskel->maps.go_releases);
 	clear_map(gskel->maps.go_stacks);
-	nentries = 0;
+	waits.n = releases.n = 0;
 	gskel->bss->enabled = true;
 }
 
 static void add_stat(const void *key, const struct wait_stat *s, void *ctx)
 {
-	if (nentries == cap_entries) {
-		size_t c = cap_entries ? cap_entries * 2 : 256;
-		struct gentry *p = realloc(entries, c * sizeof(*p));
+	struct gentries *set = ctx;
+
+	if (set->n == set->cap) {
+		size_t c = set->cap ? set->cap * 2 : 256;
+		struct gentry *p = realloc(set->v, c * sizeof(*p));
 
 		if (!p)
 			return;
-		entries = p;
-		cap_entries = c;
+		set->v = p;
+		set->cap = c;
 	}
-	memcpy(&entries[nentries].key, key, sizeof(struct go_key));
-	entries[nentries++].s = *s;
+	memcpy(&set->v[set->n].key, key, sizeof(struct go_key));
+	set->v[set->n++].s = *s;
 }
 
 void gomutex_stop(void)
@@ -306,13 +313,39 @@ void gomutex_stop(void)
 	if (!gskel)
 		return;
 	gskel->bss->enabled = false;
-	nentries = 0;
-	for_each_wait(bpf_map__fd(gskel->maps.go_stats), nc, add_stat, NULL);
+	waits.n = releases.n = 0;
+	for_each_wait(bpf_map__fd(gskel->maps.go_stats), nc, add_stat, &waits);
+	for_each_wait(bpf_map__fd(gskel->maps.go_releases), nc, add_stat, &releases);
+}
+
+/* "name": [{tgid, sema, via, stack, ret, count, total_ns, max_ns}, ...];
+ * their stacks join ids */
+static void emit_entries(struct jw *w, const char *name, const struct gentries *set, struct id_set *ids)
+{
+	static const char *const kinds[] = { "sync.Mutex", "sync.RWMutex.RLock", "sync.RWMutex.Lock" };
+
+	jw_key(w, name);
+	jw_arr(w);
+	for (size_t i = 0; i < set->n; i++) {
+		const struct go_key *k = &set->v[i].key;
+
+		jw_obj(w);
+		jw_ku64(w, "tgid", k->tgid);
+		jw_khex(w, "sema", k->sema);
+		jw_kstr(w, "via", k->kind < 3 ? kinds[k->kind] : "?");
+		jw_ki64(w, "stack", k->stack_id);
+		jw_khex(w, "ret", k->ret);
+		jw_ku64(w, "count", set->v[i].s.count);
+		jw_ku64(w, "total_ns", set->v[i].s.total_ns);
+		jw_ku64(w, "max_ns", set->v[i].s.max_ns);
+		jw_obj_end(w);
+		id_set_add(ids, k->stack_id);
+	}
+	jw_arr_end(w);
 }
 
 void gomutex_json(struct jw *w)
 {
-	static const char *const kinds[] = { "sync.Mutex", "sync.RWMutex.RLock", "sync.RWMutex.Lock" };
 	struct id_set ids = {};
 
 	jw_key(w, "go_probe");
@@ -351,24 +384,8 @@ void gomutex_json(struct jw *w)
 	jw_obj_end(w);
 	if (!gskel)
 		return;
-	jw_key(w, "go_mutex");
-	jw_arr(w);
-	for (size_t i = 0; i < nentries; i++) {
-		const struct go_key *k = &entries[i].key;
-
-		jw_obj(w);
-		jw_ku64(w, "tgid", k->tgid);
-		jw_khex(w, "sema", k->sema);
-		jw_kstr(w, "via", k->kind < 3 ? kinds[k->kind] : "?");
-		jw_ki64(w, "stack", k->stack_id);
-		jw_khex(w, "ret", k->ret);
-		jw_ku64(w, "count", entries[i].s.count);
-		jw_ku64(w, "total_ns", entries[i].s.total_ns);
-		jw_ku64(w, "max_ns", entries[i].s.max_ns);
-		jw_obj_end(w);
-		id_set_add(&ids, k->stack_id);
-	}
-	jw_arr_end(w);
+	emit_entries(w, "go_mutex", &waits, &ids);
+	emit_entries(w, "go_releases", &releases, &ids);
 	emit_stacks(w, "go_stacks", bpf_map__fd(gskel->maps.go_stacks), &ids, MAX_STACK_DEPTH, true);
 	free(ids.ids);
 }
@@ -381,7 +398,7 @@ void gomutex_destroy(void)
 	nexes = npids = 0;
 	gomutex_bpf__destroy(gskel);
 	gskel = NULL;
-	free(entries);
-	entries = NULL;
-	nentries = cap_entries = 0;
+	free(waits.v);
+	free(releases.v);
+	waits = releases = (struct gentries){ 0 };
 }

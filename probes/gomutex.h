@@ -44,7 +44,7 @@ int gomutex_load(int ncpus);
 void gomutex_scan(int tracked_fd);
 void gomutex_start(void);
 void gomutex_stop(void);
-/* "go_probe", "go_mutex", "go_stacks" keys of the data event */
+/* "go_probe", "go_mutex", "go_releases", "go_stacks" keys of the data event */
 void gomutex_json(struct jw *w);
 void gomutex_destroy(void);
 #endif

@@ -218,8 +218,9 @@ static __always_inline void releaser_activity(const struct hold_key *key, struct
 }
 
 /* `p`, tracked, is woken by the current task (not in interrupt context) after
- * `wait` ns off CPU (0: woken before it slept) waiting on futex `uaddr` (0:
- * none): if it waited for a lock, the current task released it */
+ * `wait` ns off CPU (0: woken on its way to sleep, a release all the same,
+ * that kept it from sleeping) waiting on futex `uaddr` (0: none): if it
+ * waited for a lock, the current task released it */
 static __always_inline void hold_released(void *ctx, struct task_struct *p, __u64 wait, __u64 uaddr)
 {
 	struct task_state *pts;
@@ -227,8 +228,6 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 	struct hold_key key = {};
 	__u64 now, lock = uaddr;
 
-	if (!wait)
-		return;
 	if (!lock) {
 		/* a kernel sleeping-lock wait (mutex, rwsem) open in its storage */
 		pts = bpf_task_storage_get(&tstate, p, NULL, 0);

@@ -22,7 +22,7 @@ from lockscope.record import RunRecord
 
 RENDERER = "inferno-flamegraph"
 MISSING = f"{RENDERER} not found (run make deps / cargo install inferno)"
-COLORS = {"cpu": "hot", "offcpu": "io", "lockwait": "red"}
+COLORS = {"cpu": "hot", "offcpu": "io", "lockwait": "red", "holders": "orange"}
 TIMEOUT_S = 120
 
 
@@ -43,7 +43,7 @@ def renderer() -> Path | None:
 
 @dataclass
 class Graph:
-    kind: str                    # cpu | offcpu | lockwait
+    kind: str                    # cpu | offcpu | lockwait | holders
     title: str
     unit: str                    # samples | us
     total: int                   # sum of the folded counts
@@ -120,6 +120,8 @@ def write(exp: Experiment, out_dir: Path, prefix: str, exe: Path | None = None,
     for role, rec in points_for(exp):
         pg = PointGraphs(rec.workers, role, rec.id)
         for kind, (what, unit) in folded.KINDS.items():
+            if kind == "holders" and not any(lk.holders for lk in rec.locks):
+                continue                  # a record before holders, or no release ended a wait
             stacks = folded.fold(rec, kind)
             base = f"{prefix}-w{rec.workers}-{kind}"
             text = folded.text(stacks)

@@ -74,7 +74,8 @@ def test_offcpu_graph_marks_state_and_lock_waits():
 
 @pytest.mark.parametrize("kind", list(folded.KINDS))
 def test_folded_format_is_clean_and_round_trips(kind):
-    rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
+    # holders: a record /3 with them (a mutex held across fdatasync)
+    rec = load("holders_sync/holders-ext4-w2" if kind == "holders" else "mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     stacks = folded.fold(rec, kind)
     txt = folded.text(stacks)
     assert txt and folded.parse(txt) == stacks
@@ -98,3 +99,12 @@ def test_a_record_without_probe_data_folds_to_nothing():
     rec = load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2")
     rec.probe.raw = None
     assert all(folded.fold(rec, k) == {} for k in folded.KINDS)
+
+
+def test_holders_graph_charges_the_release_site():
+    rec = load("holders_sync/holders-ext4-w2")
+    stacks = folded.fold(rec, "holders")
+    lock = next(lk for lk in rec.locks if lk.holders)
+    assert sum(stacks.values()) == pytest.approx(sum(h.hold_ns for h in lock.holders) / 1e3, abs=len(stacks))
+    top = max(stacks, key=stacks.get)
+    assert top.endswith(f";flush_journal;{lock.name}"), top

@@ -128,3 +128,18 @@ def test_the_diagnosis_names_the_cause_behind_the_lock():
 def test_a_record_before_holders_reads_without_them():
     rec = load("pool/pool-none-w2")
     assert rec.schema == "lockscope.run/2" and all(not lk.holders for lk in rec.locks)
+
+
+def test_a_chain_through_two_locks_ends_in_the_sleep(tmp_path, program, e2e):
+    """Auditors hold books_lock while they wait for ledger_lock, whose holder
+    sleeps in fdatasync: the chain goes books_lock -> ledger_lock -> the sleep."""
+    rec, _, truth, text = run(tmp_path, program, "chain", fs="ext4")
+    assert truth["sync_ns"] / truth["hold_ns"]["flush_journal"] > 0.5, truth
+    locks = {lk.name: lk for lk in rec.locks}
+    books = next(lk for lk in rec.locks if "books_lock" in lk.name)
+    steps = holders.chain(books, locks)
+    assert [s.site for s in steps] == ["audit_books", "flush_journal"], steps
+    assert steps[0].doing_class == holders.LOCK and "ledger_lock" in steps[0].doing, steps
+    assert steps[1].doing_class not in (holders.ON_CPU, holders.PREEMPTED, holders.LOCK), steps
+    assert holders.cause_of(steps).startswith("sleeping in ") and "ledger_lock" in holders.cause_of(steps)
+    assert "waiting on pthread_mutex ledger_lock" in holders.cause_clause(steps)

@@ -156,6 +156,13 @@ def _check(rec: record.RunRecord, name: str, kind: str, tier: str) -> None:
     assert not [lk.name for lk in user if "_Z" in lk.name or "_R" in lk.name]
     assert rec.worker_roles == {"worker-#"}
     assert {"bg-#"} <= {r.name for r in rec.roles if not r.worker} or kind == "pthread_rwlock"
+    # holders (issue 27): the code that released it is the program's own, demangled; where the
+    # lock is named by the function that takes it, the same function lets it go
+    assert top.holders, f"no holder of {top.name} recorded"
+    site = top.holders[0].site
+    assert not site.startswith("[") and not demangle.is_mangled(site), [(h.site, h.stack[:3]) for h in top.holders]
+    if " @ " in name:
+        assert site == name.split(" @ ")[1].removesuffix(" (heap)"), [(h.site, h.share) for h in top.holders]
 
 
 needs_e2e = pytest.mark.skipif(bool(e2e_missing()), reason=str(e2e_missing()))
@@ -275,6 +282,10 @@ def _go_run(tmp_path, scratch, mode: str, name: str, kind: str, tier: str, pprof
     assert profile.exists(), "counter did not write its mutex profile at SIGTERM"
     fn, delay_ms = _pprof_top_program_function(exe, str(profile))
     assert fn in pprof_top and delay_ms > 0, (fn, delay_ms)
+    # holders (issue 27): the waits by the goroutine that unlocked, Go's own profile's convention
+    assert top.holders, f"no holder of {top.name} recorded"
+    assert top.holders[0].site in pprof_top, [(h.site, h.share) for h in top.holders]
+    assert top.holders_cover and top.holders_cover > 0.9
     return top
 
 

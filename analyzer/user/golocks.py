@@ -53,7 +53,16 @@ def resolve(data: dict) -> dict:
         return out
     procs = {p["tgid"]: (p["exe"], parse_addr(p["bias"])) for p in data["go_probe"].get("processes", [])}
     stacks = data.get("go_stacks", {})
-    waits = heaviest(from_list(GoWait, data["go_mutex"]), "total_ns")
+    out["go_waits"] = _resolve_rows(heaviest(from_list(GoWait, data["go_mutex"]), "total_ns"), procs, stacks)
+    if "go_releases" in data:
+        out["go_releases"] = _resolve_rows(heaviest(from_list(GoWait, data["go_releases"]), "total_ns"),
+                                           procs, stacks)
+    return out
+
+
+def _resolve_rows(waits: list[GoWait], procs: dict, stacks: dict) -> list[GoWait]:
+    """Each row's stack symbolized, its kind and lock object (and a global's
+    symbol) resolved."""
     for w in waits:
         exe, bias = procs.get(w.tgid, (None, 0))
         syms = addrspace.elf_symbols(exe) if exe else None
@@ -72,8 +81,7 @@ def resolve(data: dict) -> dict:
         if hit:
             w.symbol = hit[0] + (f"+0x{hit[1]:x}" if hit[1] else "")
             w.exe = exe
-    out["go_waits"] = waits
-    return out
+    return waits
 
 
 def _object_sites(waits: list[GoWait]) -> dict[tuple[int, int], str]:

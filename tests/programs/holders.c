@@ -5,7 +5,11 @@
 //          section), one in four through settle_batch (a long one);
 //   sync:  append_record holds it for a little work and, one call in eight,
 //          calls fdatasync() on a file (argv[4]: its directory) while still
-//          holding it (flush_journal).
+//          holding it (flush_journal);
+//   chain: THREADS auditors take `books_lock` and, holding it, the ledger
+//          (audit_books), while one more thread flushes under the ledger all
+//          the time (flush_journal): the auditors wait on books_lock, whose
+//          holders wait on ledger_lock, whose holder sleeps in fdatasync.
 // The program's own clock: each critical section's length is measured from
 // lock acquired to just before the unlock, added up per function; at exit
 // it prints one JSON line {"hold_ns": {"post_entry": N, ...}, "calls": {...},
@@ -22,9 +26,12 @@
 #include <unistd.h>
 
 pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t books_lock = PTHREAD_MUTEX_INITIALIZER;
 
-enum { POST, SETTLE, APPEND, FLUSH, NFUNCS };
-static const char *names[NFUNCS] = { "post_entry", "settle_batch", "append_record", "flush_journal" };
+enum { POST, SETTLE, APPEND, FLUSH, AUDIT, NFUNCS };
+static const char *names[NFUNCS] = { "post_entry", "settle_batch", "append_record", "flush_journal",
+				     "audit_books" };
+enum mode { SPLIT, SYNC, CHAIN };
 static unsigned long long hold_ns[NFUNCS], calls[NFUNCS], sync_ns;
 static volatile int stop;
 static int fd = -1;
@@ -102,15 +109,40 @@ __attribute__((noinline)) static void flush_journal(void)
 	NO_TAIL_CALL();
 }
 
+/* books_lock held (its hold time counted) while it waits for the ledger */
+__attribute__((noinline)) static void audit_books(void)
+{
+	pthread_mutex_lock(&books_lock);
+	unsigned long long t0 = now_ns();
+	pthread_mutex_lock(&ledger_lock);
+	spin(1000);
+	pthread_mutex_unlock(&ledger_lock);
+	account(AUDIT, t0);
+	pthread_mutex_unlock(&books_lock);
+	NO_TAIL_CALL();
+}
+
 static void *worker(void *arg)
 {
-	int sync_mode = arg != NULL;
+	enum mode mode = (enum mode)(long)arg;
 
 	for (unsigned long i = 0; !stop; i++) {
-		if (sync_mode)
+		if (mode == SYNC)
 			(i % 8 == 7) ? flush_journal() : append_record();
+		else if (mode == CHAIN)
+			audit_books();
 		else
 			(i % 4 == 3) ? settle_batch() : post_entry();
+		spin(300);
+	}
+	return NULL;
+}
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	while (!stop) {
+		flush_journal();
 		spin(300);
 	}
 	return NULL;
@@ -120,13 +152,14 @@ int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 4;
 	double seconds = argc > 2 ? atof(argv[2]) : 3;
-	int sync_mode = argc > 3 && strcmp(argv[3], "sync") == 0;
-	pthread_t tid[64];
+	enum mode mode = argc <= 3 ? SPLIT : strcmp(argv[3], "sync") == 0 ? SYNC :
+			 strcmp(argv[3], "chain") == 0 ? CHAIN : SPLIT;
+	pthread_t tid[65];
 	char path[4096];
 
 	if (threads < 1 || threads > 64)
 		threads = 4;
-	if (sync_mode) {
+	if (mode != SPLIT) {
 		snprintf(path, sizeof(path), "%s/holders.journal", argc > 4 ? argv[4] : ".");
 		fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 		if (fd < 0) {
@@ -135,10 +168,12 @@ int main(int argc, char **argv)
 		}
 	}
 	for (int i = 0; i < threads; i++)
-		pthread_create(&tid[i], NULL, worker, sync_mode ? (void *)1 : NULL);
+		pthread_create(&tid[i], NULL, worker, (void *)(long)mode);
+	if (mode == CHAIN)
+		pthread_create(&tid[threads], NULL, flusher, NULL);
 	usleep((useconds_t)(seconds * 1e6));
 	stop = 1;
-	for (int i = 0; i < threads; i++)
+	for (int i = 0; i < threads + (mode == CHAIN); i++)
 		pthread_join(tid[i], NULL);
 	if (fd >= 0) {
 		close(fd);
