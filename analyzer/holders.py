@@ -181,6 +181,12 @@ def _go_holders(locks: list[Lock], releases) -> None:
         lk.holder_note = "what the holders did meanwhile is not recorded for goroutines (they move between threads)"
 
 
+def label(lk: Lock) -> str:
+    """What the holders of a lock are called: a condition variable waited on
+    as a lock is not held but signalled; its "holders" are who woke it."""
+    return "woken by" if "cond" in lk.kind.lower() else "held by"
+
+
 def _user_lock(lk: Lock) -> bool:
     return any(":" in a for a in lk.addresses)
 

@@ -2,7 +2,7 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
-from lockscope.analyzer import probeeffect
+from lockscope.analyzer import holders, probeeffect
 from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
@@ -98,12 +98,18 @@ def holders_note(lk, top: int = 2) -> str:
         note = (f"; a release ended {lk.holders_cover:.0%} of its waits (the others were not ended by a "
                 f"wake-up: spun until the holder let go, or timed out)")
     elif lk.held_share is not None and lk.held_share < 0.5:
-        note = (f"; it was held for {lk.held_share:.0%} of its wait time: the rest passed " +
-                ("spinning in its futex calls (above) and " if lk.kernel_spin else "") +
-                "between a release and the woken waiter running (wake-up latency)")
+        rest = []
+        if lk.sampled_spin_ns and lk.wait_ns:
+            rest.append(f"spinning while the holder ran ({lk.sampled_spin_ns / lk.wait_ns:.0%}: handed over "
+                        f"without a wake-up, so no release site)")
+        if lk.kernel_spin:
+            rest.append("spinning in its futex calls (above)")
+        rest.append("between a release and the woken waiter running (wake-up latency)")
+        note = f"; it was held with a waiter asleep for {lk.held_share:.0%} of its wait time, the rest: " + \
+            ", ".join(rest)
     else:
         note = ""
-    return "held by: " + ", ".join(parts) + note
+    return f"{holders.label(lk)}: " + ", ".join(parts) + note
 
 
 def timed_note(rec: RunRecord) -> str | None:

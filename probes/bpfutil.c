@@ -155,6 +155,31 @@ void emit_ustack_copy(struct jw *w, const struct ustack_copy *c)
 	jw_kstr(w, "bytes", hex);
 }
 
+void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_key_fn key_fields)
+{
+	static struct ustack_copy c;
+	__u64 k[8], prev_k[8];       /* keys of at most 64 bytes */
+	void *prev = NULL;
+
+	jw_key(w, name);
+	jw_arr(w);
+	if (key_size > sizeof(k)) {
+		jw_arr_end(w);
+		return;
+	}
+	while (bpf_map_get_next_key(fd, prev, k) == 0) {
+		memcpy(prev_k, k, key_size);
+		prev = prev_k;
+		if (bpf_map_lookup_elem(fd, k, &c))
+			continue;
+		jw_obj(w);
+		key_fields(w, k);
+		emit_ustack_copy(w, &c);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
 void emit_programs(struct jw *w, struct bpf_object *obj)
 {
 	struct bpf_program *prog;

@@ -266,30 +266,17 @@ static void emit_maps_text(struct jw *w, const char *text)
 	jw_arr_end(w);
 }
 
-/* "user_stack_copies": the registers and the stack top of the first sampled
- * wait of each futex key */
-static void emit_stack_copies(struct jw *w)
+/* the keys of a "user_stack_copies" entry: the futex key of the first
+ * sampled wait it was copied at */
+static void copy_key(struct jw *w, const void *key)
 {
-	static struct ustack_copy c;
-	int fd = bpf_map__fd(fskel->maps.user_stack_copies);
-	struct ufutex_key k, *prev = NULL;
+	const struct ufutex_key *k = key;
 
-	jw_key(w, "user_stack_copies");
-	jw_arr(w);
-	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
-		prev = &k;
-		if (bpf_map_lookup_elem(fd, &k, &c))
-			continue;
-		jw_obj(w);
-		jw_ku64(w, "tgid", k.tgid);
-		jw_ku64(w, "tid", k.tid);
-		jw_khex(w, "uaddr", k.uaddr);
-		jw_ku64(w, "op", k.op);
-		jw_ki64(w, "stack", k.stack_id);
-		emit_ustack_copy(w, &c);
-		jw_obj_end(w);
-	}
-	jw_arr_end(w);
+	jw_ku64(w, "tgid", k->tgid);
+	jw_ku64(w, "tid", k->tid);
+	jw_khex(w, "uaddr", k->uaddr);
+	jw_ku64(w, "op", k->op);
+	jw_ki64(w, "stack", k->stack_id);
 }
 
 void futex_json(struct jw *w)
@@ -327,7 +314,8 @@ void futex_json(struct jw *w)
 		id_set_add(&ids, entries[i].key.stack_id);
 	emit_stacks(w, "user_stacks", bpf_map__fd(fskel->maps.user_stacks), &ids, MAX_STACK_DEPTH, true);
 	free(ids.ids);
-	emit_stack_copies(w);
+	emit_ustack_copies(w, "user_stack_copies", bpf_map__fd(fskel->maps.user_stack_copies),
+			   sizeof(struct ufutex_key), copy_key);
 
 	jw_key(w, "user_maps");
 	jw_obj(w);

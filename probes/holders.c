@@ -86,26 +86,14 @@ static bool kernel_lock(__u64 lock)
 	return lock >= 1ULL << 63;
 }
 
-static void emit_copies(struct jw *w, const struct holder_maps *m)
+/* the keys of a "hold_stack_copies" entry */
+static void copy_key(struct jw *w, const void *key)
 {
-	static struct ustack_copy c;
-	int fd = bpf_map__fd(m->copies);
-	struct hold_key k, *prev = NULL;
+	const struct hold_key *k = key;
 
-	jw_key(w, "hold_stack_copies");
-	jw_arr(w);
-	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
-		prev = &k;
-		if (bpf_map_lookup_elem(fd, &k, &c))
-			continue;
-		jw_obj(w);
-		jw_ku64(w, "tgid", k.tgid);
-		jw_khex(w, "lock", k.lock);
-		jw_ki64(w, "stack", k.stack_id);
-		emit_ustack_copy(w, &c);
-		jw_obj_end(w);
-	}
-	jw_arr_end(w);
+	jw_ku64(w, "tgid", k->tgid);
+	jw_khex(w, "lock", k->lock);
+	jw_ki64(w, "stack", k->stack_id);
 }
 
 void holders_json(struct jw *w, const struct holder_maps *m)
@@ -156,7 +144,7 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 	emit_stacks(w, "hold_user_stacks", bpf_map__fd(m->user_stacks), &uids, MAX_STACK_DEPTH, true);
 	free(kids.ids);
 	free(uids.ids);
-	emit_copies(w, m);
+	emit_ustack_copies(w, "hold_stack_copies", bpf_map__fd(m->copies), sizeof(struct hold_key), copy_key);
 }
 
 void holders_map_use_json(struct jw *w, const struct holder_maps *m)
