@@ -31,7 +31,7 @@ from .kernel.naming import default_knowledge
 from .user import tailcall, unwind, userlocks
 from .user.addrspace import AddressSpace, parse_maps
 from . import sleepkinds
-from lockscope.holddata import Release, ReleaseActivity
+from lockscope.holddata import KERNEL_SPACE, Release, ReleaseActivity
 from lockscope.jsondata import format_addr, from_list, parse_addr
 from lockscope.probedata import RawProbe, heaviest
 from lockscope.record import Holder, HolderTime, Lock
@@ -149,9 +149,14 @@ def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None)
     for lk in locks:
         if lk.name in rows:
             lk.holders = _holders(rows[lk.name], acts, raw, kb, name_of)
-            ended, n = sum(r.wait_ns for r in rows[lk.name]), sum(r.count for r in rows[lk.name])
-            lk.holders_cover = round(min(1.0, n / lk.count), 4) if lk.count else None
-            lk.held_share = round(min(1.0, ended / lk.wait_ns), 4) if lk.wait_ns else None
+            _coverage(lk, sum(r.count for r in rows[lk.name]), sum(r.wait_ns for r in rows[lk.name]))
+
+
+def _coverage(lk: Lock, releases: int, held_ns: float) -> None:
+    """Lock.holders_cover and held_share from the waits the releases ended
+    (how many, and their time until the release)."""
+    lk.holders_cover = round(min(1.0, releases / lk.count), 4) if lk.count else None
+    lk.held_share = round(min(1.0, held_ns / lk.wait_ns), 4) if lk.wait_ns else None
 
 
 def _go_holders(locks: list[Lock], releases) -> None:
@@ -168,16 +173,16 @@ def _go_holders(locks: list[Lock], releases) -> None:
             continue
         sites: dict[str, list] = defaultdict(lambda: [0, 0, []])
         for r in rows:
-            acc = sites[userlocks.site(r.frames or [])]
+            key = userlocks.site(r.frames or [])
+            acc = sites[key]
             acc[0] += r.count
             acc[1] += r.total_ns
             if not acc[2] and r.frames:
-                acc[2] = _shown(r.frames, False)
+                acc[2] = _shown(r.frames, key)
         total = sum(v[1] for v in sites.values()) or 1
         lk.holders = sorted((Holder(site=k, stack=v[2], share=round(v[1] / total, 4), holds=v[0], hold_ns=v[1])
                              for k, v in sites.items()), key=lambda h: -h.hold_ns)[:TOP_HOLDERS]
-        lk.holders_cover = round(min(1.0, sum(r.count for r in rows) / lk.count), 4) if lk.count else None
-        lk.held_share = round(min(1.0, total / lk.wait_ns), 4) if lk.wait_ns else None
+        _coverage(lk, sum(r.count for r in rows), total)
         lk.holder_note = "what the holders did meanwhile is not recorded for goroutines (they move between threads)"
 
 
@@ -195,13 +200,13 @@ def _lock_names(locks: list[Lock], raw: RawProbe):
     """lock address (kernel) or (process, futex word) -> the name of the
     lock it belongs to, or None."""
     kernel = naming.address_names(raw, {r.lock for r in raw.holds if r.kernel} |
-                                  {a.act_lock for a in raw.hold_activity or [] if a.act_lock})
+                                  {a.act_lock for a in raw.hold_activity or [] if (a.act_lock or 0) >= KERNEL_SPACE})
     user = {a: lk.name for lk in locks for a in lk.addresses if ":" in a}
     table = sleepkinds.default()
     starts = {r.primitive for r in table.futex_rules}
 
     def name_of(addr: int, tgid: int) -> str | None:
-        if addr >= 1 << 63:
+        if addr >= KERNEL_SPACE:
             return kernel.get(addr)
         for a in [addr] + [table.object_start(p, addr) for p in starts]:
             name = user.get(f"{tgid}:{format_addr(a)}")
@@ -227,22 +232,18 @@ def release_site(frames: list[str], kernel: bool) -> str:
 def _holders(rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name_of) -> list[Holder]:
     stacks = raw.hold_stacks or {}
     sites: dict[str, _Site] = {}
-    site_of: dict[tuple, str] = {}
+    # each site from its own sampled releases; the releases walked without a
+    # stack scale them all alike (their split is the sampled one's)
     for r in rows:
         frames = stacks.get(r.site_stack or "", [])
         if not frames:
             continue
         key = release_site(frames, r.kernel)
-        site = sites.setdefault(key, _Site(stack=_shown(frames, r.kernel)))
-        site_of[(r.lock, r.tgid, r.stack)] = key
+        if key not in sites:
+            sites[key] = _Site(stack=_shown(frames, key))
+        _add(sites[key], r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
     if not sites:
         return []
-    # each site from its own sampled releases; the releases walked without a
-    # stack scale them all alike (their split is the sampled one's)
-    for r in rows:
-        key = site_of.get((r.lock, r.tgid, r.stack))
-        if key:
-            _add(sites[key], r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
     sampled = sum(s.wait for s in sites.values()) or 1.0
     scale = (sum(r.wait_ns for r in rows) / sampled, sum(r.count for r in rows) / (sum(s.holds for s in sites.values())
                                                                                  or 1.0))
@@ -250,9 +251,8 @@ def _holders(rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name
     return sorted(out, key=lambda h: -h.hold_ns)[:TOP_HOLDERS]
 
 
-def _shown(frames: list[str], kernel: bool) -> list[str]:
-    """A release stack as shown: from the releasing code outwards."""
-    site = release_site(frames, kernel)
+def _shown(frames: list[str], site: str) -> list[str]:
+    """A release stack as shown: from the releasing code (`site`) outwards."""
     for i, fr in enumerate(frames):
         if userlocks.frame_function(fr).split("+", 1)[0] == site or fr == site:
             return frames[i:i + 24]
@@ -273,7 +273,7 @@ def _add(s: _Site, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: K
         elif a.act_lock:
             lock = name_of(a.act_lock, a.tgid)
             part = (lock, LOCK) if lock else \
-                ("another lock" if a.act_lock >= 1 << 63 else "a futex wait", LOCK)
+                ("another lock" if a.act_lock >= KERNEL_SPACE else "a futex wait", LOCK)
         else:
             cls = naming.classify_offcpu(frames, a.act_state, kb)
             part = (cls, cls)
