@@ -19,14 +19,16 @@ from lockscope.analyzer.kernel import btf, objlocks
 SOURCE = REPO / "tests" / "programs" / "objstress.c"
 # the scheduler's locks: contended by any program whose threads wake each
 # other on 2 CPUs (they are named too, verified, but are not the object
-# a mode stresses)
+# a mode stresses); the timer wheel's per-CPU lock: by any program arming
+# timers on 2 CPUs (TCP rearms its retransmit and delayed-ACK timers on every
+# send: a CI run once had 6 ms of it against 1 ms on the socket's lock)
 # a run whose threads hardly overlapped (the machine's CPUs busy elsewhere)
 # says nothing about which lock is the top one: it is run again
-# (0.5 ms of waits off the scheduler's locks in 2 s: a busy machine's runs
+# (0.5 ms of waits off the scheduler's and timers' locks in 2 s: a busy machine's runs
 # still show the mode's object on top, and noise does not reach it)
 MIN_WAIT_NS = {"*": 500_000, "tcp": 300_000}
 ATTEMPTS = 3
-SCHEDULER = re.compile(r"^(rq->__lock|runqueue lock|task_struct[.>-]+pi_lock|pi_lock)")
+BACKGROUND = re.compile(r"^(rq->__lock|runqueue lock|task_struct[.>-]+pi_lock|pi_lock|timer_base->lock)")
 
 CASES = [
     ("tmpfs", "pipe", r"pipe_inode_info->mutex of pipe:\[\d+\] \(fd \d+ of objstress\)"),
@@ -47,7 +49,9 @@ CASES = [
     ("ext4", "fcntl", r"file_lock_context->flc_lock of <scratch>/lockfile"),
     ("ext4", "xattr", r"ext4_inode_info->xattr_sem of <scratch>/xattrfile \(ext4, file\)"
                       r"|inode->i_rwsem of <scratch>/xattrfile \(ext4, file\)"),
-    ("ext4", "statfs", r"ext4_sb_info->s_(dirty|free)clusters_counter\.lock of ext4 at <scratch>"),
+    # ext4_statfs sums three per-CPU counters, each under its own lock
+    ("ext4", "statfs", r"ext4_sb_info->s_(dirtyclusters|freeclusters|freeinodes)_counter\.lock"
+                       r" of ext4 at <scratch>"),
 ]
 
 
@@ -69,7 +73,7 @@ def test_top_kernel_lock_named_by_object_and_member(objstress, scratch, tmp_path
         assert r.returncode == 0, r.stderr
         rec = record.load(out / "runs" / f"{mode}-{fs}-w2.json")
         assert rec.probe.raw.objlocks and rec.probe.raw.objlocks.status == "ok", rec.probe.raw.objlocks
-        kernel = [lk for lk in rec.locks if not SCHEDULER.match(lk.name)]
+        kernel = [lk for lk in rec.locks if not BACKGROUND.match(lk.name)]
         if sum(lk.wait_ns for lk in kernel) >= MIN_WAIT_NS.get(mode, MIN_WAIT_NS["*"]):
             break
     else:
@@ -145,7 +149,7 @@ def test_recorded_runs_name_the_object_offline_and_say_why_without_it(name, expe
     import dataclasses
     from conftest import load
     rec = load(name)
-    locks = [lk for lk in _name(rec) if not SCHEDULER.match(lk.name)]
+    locks = [lk for lk in _name(rec) if not BACKGROUND.match(lk.name)]
     top = locks[0]
     assert re.fullmatch(expected, top.name) and top.tier == "verified", [(lk.name, lk.tier) for lk in locks[:3]]
     entry = next(e for e in rec.probe.raw.objlocks.entries if e.addr in {int(a, 16) for a in top.addresses})
