@@ -137,7 +137,8 @@ def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None)
     if raw is None or raw.holds is None:
         return
     kb = kb or default_knowledge()
-    name_of = _lock_names(locks, raw)
+    name_of = lock_names(locks, raw, {r.lock for r in raw.holds if r.kernel} |
+                         {a.act_lock for a in raw.hold_activity or [] if (a.act_lock or 0) >= KERNEL_SPACE})
     rows: dict[str, list[Release]] = defaultdict(list)
     for r in raw.holds:
         name = name_of(r.lock, r.tgid)
@@ -196,11 +197,10 @@ def _user_lock(lk: Lock) -> bool:
     return any(":" in a for a in lk.addresses)
 
 
-def _lock_names(locks: list[Lock], raw: RawProbe):
-    """lock address (kernel) or (process, futex word) -> the name of the
-    lock it belongs to, or None."""
-    kernel = naming.address_names(raw, {r.lock for r in raw.holds if r.kernel} |
-                                  {a.act_lock for a in raw.hold_activity or [] if (a.act_lock or 0) >= KERNEL_SPACE})
+def lock_names(locks: list[Lock], raw: RawProbe, kernel_addrs: set[int]):
+    """lock address (kernel, of `kernel_addrs`) or (process, futex word) ->
+    the name of the lock it belongs to, or None."""
+    kernel = naming.address_names(raw, kernel_addrs)
     user = {a: lk.name for lk in locks for a in lk.addresses if ":" in a}
     table = sleepkinds.default()
     starts = {r.primitive for r in table.futex_rules}
@@ -268,18 +268,25 @@ def _add(s: _Site, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: K
     s.who[r.waker_comm or f"pid {r.waker_tgid}"] += r.count
     for a in acts:
         frames = raw.frames(a.act_stack)
-        if a.act_state == 0:
-            part = ("preempted", PREEMPTED)
-        elif a.act_lock:
-            lock = name_of(a.act_lock, a.tgid)
-            part = (lock, LOCK) if lock else \
-                ("another lock" if a.act_lock >= KERNEL_SPACE else "a futex wait", LOCK)
-        else:
-            cls = naming.classify_offcpu(frames, a.act_state, kb)
-            part = (cls, cls)
+        part = off_cpu_doing(frames, a.act_state, a.act_lock, a.tgid, kb, name_of)
         s.parts[part] += a.ns
-        if frames and part not in s.frames:
+        # a preemption's stack is the thread's last walked one (offcpu.bpf.h), maybe another's
+        if frames and a.act_state and part not in s.frames:
             s.frames[part] = kb.caller_frames(frames, off_cpu=True)[:12]
+
+
+def off_cpu_doing(frames: list[str], state: int, act_lock: int | None, tgid: int, kb: Knowledge,
+                  name_of) -> tuple[str, str]:
+    """What a thread off CPU was doing, as (name, class): preempted (state
+    0), waiting for a lock (by its name where `name_of` knows it), or an
+    off-CPU class of its kernel stack (a journal commit, block I/O, ...)."""
+    if state == 0:
+        return "preempted", PREEMPTED
+    if act_lock:
+        lock = name_of(act_lock, tgid)
+        return (lock, LOCK) if lock else ("another lock" if act_lock >= KERNEL_SPACE else "a futex wait", LOCK)
+    cls = naming.classify_offcpu(frames, state, kb)
+    return cls, cls
 
 
 def _holder(key: str, s: _Site, sampled: float, scale: tuple[float, float]) -> Holder:

@@ -51,3 +51,26 @@ class ReleaseActivity:
     act_state: int = 0
     ns: int = 0
     act_lock: Optional[int] = optional(hex=True)
+
+
+# OwnerLook.how (probes/probe.h OWNER_*)
+OWNER_RUNNING, OWNER_OFF_CPU, OWNER_UNTRACKED, OWNER_READERS, OWNER_NONE = 1, 2, 3, 4, 5
+
+
+@dataclass
+class OwnerLook:
+    """Looks at the owner of a kernel mutex or rwsem by the waiters of one
+    process as they began to wait (probes/owners.bpf.h; the waits walked for
+    a stack): what the owner did then, `how` (OWNER_*); off CPU, its
+    switch-out stack, task state (0: preempted) and the lock or futex word
+    it waited on itself."""
+    lock: int = field(metadata=HEX)
+    tgid: int = 0                     # the waiters' process
+    how: int = OWNER_NONE
+    count: int = 0
+    owner_tgid: int = 0
+    owner_tid: int = 0
+    owner_comm: str = ""
+    stack: int = -2                   # OWNER_OFF_CPU: a key of RawProbe.stacks
+    state: int = 0
+    act_lock: Optional[int] = optional(hex=True)

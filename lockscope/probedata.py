@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from lockscope.holddata import Release, ReleaseActivity
+from lockscope.holddata import OwnerLook, Release, ReleaseActivity
 from lockscope.jsondata import HEX, format_addr, optional, parse_addr
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
@@ -404,6 +404,7 @@ class RawProbe:
     holds: Optional[list[Release]] = optional()           # lock releases by site (issue 27)
     hold_activity: Optional[list[ReleaseActivity]] = optional()
     hold_stacks: Optional[dict[str, list[str]]] = optional()   # Release.site_stack -> frames
+    owners: Optional[list[OwnerLook]] = optional()        # kernel mutex/rwsem owners looked at (issue 27)
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""
@@ -433,7 +434,6 @@ def futex_key(e: FutexWait) -> str:
 def heaviest(rows: list, key: str, limit: int = MAX_RAW_ENTRIES) -> list:
     """The `limit` heaviest aggregates by attribute `key`, heaviest first."""
     return sorted(rows, key=lambda e: -getattr(e, key))[:limit]
-
 
 
 @dataclass

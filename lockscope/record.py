@@ -83,6 +83,18 @@ class Holder:
 
 
 @dataclass
+class OwnerSeen:
+    """What the owner of a kernel mutex or rwsem was doing when waiters began
+    to wait for it (sampled looks at the lock's owner word; analyzer/owners.py)."""
+    doing: str                   # "on CPU", "preempted", an off-CPU class, another lock's name, "readers", ...
+    wait_class: str = field(metadata={"json": "class"})   # on-cpu | preempted | lock | an off-CPU class | ...
+    share: float = 0.0           # of the looks
+    looks: int = 0
+    who: str = ""                # the owning thread's name (and "another process" where it was not the waiter's)
+    frames: list[str] = field(default_factory=list, metadata={"omit_empty": True})   # kernel stack, off CPU
+
+
+@dataclass
 class Lock:
     name: str                    # e.g. "inode->i_rwsem of <scratch>/share (tmpfs, dir)"
     lock_class: str = field(metadata={"json": "class"})   # e.g. "inode->i_rwsem"
@@ -121,6 +133,8 @@ class Lock:
     # the part of its wait time until those releases; the rest passed after them, before the
     # woken waiter ran (wake-up latency), or in waits no release ended
     held_share: Optional[float] = optional()
+    # kernel mutexes and rwsems: what the owner was doing as waits began, most looked-at first
+    owners: list[OwnerSeen] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 @dataclass

@@ -2,7 +2,7 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
-from lockscope.analyzer import holders, probeeffect
+from lockscope.analyzer import holders, owners, probeeffect
 from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
@@ -71,6 +71,8 @@ def summarize(rec: RunRecord) -> str:
                 lines.append(f"           {kernel_spin_note(lk)}")
             if lk.holders:
                 lines.append(f"           {holders_note(lk)}")
+            if lk.owners:
+                lines.append(f"           {owners.note(lk)}")
         timed = timed_note(rec)
         if timed:
             lines.append(f"  ({timed})")

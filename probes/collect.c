@@ -54,6 +54,7 @@ void collect_clear(struct probe *p)
 	clear_map(p->cskel->maps.stacks);
 	clear_map(p->cskel->maps.sample_stacks);
 	clear_map(p->cskel->maps.waiters);
+	clear_map(p->cskel->maps.owners);
 	if (zero)
 		bpf_map_update_elem(bpf_map__fd(p->cskel->maps.cpus), &key, zero, BPF_ANY);
 	free(zero);
@@ -363,6 +364,46 @@ static unsigned int emit_waiters(struct jw *w, const struct probe *p)
 	return n;
 }
 
+/* "owners": the owners of mutexes and rwsems seen by sampled waiters
+ * (owners.bpf.h); how many entries */
+static unsigned int emit_owners(struct jw *w, const struct probe *p)
+{
+	int fd = bpf_map__fd(p->cskel->maps.owners);
+	struct owner_key key, *prev = NULL;
+	struct owner_stat s;
+	unsigned int n = 0;
+
+	jw_key(w, "owners");
+	jw_arr(w);
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &s))
+			continue;
+		s.owner_comm[sizeof(s.owner_comm) - 1] = '\0';
+		jw_obj(w);
+		jw_khex(w, "lock", key.lock);
+		jw_ku64(w, "tgid", key.tgid);
+		jw_ku64(w, "how", key.how);
+		jw_ku64(w, "count", s.count);
+		if (key.how != OWNER_READERS && key.how != OWNER_NONE) {
+			jw_ku64(w, "owner_tgid", key.owner_tgid);
+			jw_ku64(w, "owner_tid", s.owner_tid);
+			jw_kutf8(w, "owner_comm", s.owner_comm);
+		}
+		if (key.how == OWNER_OFF_CPU) {
+			jw_ki64(w, "stack", key.stack_id);
+			jw_ku64(w, "state", key.state);
+			if (key.act_lock)
+				jw_khex(w, "act_lock", key.act_lock);
+			id_set_add(&wait_stack_ids, key.stack_id);
+		}
+		jw_obj_end(w);
+		n++;
+	}
+	jw_arr_end(w);
+	return n;
+}
+
 /* the stacks of the ids collected since the last call */
 static void emit_stack_map(struct jw *w, const char *name, struct bpf_map *map, struct id_set *set)
 {
@@ -402,7 +443,7 @@ static void emit_all_programs(struct jw *w, const struct probe *p)
 
 void collect_json(struct probe *p, struct jw *w)
 {
-	unsigned int nlock, nfutex, noff, nsamp, nwait;
+	unsigned int nlock, nfutex, noff, nsamp, nwait, nown;
 	struct cpu_state *cpu_st = read_cpu_states(p);
 	__u64 merged;
 
@@ -411,6 +452,7 @@ void collect_json(struct probe *p, struct jw *w)
 	noff = emit_offcpu_stats(w, p);
 	nsamp = emit_cpu_samples(w, p);
 	nwait = emit_waiters(w, p);
+	nown = emit_owners(w, p);
 	emit_stack_map(w, "stacks", p->cskel->maps.stacks, &wait_stack_ids);
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(w);
@@ -431,6 +473,7 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_map_use(w, "offcpu_stats", p->cskel->maps.offcpu_stats, noff);
 	emit_map_use(w, "cpu_samples", p->cskel->maps.cpu_samples, nsamp);
 	emit_map_use(w, "waiters", p->cskel->maps.waiters, nwait);
+	emit_map_use(w, "owners", p->cskel->maps.owners, nown);
 	futex_map_use_json(w);
 	tasks_map_use_json(w);
 	usdt_map_use_json(w);

@@ -44,7 +44,8 @@
  * (sched_switch's futex and per-thread parts), offcpu.bpf.h (its off-CPU
  * part: switch-out stacks, spans, the mutex wait that moves with its task),
  * taskstate.bpf.h (the per-thread state), futexspin.bpf.h (spinning inside
- * a futex syscall, charged to its futex word too).
+ * a futex syscall, charged to its futex word too), owners.bpf.h (who owns a
+ * mutex or rwsem a sampled wait begins on, doing what).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -142,6 +143,7 @@ static __always_inline bool tracked_here(struct cpu_state *cs, __u32 tgid)
 	return true;
 }
 
+#include "owners.bpf.h"
 #include "futexwaits.bpf.h"
 #include "tasktimes.bpf.h"
 
@@ -239,8 +241,11 @@ static __always_inline bool mutex_wait_continues(struct cpu_state *cs, __u32 d, 
 {
 	if (!mutex_open_here(cs) || cs->spins[0].lock != lock)
 		return false;
-	if (!(flags & LCB_F_SPIN))
+	if (!(flags & LCB_F_SPIN)) {
 		cs->spins[0].flags |= LS_F_SLEPT;
+		if (cs->spins[0].stack >= 0)    /* about to sleep: the owner again */
+			look_at_owner(cs, lock, flags);
+	}
 	if (d > 1) {            /* spin waits above it lost their end */
 		count(cs, CNT_STALE_SPIN);
 		cs->depth = 1;
@@ -263,7 +268,7 @@ static __always_inline void begin_mutex_wait(void *ctx, struct cpu_state *cs, __
 		count(cs, (cs->spins[0].flags & LCB_F_MUTEX) ? CNT_STALE_WAIT : CNT_STALE_SPIN);
 	/* the stack before the clock: a timed wait rolls the window,
 	 * whose walk budget must not favour timed waits */
-	cs->spins[0].stack = sampled_stack(ctx, cs, lock, flags);
+	cs->spins[0].stack = sampled_stack(ctx, cs, lock, flags, true);
 	timed_wait(cs, rnd, &now, &weight);
 	flush_due(cs);              /* the task spins or sleeps anyway */
 	cs->spins[0].lock = lock;
@@ -318,7 +323,7 @@ static __always_inline void begin_spin_wait(void *ctx, struct cpu_state *cs, __u
 	 * next task switch) */
 	base = d > 0 && (cs->spins[0].flags & LCB_F_MUTEX) ? 1 : 0;
 	/* the stack before the clock (see begin_mutex_wait) */
-	stack = sampled_stack(ctx, cs, lock, flags);
+	stack = sampled_stack(ctx, cs, lock, flags, false);
 	timed = timed_wait(cs, rnd, &now, &weight);
 	d = drop_stale_spins(cs, lock, d, base, timed, now);
 	if (d >= MAX_SPIN_NEST) {
@@ -358,7 +363,7 @@ static __always_inline void begin_sleeping_wait(void *ctx, struct cpu_state *cs,
 	 * discarded and this one starts */
 	if (ts->lock)
 		count(cs, CNT_STALE_WAIT);
-	ts->lock_stack = sampled_stack(ctx, cs, lock, flags);
+	ts->lock_stack = sampled_stack(ctx, cs, lock, flags, owner_readable(flags));
 	ts->lock_flags = flags;
 	ts->lock_start = now;
 	ts->lock = lock;

@@ -25,6 +25,8 @@
  * futex's sampled stacks. The first sampled wait of each futex key also
  * keeps the user registers and the top USTACK_BYTES of the user stack
  * (user_stack_copies), for unwinding through code without frame pointers.
+ * A walked wait looks at the lock's owner first (owners.bpf.h: a glibc
+ * mutex's __owner, a PI futex's word).
  *
  * Included by contention.bpf.c, whose one sched_switch program (lksc_switch)
  * calls futex_switch when futex_on (--futex): one tracepoint program per
@@ -132,7 +134,9 @@ static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __
 		else if (sleeps && (*sleeps)++ % STACK_EVERY == 0)
 			walk = true;
 		if (walk) {
-			/* sched_switch runs in prev's context: its user stack */
+			/* who holds it, doing what (owners.bpf.h); then, as sched_switch
+			 * runs in prev's context, its user stack */
+			look_at_futex_owner(this_cpu(), w.uaddr, tgid, op);
 			w.stack_id = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
 		} else {
 			w.stack_id = STACK_NOT_SAMPLED;

@@ -102,7 +102,9 @@ struct sample_key {
 	/* spin waits inside a futex syscall, charged to its futex word too */                  \
 	X(CNT_FUTEX_SPINS, "futex_internal_waits")                                              \
 	/* such a wait not charged (map full): it stays under its kernel lock only */           \
-	X(CNT_FUTEX_SPIN_FULL, "lost_futex_internal_map_full")
+	X(CNT_FUTEX_SPIN_FULL, "lost_futex_internal_map_full")                                  \
+	X(CNT_OWNER_LOOKS, "owner_looks")          /* mutex/rwsem owners looked at */         \
+	X(CNT_OWNERS_FULL, "lost_owners_map_full") /* such a look lost: map full */
 
 /* the enum of a counter list, and its names (an array indexed by it) */
 #define COUNTER_ENUM(id, name) id,
@@ -349,6 +351,31 @@ struct hold_stat {
 	__u32 waker_tgid;
 	__u32 waker_tid;
 	char waker_comm[16];
+};
+
+/* Owners (owners.bpf.h): the owner of a kernel mutex or rwsem, looked at by
+ * a waiter at contention_begin (the waits that get a stack walk): read from
+ * the lock's owner word, where the owner is a task pointer with flag bits */
+#define OWNER_RUNNING   1     /* on a CPU (running its critical section) */
+#define OWNER_OFF_CPU   2     /* off CPU, a tracked thread: its stack, state, what it waits on */
+#define OWNER_UNTRACKED 3     /* off CPU, not tracked: no stack kept */
+#define OWNER_READERS   4     /* an rwsem held by readers: no one owner */
+#define OWNER_NONE      5     /* no owner (released before the look, or exited) */
+struct owner_key {
+	__u64 lock;
+	__u64 act_lock;       /* OWNER_OFF_CPU: the kernel lock or futex word it waits on, 0: none */
+	__u32 tgid;           /* the waiter's process */
+	__u32 owner_tgid;
+	__u32 how;            /* OWNER_* */
+	__u32 state;          /* OWNER_OFF_CPU: its task state (0: preempted) */
+	__s32 stack_id;       /* OWNER_OFF_CPU: its kernel stack at the switch-out (stacks map) */
+	__u32 pad;
+};
+struct owner_stat {
+	__u64 count;          /* looks */
+	__u32 owner_tid;      /* the first owner seen */
+	__u32 pad;
+	char owner_comm[16];
 };
 
 /* the releaser's time off CPU during the waits it ended, by what it waited on */

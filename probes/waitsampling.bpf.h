@@ -111,15 +111,20 @@ static __always_inline bool timed_wait(struct cpu_state *cs, __u32 rnd, __u64 *n
  * the first STACKS_PER_LOCK waits of every (lock, flags) still get a stack.
  * Other waits are counted, exactly, under their lock with stack id
  * STACK_NOT_SAMPLED; the analyzer spreads them over the lock's sampled stacks.
+ * A walked mutex or rwsem wait looks at the lock's owner first (`owner`,
+ * owners.bpf.h).
  */
-static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags)
+static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u64 lock, __u32 flags, bool owner)
 {
 	struct lock_key key = { .lock = lock, .flags = flags };
 	__u64 tag = lock ^ ((__u64)flags << 56);     /* kernel addresses: top byte 0xff */
 	__u32 *seen, one = 1, slot = (__u32)((lock >> 6) ^ flags) & (STACKED_CACHE - 1);
 
-	if (!stack_budget)
+	if (!stack_budget) {
+		if (owner)
+			look_at_owner(cs, lock, flags);
 		return stack_in(ctx, &stacks, cs);
+	}
 	/* budget spent and the lock known to have its first stacks: no lookup */
 	if (cs->walks >= stack_budget && cs->stacked[slot] == tag) {
 		count(cs, CNT_STACK_SKIPPED);
@@ -134,6 +139,8 @@ static __always_inline __s32 sampled_stack(void *ctx, struct cpu_state *cs, __u6
 			__sync_fetch_and_add(seen, 1);
 		else
 			bpf_map_update_elem(&stacked_locks, &key, &one, BPF_ANY);
+		if (owner)      /* before the walk: a short critical section may end during it */
+			look_at_owner(cs, lock, flags);
 		return stack_in(ctx, &stacks, cs);
 	}
 	count(cs, CNT_STACK_SKIPPED);

@@ -15,7 +15,7 @@ from typing import Callable
 from lockscope import __version__
 from lockscope.measure import hwcounters
 from lockscope.machine import scratch
-from lockscope.analyzer import holders, probeeffect, roles
+from lockscope.analyzer import holders, owners, probeeffect, roles
 from lockscope.analyzer.kernel import kimage, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, userlocks, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
@@ -62,7 +62,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
     samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
-    used = {e.stack for e in contention + offcpu} | holders.activity_stacks(data)
+    used = {e.stack for e in contention + offcpu} | holders.activity_stacks(data) | owners.stacks(data)
     kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
@@ -86,7 +86,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         kernel_image=(image or kernel_image)({e.lock for e in contention}, vmlinux),
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
-        **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym))
+        **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
+        **owners.resolve(data))
 
 
 def tasks_warnings(data: dict) -> list[str]:
@@ -195,6 +196,7 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
                            key=lambda lk: -lk.wait_ns)
         # who held each lock while others waited, where it let go, doing what
         holders.attach(rec.locks, raw)
+        owners.attach(rec.locks, raw)
         rec.warnings += (userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + usdt.usdt_warnings(raw)
                          + tasks_warnings(data))
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,

@@ -38,6 +38,9 @@ SWEEPS = {
     "sharing_tmpfs": ("MWCM,MWCL", "tmpfs", "2"),
     # a workload that slows down by itself (MWCM fills one directory): a 4-s window's time series
     "mwcm_drift": ("MWCM", "tmpfs", "2"),
+    # issue 27: the owner of a shared file's i_rwsem as waits begin, with more workers than
+    # CPUs here (2): often preempted while holding it (lock-holder preemption)
+    "owners_ext4": ("DWOM", "ext4", "4"),
 }
 # the run options of a job, where they are not --duration 2 --warmup 0.5
 OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1"]}
