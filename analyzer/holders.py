@@ -149,7 +149,7 @@ def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None)
         acts[(a.lock, a.tgid, a.stack)].append(a)
     for lk in locks:
         if lk.name in rows:
-            lk.holders = _holders(rows[lk.name], acts, raw, kb, name_of)
+            lk.holders = _holders(lk.name, rows[lk.name], acts, raw, kb, name_of)
             _coverage(lk, sum(r.count for r in rows[lk.name]), sum(r.wait_ns for r in rows[lk.name]))
 
 
@@ -229,7 +229,7 @@ def release_site(frames: list[str], kernel: bool) -> str:
     return "[unknown]"
 
 
-def _holders(rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name_of) -> list[Holder]:
+def _holders(own: str, rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name_of) -> list[Holder]:
     stacks = raw.hold_stacks or {}
     sites: dict[str, _Site] = {}
     # each site from its own sampled releases; the releases walked without a
@@ -241,7 +241,7 @@ def _holders(rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name
         key = release_site(frames, r.kernel)
         if key not in sites:
             sites[key] = _Site(stack=_shown(frames, key))
-        _add(sites[key], r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
+        _add(sites[key], own, r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
     if not sites:
         return []
     sampled = sum(s.wait for s in sites.values()) or 1.0
@@ -259,7 +259,8 @@ def _shown(frames: list[str], site: str) -> list[str]:
     return frames[:24]
 
 
-def _add(s: _Site, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: Knowledge, name_of) -> None:
+def _add(s: _Site, own: str, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: Knowledge,
+         name_of) -> None:
     s.holds += r.count
     s.wait += r.wait_ns
     s.offcpu += r.offcpu_ns
@@ -269,6 +270,10 @@ def _add(s: _Site, r: Release, acts: list[ReleaseActivity], raw: RawProbe, kb: K
     for a in acts:
         frames = raw.frames(a.act_stack)
         part = off_cpu_doing(frames, a.act_state, a.act_lock, a.tgid, kb, name_of)
+        if part == (own, LOCK):      # another word of the same lock (a rwlock's readers' and writers'
+            s.offcpu -= a.ns         # futexes): queued behind it, not holding it
+            s.queued += a.ns
+            continue
         s.parts[part] += a.ns
         # a preemption's stack is the thread's last walked one (offcpu.bpf.h), maybe another's
         if frames and a.act_state and part not in s.frames:

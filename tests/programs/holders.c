@@ -10,6 +10,9 @@
 //          (audit_books), while one more thread flushes under the ledger all
 //          the time (flush_journal): the auditors wait on books_lock, whose
 //          holders wait on ledger_lock, whose holder sleeps in fdatasync.
+//   rw:    a reader-writer lock, `catalog_lock` (pthread_rwlock): seven calls
+//          in eight read under it briefly (lookup_entry), one in eight
+//          rewrites under its write lock for long (rebuild_catalog).
 // The program's own clock: each critical section's length is measured from
 // lock acquired to just before the unlock, added up per function; at exit
 // it prints one JSON line {"hold_ns": {"post_entry": N, ...}, "calls": {...},
@@ -27,11 +30,12 @@
 
 pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t books_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_rwlock_t catalog_lock = PTHREAD_RWLOCK_INITIALIZER;
 
-enum { POST, SETTLE, APPEND, FLUSH, AUDIT, NFUNCS };
+enum { POST, SETTLE, APPEND, FLUSH, AUDIT, LOOKUP, REBUILD, NFUNCS };
 static const char *names[NFUNCS] = { "post_entry", "settle_batch", "append_record", "flush_journal",
-				     "audit_books" };
-enum mode { SPLIT, SYNC, CHAIN };
+				     "audit_books", "lookup_entry", "rebuild_catalog" };
+enum mode { SPLIT, SYNC, CHAIN, RW };
 static unsigned long long hold_ns[NFUNCS], calls[NFUNCS], sync_ns;
 static volatile int stop;
 static int fd = -1;
@@ -122,6 +126,29 @@ __attribute__((noinline)) static void audit_books(void)
 	NO_TAIL_CALL();
 }
 
+/* readers overlap: each reader's hold is added to the readers' total */
+__attribute__((noinline)) static void lookup_entry(void)
+{
+	pthread_rwlock_rdlock(&catalog_lock);
+	unsigned long long t0 = now_ns();
+	spin(1000);
+	unsigned long long t1 = now_ns();
+	__atomic_add_fetch(&hold_ns[LOOKUP], t1 - t0, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&calls[LOOKUP], 1, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&catalog_lock);
+	NO_TAIL_CALL();
+}
+
+__attribute__((noinline)) static void rebuild_catalog(void)
+{
+	pthread_rwlock_wrlock(&catalog_lock);
+	unsigned long long t0 = now_ns();
+	spin(20000);
+	account(REBUILD, t0);
+	pthread_rwlock_unlock(&catalog_lock);
+	NO_TAIL_CALL();
+}
+
 static void *worker(void *arg)
 {
 	enum mode mode = (enum mode)(long)arg;
@@ -131,6 +158,8 @@ static void *worker(void *arg)
 			(i % 8 == 7) ? flush_journal() : append_record();
 		else if (mode == CHAIN)
 			audit_books();
+		else if (mode == RW)
+			(i % 8 == 7) ? rebuild_catalog() : lookup_entry();
 		else
 			(i % 4 == 3) ? settle_batch() : post_entry();
 		spin(300);
@@ -153,13 +182,13 @@ int main(int argc, char **argv)
 	int threads = argc > 1 ? atoi(argv[1]) : 4;
 	double seconds = argc > 2 ? atof(argv[2]) : 3;
 	enum mode mode = argc <= 3 ? SPLIT : strcmp(argv[3], "sync") == 0 ? SYNC :
-			 strcmp(argv[3], "chain") == 0 ? CHAIN : SPLIT;
+			 strcmp(argv[3], "chain") == 0 ? CHAIN : strcmp(argv[3], "rw") == 0 ? RW : SPLIT;
 	pthread_t tid[65];
 	char path[4096];
 
 	if (threads < 1 || threads > 64)
 		threads = 4;
-	if (mode != SPLIT) {
+	if (mode == SYNC || mode == CHAIN) {
 		snprintf(path, sizeof(path), "%s/holders.journal", argc > 4 ? argv[4] : ".");
 		fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 		if (fd < 0) {
