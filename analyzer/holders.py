@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .kernel import naming
 from .kernel.knowledge import Knowledge
 from .kernel.naming import default_knowledge
-from .user import tailcall, unwind, userlocks
+from .user import tailcall, unwind, usdt, userlocks
 from .user.addrspace import AddressSpace, parse_maps
 from . import sleepkinds
 from lockscope.holddata import KERNEL_SPACE, Release, ReleaseActivity
@@ -59,8 +59,14 @@ def resolve(data: dict, sym) -> dict:
     spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in data.get("user_maps", {}).items()}
     copies = _copies(data.get("hold_stack_copies") or [])
     kstacks, ustacks = data.get("hold_stacks", {}), data.get("hold_user_stacks", {})
+    table = usdt.default()
+    usdt_locks = {parse_addr(u["id"]): u for u in data.get("hold_usdt_locks") or []}
     stacks: dict[str, list[str]] = {}
     for r in holds:
+        u = usdt_locks.get(r.lock)
+        spec = table.entry(u["entry"]) if u else None
+        if spec is not None:
+            r.usdt_lock = spec.lock_name(u["value"], u["name"])
         if r.stack < 0:
             continue
         if r.kernel:
@@ -70,13 +76,28 @@ def resolve(data: dict, sym) -> dict:
         else:
             key = f"{r.tgid}:r{r.stack}"
             if key not in stacks and str(r.stack) in ustacks:
-                stacks[key] = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
-                                          [parse_addr(a) for a in ustacks[str(r.stack)]],
-                                          copies.get((r.tgid, r.lock, r.stack)))
+                frames = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
+                                     [parse_addr(a) for a in ustacks[str(r.stack)]],
+                                     copies.get((r.tgid, r.lock, r.stack)))
+                stacks[key] = _past(frames, table.release_frames(u["entry"])) if spec is not None else frames
         if key in stacks:
             r.site_stack = key
     userlocks.demangle_stacks(stacks)
     return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks}
+
+
+def _past(frames: list[str], release: frozenset[str]) -> list[str]:
+    """A release stack of a lock a program's USDT probes name, from past
+    its lock implementation's release and wake-up functions (usdt.toml
+    release_frames; library and unnamed frames between them too)."""
+    last = -1
+    for i, fr in enumerate(frames):
+        fn = userlocks.frame_function(fr).split("+", 1)[0]
+        if fn in release:
+            last = i
+        elif not (userlocks.in_runtime(fr) or fr.startswith("[")):
+            break
+    return frames[last + 1:] or frames
 
 
 def activity_stacks(data: dict) -> set[int]:
@@ -130,18 +151,22 @@ def attach(locks: list[Lock], raw: RawProbe | None, kb: Knowledge | None = None)
     for lk in locks:
         if lk.kind in ("spinlock", "rwlock") and not _user_lock(lk):
             lk.holder_note = "holder not recorded: spinlocks keep no owner and wake no waiter"
-        elif (lk.rule or "").startswith("usdt "):
-            lk.holder_note = "holder not exposed: the program's probes name the waits, not who holds the lock"
     if raw is not None and raw.go_releases:
         _go_holders(locks, raw.go_releases)
-    if raw is None or raw.holds is None:
-        return
+    if raw is not None and raw.holds is not None:
+        _release_holders(locks, raw, kb)
+    for lk in locks:
+        if (lk.rule or "").startswith("usdt ") and not lk.holders:
+            lk.holder_note = "holder not recorded: no release ended a wait the program's probes name"
+
+
+def _release_holders(locks: list[Lock], raw: RawProbe, kb: Knowledge | None) -> None:
     kb = kb or default_knowledge()
     name_of = lock_names(locks, raw, {r.lock for r in raw.holds if r.kernel} |
                          {a.act_lock for a in raw.hold_activity or [] if (a.act_lock or 0) >= KERNEL_SPACE})
     rows: dict[str, list[Release]] = defaultdict(list)
     for r in raw.holds:
-        name = name_of(r.lock, r.tgid)
+        name = r.usdt_lock or name_of(r.lock, r.tgid)
         if name:
             rows[name].append(r)
     acts: dict[tuple, list[ReleaseActivity]] = defaultdict(list)

@@ -11,6 +11,7 @@ from typing import Optional
 from lockscope.jsondata import HEX, optional
 
 KERNEL_SPACE = 1 << 63       # a kernel lock's address lies above, a futex word's below
+USDT_LOCK = 1 << 62          # Release.lock of a USDT-named lock: this bit and a hash of its key (probe.h)
 
 
 @dataclass
@@ -33,6 +34,8 @@ class Release:
     waker_tid: int = 0
     waker_comm: str = ""
     site_stack: Optional[str] = optional()   # its key in RawProbe.hold_stacks (set at record time)
+    # a lock the program's USDT probes name (lock: USDT_LOCK and a hash): its name (set at record time)
+    usdt_lock: Optional[str] = optional()
 
     @property
     def kernel(self) -> bool:

@@ -28,6 +28,11 @@
  * under STACK_NOT_SAMPLED and the analyzer spreads them over the lock's
  * sampled sites.
  *
+ * A thread woken in a wait the program's USDT probes name (usdt.bpf.c keeps
+ * it in usdt_waiting) was woken by that lock's releaser, whatever it slept
+ * on: the release is charged to the USDT lock (USDT_LOCK_BIT and a hash of
+ * its key; usdt_held keeps the keys), with the user stack.
+ *
  * Needs from the including file: enabled, tstate (taskstate.bpf.h, shared),
  * tcount and the task counters (tasktimes.bpf.h).
  */
@@ -92,6 +97,47 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ustack_copy);
 } hold_copy_buf SEC(".maps");
+
+/* the USDT-named lock wait open on each thread (usdt.bpf.c writes it: the
+ * loader makes its map this one), and the USDT locks releases were charged
+ * to, by id */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPEN_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct usdt_key);
+} usdt_waiting SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct usdt_key);
+} usdt_held SEC(".maps");
+
+/* set by the loader once a USDT probe is attached */
+bool usdt_on = false;
+
+/* the id of the USDT-named lock thread `tid` waits for (USDT_LOCK_BIT and a
+ * hash of its key), 0: none */
+static __always_inline __u64 usdt_lock_of(__u32 tid)
+{
+	struct usdt_key *k = bpf_map_lookup_elem(&usdt_waiting, &tid);
+	const __u64 *word = (const __u64 *)k;
+	__u64 h = 0xcbf29ce484222325ULL, id;
+
+	if (!k)
+		return 0;
+	for (int i = 0; i < sizeof(*k) / 8; i++) {
+		h ^= word[i];
+		h *= 0x100000001b3ULL;
+	}
+	id = (h & (USDT_LOCK_BIT - 1)) | USDT_LOCK_BIT;
+	if (!bpf_map_lookup_elem(&usdt_held, &id))
+		bpf_map_update_elem(&usdt_held, &id, k, BPF_NOEXIST);
+	return id;
+}
 
 /* whether this release gets its stack walked */
 static __always_inline bool hold_sampled(__u64 lock, __u32 tgid)
@@ -231,10 +277,20 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 	if (!lock) {
 		/* a kernel sleeping-lock wait (mutex, rwsem) open in its storage */
 		pts = bpf_task_storage_get(&tstate, p, NULL, 0);
-		if (!pts || !pts->lock)
-			return;
-		lock = pts->lock;
+		if (pts)
+			lock = pts->lock;
 	}
+	/* a wait the program's USDT probes name (PostgreSQL's LWLock waits
+	 * sleep on a semaphore's futex, its heavyweight lock waits on a latch)
+	 * is that lock's, unless a kernel lock's */
+	if (usdt_on && lock < USER_SPACE_END) {
+		__u64 id = usdt_lock_of(p->pid);
+
+		if (id)
+			lock = id;
+	}
+	if (!lock)
+		return;
 	now = bpf_ktime_get_ns();
 	key.lock = lock;
 	key.tgid = p->tgid;

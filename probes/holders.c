@@ -41,6 +41,7 @@ void holders_clear(const struct holder_maps *m)
 	clear_map(m->activity);
 	clear_map(m->seen);
 	clear_map(m->copies);
+	clear_map(m->usdt_held);
 	holders_free();
 }
 
@@ -96,6 +97,32 @@ static void copy_key(struct jw *w, const void *key)
 	jw_ki64(w, "stack", k->stack_id);
 }
 
+/* "hold_usdt_locks": the USDT-named locks (usdt_key) behind the ids of
+ * the releases charged to them */
+static void emit_usdt_locks(struct jw *w, int fd)
+{
+	__u64 id, *prev = NULL;
+	struct usdt_key k;
+
+	jw_key(w, "hold_usdt_locks");
+	jw_arr(w);
+	while (bpf_map_get_next_key(fd, prev, &id) == 0) {
+		prev = &id;
+		if (bpf_map_lookup_elem(fd, &id, &k))
+			continue;
+		k.name[sizeof(k.name) - 1] = '\0';
+		jw_obj(w);
+		jw_khex(w, "id", id);
+		jw_ku64(w, "tgid", k.tgid);
+		jw_ku64(w, "entry", k.entry);
+		jw_ku64(w, "value", k.value);
+		jw_ku64(w, "mode", k.mode);
+		jw_kutf8(w, "name", k.name);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
 void holders_json(struct jw *w, const struct holder_maps *m)
 {
 	struct id_set kids = {}, uids = {};
@@ -145,6 +172,7 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 	free(kids.ids);
 	free(uids.ids);
 	emit_ustack_copies(w, "hold_stack_copies", bpf_map__fd(m->copies), sizeof(struct hold_key), copy_key);
+	emit_usdt_locks(w, bpf_map__fd(m->usdt_held));
 }
 
 void holders_map_use_json(struct jw *w, const struct holder_maps *m)

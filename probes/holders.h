@@ -9,15 +9,15 @@
 
 /* the maps of holders.bpf.h, from tasks.bpf.c's skeleton */
 struct holder_maps {
-	struct bpf_map *holds, *activity, *seen, *stacks, *user_stacks, *copies;
+	struct bpf_map *holds, *activity, *seen, *stacks, *user_stacks, *copies, *usdt_held;
 };
 
 /* empty the maps (at the window's start) */
 void holders_clear(const struct holder_maps *m);
 /* read the releases and the releasers' activity (at stop) */
 void holders_read(const struct holder_maps *m);
-/* "holds", "hold_activity", "hold_stacks", "hold_user_stacks" and
- * "hold_stack_copies" keys of the data event */
+/* "holds", "hold_activity", "hold_stacks", "hold_user_stacks",
+ * "hold_stack_copies" and "hold_usdt_locks" keys of the data event */
 void holders_json(struct jw *w, const struct holder_maps *m);
 /* "holds" and "hold_activity" entries of the map_use object */
 void holders_map_use_json(struct jw *w, const struct holder_maps *m);

@@ -29,7 +29,7 @@ void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, i
 	tasks_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.task_times), bpf_map__fd(cskel->maps.task_counters),
 		   futex_open_fd(), bpf_map__fd(cskel->maps.tstate), ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */
-	usdt_load(system_wide, tracked_fd, ncpus);
+	usdt_load(system_wide, tracked_fd, tasks_usdt_waiting_fd(), ncpus);
 }
 
 void optional_destroy(void)

@@ -421,6 +421,11 @@ struct usdt_key {
 	char name[USDT_NAME_LEN];   /* the string argument naming the lock */
 };
 
+/* a USDT-named lock as hold_key.lock (holders.bpf.h): this bit, which no
+ * user-space address has, and a hash of its usdt_key */
+#define USDT_LOCK_BIT (1ULL << 62)
+#define USDT_ENTRIES  8           /* table entries a thread may wait in at once, looked through at done */
+
 #define USDT_COUNTERS(X)                                                                        \
 	X(UCNT_STARTS, "usdt_wait_starts")        /* wait starts seen in tracked processes */   \
 	X(UCNT_DONES, "usdt_waits")               /* waits timed */                             \

@@ -77,12 +77,23 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 	return load_err = err;
 }
 
+int tasks_usdt_waiting_fd(void)
+{
+	return tskel ? bpf_map__fd(tskel->maps.usdt_waiting) : -1;
+}
+
+void tasks_usdt_on(void)
+{
+	if (tskel)
+		tskel->bss->usdt_on = true;
+}
+
 static struct holder_maps holder_maps(void)
 {
 	return (struct holder_maps){
 		.holds = tskel->maps.holds, .activity = tskel->maps.hold_activity, .seen = tskel->maps.hold_seen,
 		.stacks = tskel->maps.hold_stacks, .user_stacks = tskel->maps.hold_user_stacks,
-		.copies = tskel->maps.hold_copies,
+		.copies = tskel->maps.hold_copies, .usdt_held = tskel->maps.usdt_held,
 	};
 }
 

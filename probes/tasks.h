@@ -14,6 +14,11 @@ struct jw;
  * tasks_json reports the probe as unavailable with the reason) */
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
 	       int tstate_fd, int ncpus);
+/* the map of the USDT waits open per thread (holders.bpf.h's usdt_waiting,
+ * for usdt.bpf.c to write), -1 without the probe; and: a USDT probe is
+ * attached, releases of USDT-named locks are looked for from now on */
+int tasks_usdt_waiting_fd(void);
+void tasks_usdt_on(void);
 /* clear the maps and count from t_start */
 void tasks_start(uint64_t t_start);
 /* stop counting; threads on or off CPU at stop count up to t_stop */

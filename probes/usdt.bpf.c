@@ -59,6 +59,15 @@ struct {
 
 WAIT_STATS_MAP(usdt_stats, struct usdt_key);
 
+/* the wait open on each thread, innermost, for holders.bpf.h (in
+ * tasks.bpf.c, whose map the loader makes this one) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPEN_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct usdt_key);
+} usdt_waiting SEC(".maps");
+
 COUNTERS_MAP(usdt_counters, UCNT__MAX, ucount);
 
 static __always_inline bool traced(__u32 tgid)
@@ -96,8 +105,31 @@ int lksc_usdt_start(struct pt_regs *ctx)
 	o->t0 = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&usdt_open, &ok, o, BPF_ANY))
 		ucount(UCNT_LOST_OPEN);
+	else
+		bpf_map_update_elem(&usdt_waiting, &ok.tid, &o->key, BPF_ANY);
 	ucount(UCNT_STARTS);
 	return 0;
+}
+
+/* the thread's innermost wait is done: the wait it is nested in (another
+ * entry's, still open) is the one it waits in again, or none */
+static __always_inline void waiting_done(const struct usdt_open_key *done)
+{
+	struct usdt_key *w = bpf_map_lookup_elem(&usdt_waiting, &done->tid);
+	struct usdt_open_key ok = { .tid = done->tid };
+	struct usdt_open *o;
+
+	if (!w || w->entry != done->entry)
+		return;
+	for (__u32 e = 0; e < USDT_ENTRIES; e++) {
+		ok.entry = e;
+		o = e == done->entry ? NULL : bpf_map_lookup_elem(&usdt_open, &ok);
+		if (o) {
+			bpf_map_update_elem(&usdt_waiting, &done->tid, &o->key, BPF_ANY);
+			return;
+		}
+	}
+	bpf_map_delete_elem(&usdt_waiting, &done->tid);
 }
 
 SEC("usdt")
@@ -127,5 +159,6 @@ int lksc_usdt_done(struct pt_regs *ctx)
 		ucount(UCNT_DONES);
 	}
 	bpf_map_delete_elem(&usdt_open, &ok);
+	waiting_done(&ok);
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "usdt.h"
+#include "tasks.h"
 #include "usdt.skel.h"
 
 #define MAX_USDT_LINKS 64
@@ -35,7 +36,7 @@ static int nc;
 static struct usdt_link links[MAX_USDT_LINKS];
 static int nlinks;
 
-int usdt_load(bool system_wide, int tracked_fd, int ncpus)
+int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus)
 {
 	int err;
 
@@ -45,6 +46,8 @@ int usdt_load(bool system_wide, int tracked_fd, int ncpus)
 		return load_err = -errno;
 	uskel->rodata->system_wide = system_wide;
 	err = bpf_map__reuse_fd(uskel->maps.tracked, tracked_fd);
+	if (!err && waiting_fd >= 0)    /* the per-thread probe's: holders of USDT-named locks */
+		err = bpf_map__reuse_fd(uskel->maps.usdt_waiting, waiting_fd);
 	if (!err)
 		err = usdt_bpf__load(uskel);
 	if (err) {
@@ -106,6 +109,7 @@ void usdt_command(char *args)
 		return;
 	}
 	nlinks++;
+	tasks_usdt_on();
 	emit_attached(l);
 }
 

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import REPO, left_under, lockscope
 from lockscope import record
+from lockscope.analyzer.user import usdt
 from lockscope.measure import apps
 
 
@@ -83,6 +84,18 @@ def test_pgbench_point(postgres, pgscratch, tmp_path):
     usdt_ok = bool(rec.probe.raw.usdt_probe and rec.probe.raw.usdt_probe.loaded and rec.probe.raw.usdt_probe.attached)
     assert any(lk.component == "PostgreSQL" and lk.tier == "verified" if usdt_ok else "PGSemaphoreLock" in lk.name
                for lk in rec.locks), ([lk.name for lk in rec.locks[:8]], rec.probe.raw.usdt_probe)
+    if usdt_ok:
+        # who held them: a backend woken out of a wait the probes name was woken by the releasing
+        # backend (SetLatch for a heavyweight lock, PGSemaphoreUnlock for an LWLock), charged to the
+        # code past the lock manager (usdt.toml release_frames): the transaction's commit, an update
+        held = [lk for lk in rec.locks if lk.component == "PostgreSQL" and lk.holders]
+        assert held, [(lk.name, lk.holder_note) for lk in rec.locks[:8]]
+        release = usdt.default().release_frames(0)
+        for lk in held:
+            assert all(h.who == "postgres" and h.site not in release for h in lk.holders), (lk.name, lk.holders)
+        top = held[0]
+        assert any(h.site in ("CommitTransactionCommand", "heap_update", "heap_lock_tuple") for h in top.holders), \
+            (top.name, [h.site for h in top.holders])
     assert servers_under(pgscratch) == []        # the pgscratch fixture checks that nothing is mounted
 
 

@@ -37,6 +37,7 @@ from lockscope.record import Lock
 
 TABLE_FILE = Path(__file__).with_name("usdt.toml")
 MAX_ENTRIES = 255            # the cookie's entry byte
+NESTED_ENTRIES = 8           # probes/probe.h USDT_ENTRIES
 MAX_ARG = 12                 # USDT probes have at most 12 arguments
 
 
@@ -82,6 +83,8 @@ class Program:
     provider: str
     binaries: list[str]
     probes: list[ProbeSpec]
+    # its lock implementation's release and wake-up functions: a release site lies past them
+    release_frames: list[str] = field(default_factory=list)
 
     def matches(self, exe: str) -> bool:
         return any(fnmatch.fnmatchcase(exe, g) for g in self.binaries)
@@ -115,13 +118,22 @@ class Table:
                     modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
                     sleeps_in=list(q.get("sleeps_in", []))))
                 entry += 1
-            programs.append(Program(p["name"], component, p["provider"], list(p["binaries"]), specs))
+            programs.append(Program(p["name"], component, p["provider"], list(p["binaries"]), specs,
+                                    list(p.get("release_frames", []))))
         if entry > MAX_ENTRIES:
             raise ValueError(f"{path}: more than {MAX_ENTRIES} probes")
+        if entry > NESTED_ENTRIES:
+            raise ValueError(f"{path}: more than {NESTED_ENTRIES} probes: usdt.bpf.c finds the wait a thread "
+                             f"waits in again after a nested one among that many (probes/probe.h USDT_ENTRIES)")
         return cls(programs)
 
     def probes_for(self, exe: str) -> list[ProbeSpec]:
         return [s for p in self.programs if p.matches(exe) for s in p.probes]
+
+    def release_frames(self, entry: int) -> frozenset[str]:
+        """The release and wake-up functions of the program of probe `entry`."""
+        return frozenset(f for p in self.programs if any(s.entry == entry for s in p.probes)
+                         for f in p.release_frames)
 
     def entry(self, i: int) -> Optional[ProbeSpec]:
         for p in self.programs:
