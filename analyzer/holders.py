@@ -62,6 +62,11 @@ def resolve(data: dict, sym) -> dict:
     table = usdt.default()
     usdt_locks = {parse_addr(u["id"]): u for u in data.get("hold_usdt_locks") or []}
     stacks: dict[str, list[str]] = {}
+    for a in acts:
+        u = usdt_locks.get(a.act_lock or 0)
+        spec = table.entry(u["entry"]) if u else None
+        if spec is not None:
+            a.act_usdt_lock = spec.lock_name(u["value"], u["name"])
     for r in holds:
         u = usdt_locks.get(r.lock)
         spec = table.entry(u["entry"]) if u else None
@@ -227,6 +232,10 @@ def lock_names(locks: list[Lock], raw: RawProbe, kernel_addrs: set[int]):
     the name of the lock it belongs to, or None."""
     kernel = naming.address_names(raw, kernel_addrs)
     user = {a: lk.name for lk in locks for a in lk.addresses if ":" in a}
+    # the ids of locks a program's USDT probes name
+    user.update({f"{r.tgid}:{format_addr(r.lock)}": r.usdt_lock for r in raw.holds or [] if r.usdt_lock})
+    user.update({f"{a.tgid}:{format_addr(a.act_lock)}": a.act_usdt_lock for a in raw.hold_activity or []
+                 if a.act_usdt_lock and a.act_lock})
     table = sleepkinds.default()
     starts = {r.primitive for r in table.futex_rules}
 

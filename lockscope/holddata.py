@@ -54,6 +54,7 @@ class ReleaseActivity:
     act_state: int = 0
     ns: int = 0
     act_lock: Optional[int] = optional(hex=True)
+    act_usdt_lock: Optional[str] = optional()   # act_lock a USDT-named lock's id: its name (set at record time)
 
 
 # OwnerLook.how (probes/probe.h OWNER_*)

@@ -56,6 +56,7 @@
 #include "maps.bpf.h"
 #include "futex_wait.bpf.h"
 #include "taskstate.bpf.h"
+#include "usdtwait.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -473,6 +474,14 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		uaddr = futex_switch(ctx, preempt, prev, prev_tracked, next, prev_state, &now);
 		if (uaddr && prev_ts && !prev_ts->off_lock)
 			prev_ts->off_lock = uaddr;
+	}
+	/* asleep in a wait its program's USDT probes name (on a futex or not):
+	 * waiting for that lock */
+	if (usdt_on && prev_ts && prev_ts->off_lock < USER_SPACE_END) {
+		__u64 id = usdt_lock_of(BPF_CORE_READ(prev, pid));
+
+		if (id)
+			prev_ts->off_lock = id;
 	}
 	return 0;
 }

@@ -39,6 +39,8 @@
 #ifndef LOCKSCOPE_HOLDERS_BPF_H
 #define LOCKSCOPE_HOLDERS_BPF_H
 
+#include "usdtwait.bpf.h"
+
 #define HOLD_STACKS_PER_LOCK 8
 #define HOLD_STACK_EVERY     64
 #define HOLD_ENTRIES         8192
@@ -46,7 +48,6 @@
 #ifndef EEXIST
 #define EEXIST 17
 #endif
-#define USER_SPACE_END       (1ULL << 63)  /* a futex word's address lies below, a kernel lock's above */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -97,47 +98,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ustack_copy);
 } hold_copy_buf SEC(".maps");
-
-/* the USDT-named lock wait open on each thread (usdt.bpf.c writes it: the
- * loader makes its map this one), and the USDT locks releases were charged
- * to, by id */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPEN_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct usdt_key);
-} usdt_waiting SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1024);
-	__type(key, __u64);
-	__type(value, struct usdt_key);
-} usdt_held SEC(".maps");
-
-/* set by the loader once a USDT probe is attached */
-bool usdt_on = false;
-
-/* the id of the USDT-named lock thread `tid` waits for (USDT_LOCK_BIT and a
- * hash of its key), 0: none */
-static __always_inline __u64 usdt_lock_of(__u32 tid)
-{
-	struct usdt_key *k = bpf_map_lookup_elem(&usdt_waiting, &tid);
-	const __u64 *word = (const __u64 *)k;
-	__u64 h = 0xcbf29ce484222325ULL, id;
-
-	if (!k)
-		return 0;
-	for (int i = 0; i < sizeof(*k) / 8; i++) {
-		h ^= word[i];
-		h *= 0x100000001b3ULL;
-	}
-	id = (h & (USDT_LOCK_BIT - 1)) | USDT_LOCK_BIT;
-	if (!bpf_map_lookup_elem(&usdt_held, &id))
-		bpf_map_update_elem(&usdt_held, &id, k, BPF_NOEXIST);
-	return id;
-}
 
 /* whether this release gets its stack walked */
 static __always_inline bool hold_sampled(__u64 lock, __u32 tgid)

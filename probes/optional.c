@@ -18,22 +18,34 @@
 #include "usdt.h"
 #include "optional.h"
 
+static struct contention_bpf *core;
+
 void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, int ncpus)
 {
 	int tracked_fd = bpf_map__fd(cskel->maps.tracked);
 
+	core = cskel;
 	if (futex) {
 		futex_init(cskel, ncpus);
 		gomutex_load(ncpus);
 	}
 	tasks_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.task_times), bpf_map__fd(cskel->maps.task_counters),
-		   futex_open_fd(), bpf_map__fd(cskel->maps.tstate), ncpus);
+		   futex_open_fd(), bpf_map__fd(cskel->maps.tstate), bpf_map__fd(cskel->maps.usdt_waiting),
+		   bpf_map__fd(cskel->maps.usdt_held), ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */
-	usdt_load(system_wide, tracked_fd, tasks_usdt_waiting_fd(), ncpus);
+	usdt_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.usdt_waiting), ncpus);
+}
+
+void optional_usdt_on(void)
+{
+	if (core)
+		core->bss->usdt_on = true;
+	tasks_usdt_on();
 }
 
 void optional_destroy(void)
 {
+	core = NULL;
 	tasks_destroy();
 	futex_destroy();
 	kmem_destroy();

@@ -43,7 +43,7 @@ static struct wakeup_row *wrows;
 static size_t nwrows;
 
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
-	       int tstate_fd, int ncpus)
+	       int tstate_fd, int usdt_waiting_fd, int usdt_held_fd, int ncpus)
 {
 	int err;
 
@@ -62,6 +62,10 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 		err = bpf_map__reuse_fd(tskel->maps.task_counters, task_counters_fd);
 	if (!err)
 		err = bpf_map__reuse_fd(tskel->maps.tstate, tstate_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(tskel->maps.usdt_waiting, usdt_waiting_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(tskel->maps.usdt_held, usdt_held_fd);
 	if (!err && futex_open_fd >= 0)
 		err = bpf_map__reuse_fd(tskel->maps.futex_open, futex_open_fd);
 	else if (!err)
@@ -75,11 +79,6 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 		tskel = NULL;
 	}
 	return load_err = err;
-}
-
-int tasks_usdt_waiting_fd(void)
-{
-	return tskel ? bpf_map__fd(tskel->maps.usdt_waiting) : -1;
 }
 
 void tasks_usdt_on(void)

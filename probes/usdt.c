@@ -16,7 +16,7 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "usdt.h"
-#include "tasks.h"
+#include "optional.h"
 #include "usdt.skel.h"
 
 #define MAX_USDT_LINKS 64
@@ -46,7 +46,7 @@ int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus)
 		return load_err = -errno;
 	uskel->rodata->system_wide = system_wide;
 	err = bpf_map__reuse_fd(uskel->maps.tracked, tracked_fd);
-	if (!err && waiting_fd >= 0)    /* the per-thread probe's: holders of USDT-named locks */
+	if (!err)    /* contention.bpf.c's: the waits' holders and waiters (usdtwait.bpf.h) */
 		err = bpf_map__reuse_fd(uskel->maps.usdt_waiting, waiting_fd);
 	if (!err)
 		err = usdt_bpf__load(uskel);
@@ -109,7 +109,7 @@ void usdt_command(char *args)
 		return;
 	}
 	nlinks++;
-	tasks_usdt_on();
+	optional_usdt_on();
 	emit_attached(l);
 }
 

@@ -203,3 +203,29 @@ def test_a_chain_through_two_locks_ends_in_the_sleep(tmp_path, program, e2e):
     assert steps[1].doing_class not in (holders.ON_CPU, holders.PREEMPTED, holders.LOCK), steps
     assert holders.cause_of(steps).startswith("sleeping in ") and "ledger_lock" in holders.cause_of(steps)
     assert "waiting on pthread_mutex ledger_lock" in holders.cause_clause(steps)
+
+
+# ---- PostgreSQL (tests/data/pgbench_ext4: pgbench, 4 clients on ext4; its locks named by its USDT probes) ----
+
+def test_recorded_postgres_locks_are_held_by_the_committing_transaction():
+    """A backend woken in a wait PostgreSQL's probes name was woken by the
+    lock's releaser: a row's updater holds its transaction id lock until it
+    commits, and meanwhile waits for pgbench's next statement and for the
+    WAL flush; tuple-lock holders wait for that transaction id lock."""
+    rec = load("pgbench_ext4/pgbench-ext4-w4")
+    locks = {lk.name: lk for lk in rec.locks}
+    xid, tup = locks["heavyweight lock on transactionid"], locks["heavyweight lock on tuple"]
+    assert xid.holders[0].site == "CommitTransactionCommand" and xid.holders[0].share > 0.9, xid.holders
+    assert xid.holder_note is None and (xid.holders_cover or 0) > 0.9
+    asleep = {t.name for t in xid.holders[0].while_holding} & {"block I/O", "page lock / writeback",
+                                                              "poll/epoll wait"}
+    assert len(asleep) >= 2, xid.holders[0].while_holding
+    assert {h.site for h in tup.holders} <= {"heap_update", "heap_lock_tuple"}, tup.holders
+    steps = holders.chain(tup, locks)
+    assert [s.lock for s in steps] == [tup.name, xid.name] and steps[0].doing == xid.name, steps
+    assert steps[1].site == "CommitTransactionCommand"
+
+
+def test_recorded_postgres_diagnosis_names_what_the_commit_waits_for():
+    e = analyze(load_records(DATA / "pgbench_ext4"))[0]
+    assert "whose holders (CommitTransactionCommand) are off CPU" in e.diagnosis, e.diagnosis

@@ -41,6 +41,8 @@ SWEEPS = {
     # issue 27: the owner of a shared file's i_rwsem as waits begin, with more workers than
     # CPUs here (2): often preempted while holding it (lock-holder preemption)
     "owners_ext4": ("DWOM", "ext4", "4"),
+    # issue 27: PostgreSQL's locks by their holders (USDT-named waits, their releasers), 4 clients
+    "pgbench_ext4": ("pgbench", "ext4", "4"),
 }
 # the run options of a job, where they are not --duration 2 --warmup 0.5
 OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1"]}
