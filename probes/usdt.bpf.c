@@ -24,6 +24,7 @@
 #include <bpf/usdt.bpf.h>
 #include "probe.h"
 #include "maps.bpf.h"
+#include "usdtwait.bpf.h"   /* usdt_waiting: the wait open on each thread, innermost (contention.bpf.c's) */
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -59,14 +60,6 @@ struct {
 
 WAIT_STATS_MAP(usdt_stats, struct usdt_key);
 
-/* the wait open on each thread, innermost, for holders.bpf.h (in
- * tasks.bpf.c, whose map the loader makes this one) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPEN_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct usdt_key);
-} usdt_waiting SEC(".maps");
 
 COUNTERS_MAP(usdt_counters, UCNT__MAX, ucount);
 
