@@ -78,12 +78,14 @@ def resolve(data: dict, sym) -> dict:
             key = f"k:{r.stack}"
             if key not in stacks and str(r.stack) in kstacks:
                 stacks[key] = sym.stack(kstacks[str(r.stack)])
+        elif not r.sample:
+            continue         # no copy of its own: its frame-pointer stack may stand for many call paths
         else:
-            key = f"{r.tgid}:r{r.stack}"
+            key = f"{r.tgid}:r{r.stack}.{r.sample}"
             if key not in stacks and str(r.stack) in ustacks:
                 frames = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
                                      [parse_addr(a) for a in ustacks[str(r.stack)]],
-                                     copies.get((r.tgid, r.lock, r.stack)))
+                                     copies.get((r.tgid, r.lock, r.stack, r.sample)))
                 stacks[key] = _past(frames, table.release_frames(u["entry"])) if spec is not None else frames
         if key in stacks:
             r.site_stack = key
@@ -115,7 +117,7 @@ def _copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
     out = {}
     for c in rows:
         try:
-            out[(int(c["tgid"]), parse_addr(c["lock"]), int(c["stack"]))] = \
+            out[(int(c["tgid"]), parse_addr(c["lock"]), int(c["stack"]), int(c.get("sample", 0)))] = \
                 (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
         except (KeyError, TypeError, ValueError):
             continue
@@ -176,7 +178,7 @@ def _release_holders(locks: list[Lock], raw: RawProbe, kb: Knowledge | None) -> 
             rows[name].append(r)
     acts: dict[tuple, list[ReleaseActivity]] = defaultdict(list)
     for a in raw.hold_activity or []:
-        acts[(a.lock, a.tgid, a.stack)].append(a)
+        acts[(a.lock, a.tgid, a.stack, a.sample)].append(a)
     for lk in locks:
         if lk.name in rows:
             lk.holders = _holders(lk.name, rows[lk.name], acts, raw, kb, name_of)
@@ -275,7 +277,7 @@ def _holders(own: str, rows: list[Release], acts: dict, raw: RawProbe, kb: Knowl
         key = release_site(frames, r.kernel)
         if key not in sites:
             sites[key] = _Site(stack=_shown(frames, key))
-        _add(sites[key], own, r, acts.get((r.lock, r.tgid, r.stack), []), raw, kb, name_of)
+        _add(sites[key], own, r, acts.get((r.lock, r.tgid, r.stack, r.sample), []), raw, kb, name_of)
     if not sites:
         return []
     sampled = sum(s.wait for s in sites.values()) or 1.0

@@ -25,6 +25,9 @@ class Release:
     lock: int = field(metadata=HEX)   # kernel lock address, or futex word
     tgid: int = 0                     # the waiters' process
     stack: int = -2                   # probe stack id; negative: not sampled (spread over the sampled)
+    # a user-space release walked with a stack copy of its own: the copy's number (not 0); a user-space
+    # release without one is spread over the sampled (its frame-pointer stack may stand for many paths)
+    sample: int = field(default=0, metadata={"omit_empty": True})
     count: int = 0
     wait_ns: int = 0
     offcpu_ns: int = 0
@@ -50,6 +53,7 @@ class ReleaseActivity:
     lock: int = field(metadata=HEX)
     tgid: int = 0
     stack: int = -2
+    sample: int = field(default=0, metadata={"omit_empty": True})   # as Release.sample
     act_stack: int = -1               # a key of RawProbe.stacks
     act_state: int = 0
     ns: int = 0

@@ -10,8 +10,9 @@
  * wakes). The waker is `current` there, after the lock is released, so
  * nothing here lengthens a critical section. Its stack is the release site,
  * the end of its critical section: the kernel stack for a kernel lock, the
- * user stack for a futex (with a copy of the stack top, once per key, for
- * unwinding through code without frame pointers, as futexwaits.bpf.h does).
+ * user stack for a futex (with a copy of the stack top for each walked
+ * release, for unwinding through code without frame pointers: there one
+ * frame-pointer stack id stands for many call paths).
  *
  * The waiter's wait is charged to that site: its time off CPU up to the
  * wake-up (a waiter woken and beaten to the lock sleeps again, and that sleep
@@ -118,8 +119,9 @@ static __always_inline bool hold_sampled(__u64 lock, __u32 tgid)
 	return n && (*n)++ % HOLD_STACK_EVERY == 0;
 }
 
-/* the releaser's registers and user stack top, once per key */
-static __always_inline void copy_release_stack(const struct hold_key *key)
+/* the releaser's registers and user stack top, for this walked release
+ * (key->sample set: a random number, not 0), while the map has room */
+static __always_inline void copy_release_stack(struct hold_key *key)
 {
 	struct task_struct *me = bpf_get_current_task_btf();
 	struct pt_regs *regs;
@@ -127,16 +129,17 @@ static __always_inline void copy_release_stack(const struct hold_key *key)
 	__u32 zero = 0;
 	long err;
 
-	if (bpf_map_lookup_elem(&hold_copies, key))
-		return;
+	key->sample = bpf_get_prandom_u32() | 1;
 	c = bpf_map_lookup_elem(&hold_copy_buf, &zero);
 	regs = (struct pt_regs *)bpf_task_pt_regs(me);
 	if (!c || !regs)
 		return;
 	copy_stack_top(c, regs);
 	err = bpf_map_update_elem(&hold_copies, key, c, BPF_NOEXIST);
-	if (err && err != -EEXIST)
+	if (err) {              /* full (or, rarely, the same number drawn twice) */
+		key->sample = 0;
 		tcount(TCNT_HOLD_COPY_FULL);
+	}
 }
 
 /* the release site: the releaser's kernel stack (kernel lock) or user stack
@@ -166,7 +169,7 @@ static __always_inline __s32 release_site(void *ctx, struct hold_key *key)
 static __always_inline void add_activity(const struct hold_key *key, const struct off_span *sp, __u64 ns)
 {
 	struct hold_act_key k = {
-		.lock = key->lock, .tgid = key->tgid, .stack_id = key->stack_id,
+		.lock = key->lock, .tgid = key->tgid, .stack_id = key->stack_id, .sample = key->sample,
 		.act_lock = sp->lock, .act_stack = sp->stack_id, .act_state = sp->state,
 	};
 	__u64 *v = bpf_map_lookup_elem(&hold_activity, &k);

@@ -95,6 +95,7 @@ static void copy_key(struct jw *w, const void *key)
 	jw_ku64(w, "tgid", k->tgid);
 	jw_khex(w, "lock", k->lock);
 	jw_ki64(w, "stack", k->stack_id);
+	jw_ku64(w, "sample", k->sample);
 }
 
 /* "hold_usdt_locks": the USDT-named locks (usdt_key) behind the ids of
@@ -136,6 +137,8 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 		jw_khex(w, "lock", r->k.lock);
 		jw_ku64(w, "tgid", r->k.tgid);
 		jw_ki64(w, "stack", r->k.stack_id);
+		if (r->k.sample)
+			jw_ku64(w, "sample", r->k.sample);
 		jw_ku64(w, "count", r->s.count);
 		jw_ku64(w, "wait_ns", r->s.wait_ns);
 		jw_ku64(w, "offcpu_ns", r->s.offcpu_ns);
@@ -158,6 +161,8 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 		jw_khex(w, "lock", r->k.lock);
 		jw_ku64(w, "tgid", r->k.tgid);
 		jw_ki64(w, "stack", r->k.stack_id);
+		if (r->k.sample)
+			jw_ku64(w, "sample", r->k.sample);
 		if (r->k.act_lock)
 			jw_khex(w, "act_lock", r->k.act_lock);
 		jw_ki64(w, "act_stack", r->k.act_stack);

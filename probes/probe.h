@@ -340,6 +340,11 @@ struct hold_key {
 	__u64 lock;           /* kernel lock address, or futex word (user address) */
 	__u32 tgid;           /* the waiter's process */
 	__s32 stack_id;       /* the releaser's stack (kernel or user); STACK_NOT_SAMPLED */
+	/* a user-space release: the number of its own stack copy (1..), 0: none.
+	 * Code without frame pointers gives one frame-pointer stack id to many
+	 * call paths: each walked release keeps its own copy to be unwound */
+	__u32 sample;
+	__u32 pad;
 };
 
 struct hold_stat {
@@ -386,6 +391,8 @@ struct hold_act_key {
 	__u64 act_lock;       /* the lock or futex word it waited on, 0: none */
 	__s32 act_stack;      /* its kernel stack at the switch-out */
 	__u32 act_state;      /* its task state (0: preempted) */
+	__u32 sample;         /* as in hold_key */
+	__u32 pad;
 };
 
 /* task_switches and task_wakeups are added up from the maps by the loader;
@@ -402,7 +409,8 @@ struct hold_act_key {
 	X(TCNT_HOLD_STACK_SKIPPED, "hold_stacks_not_sampled")                                   \
 	X(TCNT_HOLD_STACK_LOST, "lost_hold_stacks")                                             \
 	X(TCNT_HOLDS_FULL, "lost_holds_map_full")                                               \
-	X(TCNT_HOLD_COPY_FULL, "lost_hold_stack_copies_map_full")
+	/* a walked user-space release beyond the stack copies' room: spread over the sampled */ \
+	X(TCNT_HOLD_COPY_FULL, "hold_stacks_without_copy")
 
 enum task_counter {
 	TASK_COUNTERS(COUNTER_ENUM)

@@ -54,6 +54,21 @@ def test_the_long_critical_section_is_the_holder(tmp_path, program, e2e):
     assert "held by: settle_batch" in text
 
 
+def test_code_without_frame_pointers_keeps_its_release_sites_apart(tmp_path, e2e):
+    """Built without frame pointers, both functions release through the same
+    C library frames, which a frame-pointer walk cannot pass: one stack id
+    for both call paths. Each walked release keeps its own stack copy, so the
+    sites stay apart (one copy per stack id charged everything to whichever
+    function released first)."""
+    exe = build_c(PROGRAM, tmp_path / "holders-nofp", ("-O2", "-g", "-fomit-frame-pointer", "-pthread"))
+    rec, lock, truth, _ = run(tmp_path, exe, "split")
+    held = truth["hold_ns"]
+    assert held["settle_batch"] / sum(held.values()) > 0.7, truth
+    sites = {h.site: h.share for h in lock.holders}
+    assert lock.holders[0].site == "settle_batch" and sites["settle_batch"] > 0.6, sites
+    assert "post_entry" in sites, sites
+
+
 def test_a_sync_under_the_lock_is_the_root_cause_behind_it(tmp_path, program, e2e):
     rec, lock, truth, text = run(tmp_path, program, "sync", fs="ext4")
     # the program's clock: most of the hold time is inside fdatasync
