@@ -2,7 +2,7 @@
 wait that explains it (or why lockscope cannot say)."""
 from __future__ import annotations
 
-from . import holders, probeeffect
+from . import holders, owners, probeeffect
 from .kernel import sharing
 from .attribution import RootCause
 from .results import PointView
@@ -23,7 +23,7 @@ def _top_lock(rec: RunRecord) -> str:
         return "no lock contention was recorded"
     how = sharing.clause(top, rec.workers)
     slowed = probeeffect.clause(rec)
-    behind = holders.cause_clause(holders.chain(top, {lk.name: lk for lk in rec.locks}))
+    behind = holders.cause_clause(holders.chain(top, {lk.name: lk for lk in rec.locks})) or owners.clause(top)
     return (f"the most contended lock is {top.name} ({top.kind}, {top.tier}{'; ' + how if how else ''}): "
             f"{pct(top.wait_share)} of worker time" + (f", {behind}" if behind else "") +
             (f", {slowed}" if slowed else ""))
@@ -53,6 +53,8 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     if behind:
         # the lock is where the time is lost; the chain says what makes it so
         out += f" Behind it: {w.name}, {behind}; the root cause is {root.cause}."
+    elif lk is not None and owners.clause(lk):
+        out += f" Behind it: {owners.clause(lk)}."
     a = at.attribution
     if a is not None and at.lost_capacity > 0 and a.unexplained / at.lost_capacity > 0.5:
         out += (f" Most of the loss ({pct(a.unexplained / at.lost_capacity)}) is in no wait: the workers were "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from .holders import LOCK, MIN_SHARE, ON_CPU, UNKNOWN, lock_names, off_cpu_doing
+from .holders import LOCK, MIN_SHARE, ON_CPU, PREEMPTED, UNKNOWN, lock_names, off_cpu_doing
 from .kernel import naming
 from .kernel.knowledge import Knowledge
 from .kernel.naming import default_knowledge
@@ -34,6 +34,7 @@ from lockscope.probedata import RawProbe
 from lockscope.record import Lock, OwnerSeen
 
 GLIBC_MUTEX = "pthread_mutex"   # keeps its owner's tid (__owner), read by the waiter
+OWNER_MIN = 0.5              # the owner doing one thing as this part of the waits began: the diagnosis says so
 TOP_OWNERS = 6               # what the owners did, kept per lock
 READERS = "readers"
 FIXED = {
@@ -109,3 +110,20 @@ def note(lk: Lock, top: int = 3) -> str:
         parts.append(f"{o.doing} {o.share:.0%}" + (f" ({o.who})" if o.who and o.wait_class != LOCK else ""))
     looks = sum(o.looks for o in lk.owners)
     return f"owner as waits began: {', '.join(parts)} ({looks:,} wait{'s' if looks != 1 else ''} looked at)"
+
+
+def clause(lk: Lock) -> str | None:
+    """What the diagnosis says of a lock's owners: when, as most of its waits
+    began (OWNER_MIN), the owner was not running its critical section but
+    preempted (lock-holder preemption) or asleep; else None."""
+    if not lk.owners:
+        return None
+    top = lk.owners[0]
+    if top.share < OWNER_MIN or top.wait_class in (ON_CPU, UNKNOWN, READERS):
+        return None
+    if top.wait_class == PREEMPTED:
+        return (f"its owner was preempted (runnable, waiting for a CPU) as {top.share:.0%} of its waits began "
+                f"(lock-holder preemption: more runnable threads than CPUs)")
+    what = f"waiting on {top.doing}" if top.wait_class == LOCK else f"off CPU in {top.doing}"
+    return f"its owner was {what} as {top.share:.0%} of its waits began"
+

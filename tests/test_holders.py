@@ -123,6 +123,7 @@ def test_kernel_mutex_holders_are_the_rename(tmp_path, e2e):
     assert top.doing == "on CPU" and top.share > 0.5 and top.who == "lockscope-workl", lock.owners
     assert sum(o.share for o in lock.owners) == pytest.approx(1.0, abs=0.03)
     assert "owner as waits began: on CPU" in p.stdout
+    assert owners.clause(lock) is None          # an owner running its critical section: nothing to add
 
 
 # ---- recorded runs (tests/data/holders_sync: the sync mode at 1 and 2 workers on ext4) ----------
@@ -189,6 +190,12 @@ def test_recorded_owners_show_the_holder_preempted():
     looks = {o.how for o in rec.probe.raw.owners}
     assert looks <= {1, 2, 3, 4, 5}
     assert "owner as waits began: preempted" in owners.note(lock)
+
+
+def test_the_diagnosis_says_the_owner_was_preempted():
+    e = analyze(load_records(DATA / "owners_ext4"))[0]
+    assert "its owner was preempted (runnable, waiting for a CPU) as 76% of its waits began" in e.diagnosis, \
+        e.diagnosis
 
 
 def test_the_report_shows_the_owner_as_waits_began(tmp_path):
