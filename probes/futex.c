@@ -206,6 +206,7 @@ static void add_open_waits(uint64_t t_stop, size_t *cap)
 		ok.uaddr = o.uaddr;
 		ok.stack_id = o.stack_id;
 		ok.tid = tid;
+		ok.sample = o.sample;
 		e = find_or_add(&ok, cap);
 		if (!e)
 			break;
@@ -266,8 +267,8 @@ static void emit_maps_text(struct jw *w, const char *text)
 	jw_arr_end(w);
 }
 
-/* the keys of a "user_stack_copies" entry: the futex key of the first
- * sampled wait it was copied at */
+/* the keys of a "user_stack_copies" entry: the futex key of the walked
+ * wait it was copied at */
 static void copy_key(struct jw *w, const void *key)
 {
 	const struct ufutex_key *k = key;
@@ -277,6 +278,7 @@ static void copy_key(struct jw *w, const void *key)
 	jw_khex(w, "uaddr", k->uaddr);
 	jw_ku64(w, "op", k->op);
 	jw_ki64(w, "stack", k->stack_id);
+	jw_ku64(w, "sample", k->sample);
 }
 
 void futex_json(struct jw *w)
@@ -303,6 +305,8 @@ void futex_json(struct jw *w)
 		jw_khex(w, "uaddr", entries[i].key.uaddr);
 		jw_ku64(w, "op", entries[i].key.op);
 		jw_ki64(w, "stack", entries[i].key.stack_id);
+		if (entries[i].key.sample)
+			jw_ku64(w, "sample", entries[i].key.sample);
 		jw_ku64(w, "count", entries[i].s.count);
 		jw_ku64(w, "total_ns", entries[i].s.total_ns);
 		jw_ku64(w, "max_ns", entries[i].s.max_ns);

@@ -22,9 +22,11 @@
  * waits of each futex and then one in STACK_EVERY of the futex sleeps on
  * each CPU (a per-CPU count: nothing every CPU writes); the others are counted
  * under stack STACK_NOT_SAMPLED and the analyzer spreads them over the
- * futex's sampled stacks. The first sampled wait of each futex key also
- * keeps the user registers and the top USTACK_BYTES of the user stack
- * (user_stack_copies), for unwinding through code without frame pointers.
+ * futex's sampled stacks. Each walked wait also keeps the user registers
+ * and the top USTACK_BYTES of the user stack (user_stack_copies, under a
+ * number of its own in the key, while the map has room), for unwinding
+ * through code without frame pointers, where one frame-pointer stack id
+ * stands for many call paths.
  * A walked wait looks at the lock's owner first (owners.bpf.h: a glibc
  * mutex's __owner, a PI futex's word).
  *
@@ -65,7 +67,7 @@ WAIT_STATS_MAP(futex_stats, struct ufutex_key);
 
 STACK_MAP(user_stacks, USER_STACK_ENTRIES);
 
-/* registers and stack top of the first sampled wait of each futex key */
+/* registers and stack top of each walked wait, by its key (sample set) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -84,23 +86,24 @@ struct {
 
 COUNTERS_MAP(futex_counters, FCNT__MAX, fcount);
 
-/* the user registers and stack top of a sampled wait, unless its futex key
- * has a copy; sched_switch runs in prev's context: its user memory */
-static __always_inline void copy_user_stack(struct pt_regs *regs, const struct ufutex_key *key)
+/* the user registers and stack top of a walked wait, under its own number
+ * (key->sample), while the map has room (else key->sample 0); sched_switch
+ * runs in prev's context: its user memory */
+static __always_inline void copy_user_stack(struct pt_regs *regs, struct ufutex_key *key)
 {
 	struct ustack_copy *c;
 	__u32 zero = 0;
-	long err;
 
-	if (bpf_map_lookup_elem(&user_stack_copies, key))
-		return;
+	key->sample = 0;
 	c = bpf_map_lookup_elem(&copy_buf, &zero);
 	if (!c)
 		return;
 	copy_stack_top(c, regs);
-	err = bpf_map_update_elem(&user_stack_copies, key, c, BPF_NOEXIST);
-	if (err && err != -EEXIST)     /* EEXIST: another CPU stored it first */
+	key->sample = bpf_get_prandom_u32() | 1;
+	if (bpf_map_update_elem(&user_stack_copies, key, c, BPF_NOEXIST)) {
+		key->sample = 0;       /* full (or, rarely, the same number drawn twice) */
 		fcount(FCNT_COPY_FULL);
+	}
 }
 
 /* prev (the current task, tracked) goes to sleep: inside a futex wait? Its
@@ -151,6 +154,7 @@ static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __
 		};
 
 		copy_user_stack(regs, &key);
+		w.sample = key.sample;
 	}
 	if (!*now)
 		*now = bpf_ktime_get_ns();
@@ -165,6 +169,7 @@ static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __
 			o->tgid = w.tgid;
 			o->op = w.op;
 			o->stack_id = w.stack_id;
+			o->sample = w.sample;
 			barrier();
 			o->start = w.start;
 		} else if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_NOEXIST)) {
@@ -194,6 +199,7 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 *now)
 	key.uaddr = w->uaddr;
 	key.stack_id = w->stack_id;
 	key.tid = tid;
+	key.sample = w->sample;
 	w->start = 0;                        /* closed; the entry stays */
 
 	s = bpf_map_lookup_elem(&futex_stats, &key);

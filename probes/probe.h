@@ -242,7 +242,7 @@ struct ufutex_open {
 	__u32 tgid;
 	__u32 op;
 	__s32 stack_id;     /* user stack at enter; <0: not taken */
-	__u32 pad;
+	__u32 sample;       /* as in ufutex_key */
 };
 
 struct ufutex_key {
@@ -251,6 +251,12 @@ struct ufutex_key {
 	__u32 op;           /* futex op & FUTEX_CMD_MASK, or FUTEX_OP_WAITV */
 	__s32 stack_id;
 	__u32 tid;          /* the waiting thread */
+	/* a walked wait with a stack copy of its own: the copy's number (a
+	 * random number, not 0); 0: none. Code without frame pointers gives one
+	 * frame-pointer stack id to many call paths: each walked wait keeps
+	 * its own copy, unwound apart */
+	__u32 sample;
+	__u32 pad;
 };
 
 /* the user registers and the top of the user stack at a sampled futex wait,
@@ -282,8 +288,8 @@ struct ufutex_id {
 	X(FCNT_STACK_LOST, "futex_stacks_lost")                                                 \
 	/* wait counted without a stack (sampling) */                                           \
 	X(FCNT_STACK_SKIPPED, "futex_stacks_not_sampled")                                       \
-	/* user stack copy not stored: map full; wait and stack kept */                         \
-	X(FCNT_COPY_FULL, "lost_user_stack_copies_map_full")
+	/* a walked wait beyond the stack copies' room: spread over the walked ones */          \
+	X(FCNT_COPY_FULL, "futex_stacks_without_copy")
 
 enum futex_counter {
 	FUTEX_COUNTERS(COUNTER_ENUM)

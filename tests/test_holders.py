@@ -54,7 +54,7 @@ def test_the_long_critical_section_is_the_holder(tmp_path, program, e2e):
     assert "held by: settle_batch" in text
 
 
-def test_code_without_frame_pointers_keeps_its_release_sites_apart(tmp_path, e2e):
+def test_code_without_frame_pointers_keeps_its_sites_apart(tmp_path, e2e):
     """Built without frame pointers, both functions release through the same
     C library frames, which a frame-pointer walk cannot pass: one stack id
     for both call paths. Each walked release keeps its own stack copy, so the
@@ -67,6 +67,8 @@ def test_code_without_frame_pointers_keeps_its_release_sites_apart(tmp_path, e2e
     sites = {h.site: h.share for h in lock.holders}
     assert lock.holders[0].site == "settle_batch" and sites["settle_batch"] > 0.6, sites
     assert "post_entry" in sites, sites
+    # the waiters' side alike: each walked wait unwound from its own copy, both waiting sites seen
+    assert {st.site for st in lock.stacks} >= {"post_entry", "settle_batch"}, [st.site for st in lock.stacks]
 
 
 def test_a_sync_under_the_lock_is_the_root_cause_behind_it(tmp_path, program, e2e):

@@ -189,16 +189,20 @@ def test_frame_pointer_stack_carries_on_past_a_short_copy(blocked_fp):
 
 def _data_event(pid: int, maps: list[str], copies: dict[str, dict]) -> dict:
     """A futex data event as the loader writes it (probe contract), from the
-    /proc copies: one aggregate per waiter; frame-pointer stacks as a walk
-    through libc gives them (the ip, then nothing: libc keeps no frame
-    pointers, and this program neither); one more aggregate without a copy."""
+    /proc copies: one walked wait per waiter, with its copy under its own
+    number (`sample`), and the cond waiter's walked again (the same stack:
+    one aggregate in the record); frame-pointer stacks as a walk through
+    libc gives them (the ip, then nothing: libc keeps no frame pointers, and
+    this program neither); one more aggregate walked without a copy."""
     futex, user_stacks, rows = [], {}, []
     for i, n in enumerate(NAMES):
         c = copies[n]
-        futex.append({"tgid": pid, "tid": c["tid"], "uaddr": c["uaddr"], "op": c["op"], "stack": i,
-                      "count": 1, "total_ns": 1_000_000 * (10 - i), "max_ns": 1_000_000 * (10 - i)})
+        for sample in (i + 1, 100 + i) if n == "cond" else (i + 1,):
+            futex.append({"tgid": pid, "tid": c["tid"], "uaddr": c["uaddr"], "op": c["op"], "stack": i,
+                          "sample": sample, "count": 1, "total_ns": 1_000_000 * (10 - i),
+                          "max_ns": 1_000_000 * (10 - i)})
+            rows.append({**{k: v for k, v in c.items() if k != "syscall"}, "stack": i, "sample": sample})
         user_stacks[str(i)] = [c["ip"]]
-        rows.append({**{k: v for k, v in c.items() if k != "syscall"}, "stack": i})
     futex.append({"tgid": pid, "tid": copies["mutex"]["tid"], "uaddr": copies["mutex"]["uaddr"], "op": 0,
                   "stack": 9, "count": 1, "total_ns": 1000, "max_ns": 1000})
     user_stacks["9"] = [copies["mutex"]["ip"]]
@@ -209,14 +213,17 @@ def _data_event(pid: int, maps: list[str], copies: dict[str, dict]) -> dict:
 def test_resolve_stores_unwound_stacks_and_names_the_locks(blocked):
     maps, copies, _, pid, _ = blocked
     out = userlocks.resolve(_data_event(pid, maps, copies))
-    waits = {e.tid: e for e in out["futex"] if e.stack != 9}
+    waits = {e.tid: e for e in out["futex"] if e.stack >= 0}
     keys = {n: waits[copies[n]["tid"]].user_stack for n in NAMES}
     assert sorted(keys.values()) == [f"{pid}:cfi{i}" for i in range(4)]
     for n in NAMES:
         assert _in_order([userlocks.frame_function(f) for f in out["user_stacks"][keys[n]]], EXPECTED[n])
-    # the aggregate without a copy keeps its frame-pointer stack
-    no_copy = next(e for e in out["futex"] if e.stack == 9)
-    assert no_copy.user_stack is None and len(out["user_stacks"][f"{pid}:9"]) == 1
+    # the cond waiter's two walked waits: one aggregate
+    assert waits[copies["cond"]["tid"]].count == 2
+    # the walked wait without a copy: its frame-pointer stack may stand for many call paths in
+    # code without frame pointers: counted as not walked (spread over the walked ones)
+    no_copy = next(e for e in out["futex"] if e.stack < 0)
+    assert no_copy.user_stack is None and f"{pid}:9" not in out["user_stacks"]
     # the record's raw form, written and read back, names the program's
     # static locks (pthread_join is not a lock)
     raw = RawProbe(**out)

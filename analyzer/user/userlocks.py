@@ -35,6 +35,8 @@ from . import demangle, futexspin, libraries, unwind
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
+
+NOT_WALKED = -2              # a futex aggregate's stack: counted without one (probe.h STACK_NOT_SAMPLED)
 from lockscope.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
                                  heaviest)
 from lockscope.record import Lock
@@ -52,19 +54,22 @@ def resolve(data: dict) -> dict[str, Any]:
     section (RawProbe's futex fields): the heaviest aggregates, their stacks
     symbolized and their addresses resolved (while the ELF files are at hand).
 
-    An aggregate with a copy of its user stack (`user_stack_copies`: the
-    registers and top of the stack at the sleep) gets the stack unwound from
-    it with the ELF CFI (analyzer/user/unwind.py), spliced with its frame-pointer
-    stack, under a key of its own ("pid:cfiN", distinct stacks of a process
-    numbered from 0) named by `FutexWait.user_stack`; the others keep the
-    frame-pointer stack ("pid:stack"), unwound from the older probe's
-    `user_stack_words` (256 bytes by stack id) where those are given."""
+    A walked wait with a copy of its user stack (`user_stack_copies`: the
+    registers and top of the stack at the sleep, one per walked wait, the
+    aggregate's `sample`) gets the stack unwound from it with the ELF CFI
+    (analyzer/user/unwind.py), spliced with its frame-pointer stack, under a
+    key of its own ("pid:cfiN", distinct stacks of a process numbered from 0)
+    named by `FutexWait.user_stack`; the walked waits of one futex and thread
+    with the same unwound stack are one aggregate. A walked wait without a
+    copy (their room spent) is spread like an unwalked one: in code without
+    frame pointers its frame-pointer stack stands for many call paths. The
+    others keep the frame-pointer stack ("pid:stack"), unwound from the older
+    probe's `user_stack_words` (256 bytes by stack id) where given."""
     if data.get("futex_probe") is None:
         return {}
     out: dict[str, Any] = {"futex_probe": from_dict(FutexProbe, data["futex_probe"])}
     if "futex" not in data:
         return out
-    entries = heaviest(from_list(FutexWait, data["futex"]), "total_ns")
     spaces = {int(tgid): AddressSpace(parse_maps(rows)) for tgid, rows in data.get("user_maps", {}).items()}
     stacks_raw = data.get("user_stacks", {})
     copies = _stack_copies(data.get("user_stack_copies") or [])
@@ -73,14 +78,17 @@ def resolve(data: dict) -> dict[str, Any]:
     stacks: dict[str, list[str]] = {}
     unwound: dict[tuple[int, tuple[int, ...]], str] = {}     # (tgid, ips) -> key
     n_unwound: dict[int, int] = defaultdict(int)
-    for e in entries:
+    walked: dict[tuple, FutexWait] = {}                      # the walked waits, merged by stack
+    plain = []
+    for row in data["futex"]:
+        e = from_dict(FutexWait, {k: v for k, v in row.items() if k != "sample"})
         space = spaces.get(e.tgid)
         key = futex_key(e)
         if key not in addresses:
             addresses[key] = space.resolve_data(e.uaddr) if space else \
                 FutexAddress(region="unknown", reason="the process exited before its memory maps were read")
         sid = str(e.stack)
-        copy = copies.get((e.tgid, e.tid, e.uaddr, e.op, e.stack))
+        copy = copies.get((e.tgid, e.tid, e.uaddr, e.op, e.stack, int(row.get("sample", 0))))
         if copy is not None and space is not None:
             ips = tuple(unwind.unwind(space, *copy, [parse_addr(a) for a in stacks_raw.get(sid, [])]))
             ukey = unwound.get((e.tgid, ips))
@@ -89,9 +97,21 @@ def resolve(data: dict) -> dict[str, Any]:
                 n_unwound[e.tgid] += 1
                 stacks[ukey] = [space.symbolize(a) for a in ips]
             e.user_stack = ukey
+            same = walked.get((e.tgid, e.tid, e.uaddr, e.op, ukey))
+            if same is None:
+                walked[(e.tgid, e.tid, e.uaddr, e.op, ukey)] = e
+            else:
+                same.count += e.count
+                same.total_ns += e.total_ns
+                same.max_ns = max(same.max_ns, e.max_ns)
             continue
-        skey = f"{e.tgid}:{sid}"
-        if sid in stacks_raw and skey not in stacks:
+        if e.stack >= 0 and copies:
+            # walked without a copy of its own (the copies' room spent): its frame-pointer
+            # stack may stand for many call paths; spread over the walked ones, as unwalked
+            e.stack = NOT_WALKED
+        plain.append(e)
+        skey = f"{e.tgid}:{e.stack}"
+        if e.stack >= 0 and sid in stacks_raw and skey not in stacks:
             ips = [parse_addr(a) for a in stacks_raw[sid]]
             if space and ips and sid in words_raw:
                 # the older probe: the top 256 bytes of the stack of the first
@@ -99,6 +119,7 @@ def resolve(data: dict) -> dict[str, Any]:
                 words = b"".join(parse_addr(w).to_bytes(8, "little") for w in words_raw[sid])
                 ips = unwind.unwind(space, ips[0], unwind.UNKNOWN_SP, None, words, ips)
             stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
+    entries = heaviest(plain + list(walked.values()), "total_ns")
     demangle_stacks(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     if "futex_kernel" in data:
@@ -108,11 +129,12 @@ def resolve(data: dict) -> dict[str, Any]:
 
 def _stack_copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
     """The probe's user stack copies by aggregate key (tgid, tid, uaddr, op,
-    stack): (ip, sp, bp, the bytes from sp up); a malformed one is left out."""
+    stack, sample): (ip, sp, bp, the bytes from sp up); a malformed one is left out."""
     out = {}
     for c in rows:
         try:
-            out[(int(c["tgid"]), int(c["tid"]), parse_addr(c["uaddr"]), int(c["op"]), int(c["stack"]))] = \
+            out[(int(c["tgid"]), int(c["tid"]), parse_addr(c["uaddr"]), int(c["op"]), int(c["stack"]),
+                 int(c.get("sample", 0)))] = \
                 (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
         except (KeyError, TypeError, ValueError):
             continue
