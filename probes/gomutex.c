@@ -28,12 +28,14 @@
 
 /* the runtime functions probed, and the program each gets (NULL: the symbol
  * the BPF side needs, runtime.semtable, is an object) */
-enum { SYM_SEMTABLE, SYM_GOPARK, SYM_READY, SYM_MUTEX, SYM_MUTEX_OLD, SYM_RWR, SYM_RWW, NSYMS };
+enum { SYM_SEMTABLE, SYM_GOPARK, SYM_READY, SYM_MUTEX, SYM_MUTEX_OLD, SYM_RWR, SYM_RWW, SYM_SEMACQ1, SYM_NLWAIT,
+       NSYMS };
 static const char *const sym_names[NSYMS] = {
 	"runtime.semtable", "runtime.gopark", "runtime.readyWithTime",
 	"internal/sync.runtime_SemacquireMutex",    /* Go >= 1.24 */
 	"sync.runtime_SemacquireMutex",             /* before */
 	"sync.runtime_SemacquireRWMutexR", "sync.runtime_SemacquireRWMutex",
+	"runtime.semacquire1", "sync.runtime_notifyListWait",
 };
 
 struct go_exe {
@@ -152,8 +154,8 @@ static bool read_go_symbols(struct go_exe *x)
 	if (go && !symtab)
 		snprintf(x->reason, sizeof(x->reason), "a Go executable without a symbol table (stripped): "
 			 ".gopclntab alone is not read");
-	else if (go && (!x->addr[SYM_SEMTABLE] || !x->off[SYM_GOPARK] || !x->off[SYM_READY]))
-		snprintf(x->reason, sizeof(x->reason), "a Go runtime without runtime.semtable, gopark or "
+	else if (go && (!x->addr[SYM_SEMTABLE] || !x->off[SYM_SEMACQ1] || !x->off[SYM_READY]))
+		snprintf(x->reason, sizeof(x->reason), "a Go runtime without runtime.semtable, semacquire1 or "
 			 "readyWithTime (a Go version not supported)");
 	return go || x->addr[SYM_GOPARK];
 }
@@ -161,8 +163,9 @@ static bool read_go_symbols(struct go_exe *x)
 static void attach_exe(struct go_exe *x)
 {
 	struct bpf_program *progs[NSYMS] = {
-		[SYM_GOPARK] = gskel->progs.lksc_go_gopark,
 		[SYM_READY] = gskel->progs.lksc_go_ready,
+		[SYM_SEMACQ1] = gskel->progs.lksc_go_semacquire1,
+		[SYM_NLWAIT] = gskel->progs.lksc_go_notifylist_wait,
 		[SYM_MUTEX] = gskel->progs.lksc_go_semacquire_mutex,
 		[SYM_MUTEX_OLD] = gskel->progs.lksc_go_semacquire_mutex,
 		[SYM_RWR] = gskel->progs.lksc_go_semacquire_rwmutex_r,
