@@ -44,11 +44,9 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#define GO_SEMTAB_SIZE 251     /* runtime/sema.go semTabSize */
-
 bool enabled = false;
 
-/* the tracked Go processes (filled by the loader): where their semtable is */
+/* the tracked Go processes (filled by the loader) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);

@@ -26,12 +26,11 @@
 #define MAX_GO_PROCS 256
 #define MAX_GO_EXES 32
 
-/* the runtime functions probed, and the program each gets (NULL: the symbol
- * the BPF side needs, runtime.semtable, is an object) */
-enum { SYM_SEMTABLE, SYM_GOPARK, SYM_READY, SYM_MUTEX, SYM_MUTEX_OLD, SYM_RWR, SYM_RWW, SYM_SEMACQ1, SYM_NLWAIT,
-       NSYMS };
+/* the runtime functions probed, and the program each gets (NULL: runtime.gopark
+ * only tells a Go executable, it is not probed: it runs inside runtime locks) */
+enum { SYM_GOPARK, SYM_READY, SYM_MUTEX, SYM_MUTEX_OLD, SYM_RWR, SYM_RWW, SYM_SEMACQ1, SYM_NLWAIT, NSYMS };
 static const char *const sym_names[NSYMS] = {
-	"runtime.semtable", "runtime.gopark", "runtime.readyWithTime",
+	"runtime.gopark", "runtime.readyWithTime",
 	"internal/sync.runtime_SemacquireMutex",    /* Go >= 1.24 */
 	"sync.runtime_SemacquireMutex",             /* before */
 	"sync.runtime_SemacquireRWMutexR", "sync.runtime_SemacquireRWMutex",
@@ -43,7 +42,7 @@ struct go_exe {
 	ino_t ino;
 	char path[PATH_MAX];
 	bool pie;
-	uint64_t addr[NSYMS], size[NSYMS], off[NSYMS];   /* vaddr, size, file offset */
+	uint64_t addr[NSYMS], off[NSYMS];   /* vaddr, file offset */
 	struct bpf_link *links[NSYMS];
 	char reason[128];                                  /* why not attached, or "" */
 };
@@ -133,10 +132,8 @@ static bool read_go_symbols(struct go_exe *x)
 			if (!gelf_getsym(d, (int)i, &s) || !(sn = elf_strptr(e, sh.sh_link, s.st_name)))
 				continue;
 			for (int k = 0; k < NSYMS; k++)
-				if (!x->addr[k] && !strcmp(sn, sym_names[k])) {
+				if (!x->addr[k] && !strcmp(sn, sym_names[k]))
 					x->addr[k] = s.st_value;
-					x->size[k] = s.st_size;
-				}
 		}
 	}
 	/* file offsets of the functions: through their loadable segment */
@@ -154,9 +151,9 @@ static bool read_go_symbols(struct go_exe *x)
 	if (go && !symtab)
 		snprintf(x->reason, sizeof(x->reason), "a Go executable without a symbol table (stripped): "
 			 ".gopclntab alone is not read");
-	else if (go && (!x->addr[SYM_SEMTABLE] || !x->off[SYM_SEMACQ1] || !x->off[SYM_READY]))
-		snprintf(x->reason, sizeof(x->reason), "a Go runtime without runtime.semtable, semacquire1 or "
-			 "readyWithTime (a Go version not supported)");
+	else if (go && (!x->off[SYM_SEMACQ1] || !x->off[SYM_READY]))
+		snprintf(x->reason, sizeof(x->reason), "a Go runtime without runtime.semacquire1 or readyWithTime "
+			 "(a Go version not supported)");
 	return go || x->addr[SYM_GOPARK];
 }
 
@@ -258,10 +255,7 @@ static void scan_one(uint32_t tgid)
 	p->exe = n > 0 ? exe_of(path, &st) : -1;
 	if (p->exe >= 0 && !exes[p->exe].reason[0]) {
 		struct go_exe *x = &exes[p->exe];
-		struct go_proc gp = {
-			.semtable = x->addr[SYM_SEMTABLE] + (p->bias = load_bias(tgid, x)),
-			.stride = x->size[SYM_SEMTABLE] / 251,     /* runtime/sema.go semTabSize */
-		};
+		struct go_proc gp = { .bias = p->bias = load_bias(tgid, x) };
 
 		bpf_map_update_elem(bpf_map__fd(gskel->maps.go_procs), &tgid, &gp, BPF_ANY);
 	} else {

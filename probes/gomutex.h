@@ -15,10 +15,9 @@ enum go_sync_kind {
 	GO_SYNC_RWMUTEX_W = 2,    /* sync.runtime_SemacquireRWMutex: &RWMutex.writerSem */
 };
 
-/* per Go process: the runtime address of runtime.semtable and its stride */
+/* per tracked Go process (the probes count only these): its load bias */
 struct go_proc {
-	__u64 semtable;
-	__u64 stride;
+	__u64 bias;
 };
 
 struct go_key {
