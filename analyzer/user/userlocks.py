@@ -83,14 +83,9 @@ def resolve(data: dict) -> dict[str, Any]:
     for row in data["futex"]:
         e = from_dict(FutexWait, {k: v for k, v in row.items() if k != "sample"})
         space = spaces.get(e.tgid)
-        key = futex_key(e)
-        if key not in addresses:
-            addresses[key] = space.resolve_data(e.uaddr) if space else \
-                FutexAddress(region="unknown", reason="the process exited before its memory maps were read")
-        sid = str(e.stack)
         copy = copies.get((e.tgid, e.tid, e.uaddr, e.op, e.stack, int(row.get("sample", 0))))
         if copy is not None and space is not None:
-            ips = tuple(unwind.unwind(space, *copy, [parse_addr(a) for a in stacks_raw.get(sid, [])]))
+            ips = tuple(unwind.unwind(space, *copy, [parse_addr(a) for a in stacks_raw.get(str(e.stack), [])]))
             ukey = unwound.get((e.tgid, ips))
             if ukey is None:
                 ukey = unwound[(e.tgid, ips)] = f"{e.tgid}:cfi{n_unwound[e.tgid]}"
@@ -110,16 +105,25 @@ def resolve(data: dict) -> dict[str, Any]:
             # stack may stand for many call paths; spread over the walked ones, as unwalked
             e.stack = NOT_WALKED
         plain.append(e)
-        skey = f"{e.tgid}:{e.stack}"
-        if e.stack >= 0 and sid in stacks_raw and skey not in stacks:
-            ips = [parse_addr(a) for a in stacks_raw[sid]]
-            if space and ips and sid in words_raw:
-                # the older probe: the top 256 bytes of the stack of the first
-                # wait with this stack (its sp not kept), unwound as well
-                words = b"".join(parse_addr(w).to_bytes(8, "little") for w in words_raw[sid])
-                ips = unwind.unwind(space, ips[0], unwind.UNKNOWN_SP, None, words, ips)
-            stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     entries = heaviest(plain + list(walked.values()), "total_ns")
+    # the kept aggregates' addresses and frame-pointer stacks
+    stacks = {e.user_stack: stacks[e.user_stack] for e in entries if e.user_stack}
+    for e in entries:
+        space = spaces.get(e.tgid)
+        key = futex_key(e)
+        if key not in addresses:
+            addresses[key] = space.resolve_data(e.uaddr) if space else \
+                FutexAddress(region="unknown", reason="the process exited before its memory maps were read")
+        sid, skey = str(e.stack), f"{e.tgid}:{e.stack}"
+        if e.user_stack or e.stack < 0 or sid not in stacks_raw or skey in stacks:
+            continue
+        ips = [parse_addr(a) for a in stacks_raw[sid]]
+        if space and ips and sid in words_raw:
+            # the older probe: the top 256 bytes of the stack of the first
+            # wait with this stack (its sp not kept), unwound as well
+            words = b"".join(parse_addr(w).to_bytes(8, "little") for w in words_raw[sid])
+            ips = unwind.unwind(space, ips[0], unwind.UNKNOWN_SP, None, words, ips)
+        stacks[skey] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
     demangle_stacks(stacks, addresses)
     out.update({"futex": entries, "user_stacks": stacks, "futex_addresses": addresses})
     if "futex_kernel" in data:
