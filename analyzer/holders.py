@@ -59,19 +59,12 @@ def resolve(data: dict, sym) -> dict:
     spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in data.get("user_maps", {}).items()}
     copies = _copies(data.get("hold_stack_copies") or [])
     kstacks, ustacks = data.get("hold_stacks", {}), data.get("hold_user_stacks", {})
-    table = usdt.default()
-    usdt_locks = {parse_addr(u["id"]): u for u in data.get("hold_usdt_locks") or []}
+    named = _usdt_locks(data.get("hold_usdt_locks") or [])
     stacks: dict[str, list[str]] = {}
     for a in acts:
-        u = usdt_locks.get(a.act_lock or 0)
-        spec = table.entry(u["entry"]) if u else None
-        if spec is not None:
-            a.act_usdt_lock = spec.lock_name(u["value"], u["name"])
+        a.act_usdt_lock = named.get(a.act_lock or 0, (None,))[0]
     for r in holds:
-        u = usdt_locks.get(r.lock)
-        spec = table.entry(u["entry"]) if u else None
-        if spec is not None:
-            r.usdt_lock = spec.lock_name(u["value"], u["name"])
+        r.usdt_lock, release = named.get(r.lock, (None, None))
         if r.stack < 0:
             continue
         if r.kernel:
@@ -86,11 +79,21 @@ def resolve(data: dict, sym) -> dict:
                 frames = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
                                      [parse_addr(a) for a in ustacks[str(r.stack)]],
                                      copies.get((r.tgid, r.lock, r.stack, r.sample)))
-                stacks[key] = _past(frames, table.release_frames(u["entry"])) if spec is not None else frames
+                stacks[key] = _past(frames, release) if release is not None else frames
         if key in stacks:
             r.site_stack = key
     userlocks.demangle_stacks(stacks)
     return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks}
+
+
+def _usdt_locks(rows: list[dict]) -> dict[int, tuple[str, frozenset[str]]]:
+    """USDT-named locks by their holders' id (usdtwait.bpf.h): name, release functions."""
+    table, out = usdt.default(), {}
+    for u in rows:
+        spec = table.entry(u["entry"])
+        if spec is not None:
+            out[parse_addr(u["id"])] = (spec.lock_name(u["value"], u["name"]), table.release_frames(u["entry"]))
+    return out
 
 
 def _past(frames: list[str], release: frozenset[str]) -> list[str]:
@@ -173,7 +176,7 @@ def _release_holders(locks: list[Lock], raw: RawProbe, kb: Knowledge | None) -> 
                          {a.act_lock for a in raw.hold_activity or [] if (a.act_lock or 0) >= KERNEL_SPACE})
     rows: dict[str, list[Release]] = defaultdict(list)
     for r in raw.holds:
-        name = r.usdt_lock or name_of(r.lock, r.tgid)
+        name = name_of(r.lock, r.tgid)       # a USDT-named lock's id too (lock_names)
         if name:
             rows[name].append(r)
     acts: dict[tuple, list[ReleaseActivity]] = defaultdict(list)
