@@ -40,7 +40,6 @@
 #ifndef LOCKSCOPE_FUTEXWAITS_BPF_H
 #define LOCKSCOPE_FUTEXWAITS_BPF_H
 
-#define EEXIST 17
 /* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8
 #define STACK_EVERY 64

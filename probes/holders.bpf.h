@@ -46,9 +46,6 @@
 #define HOLD_STACK_EVERY     64
 #define HOLD_ENTRIES         8192
 #define HOLD_COPY_ENTRIES    512     /* 1 MiB of user stack copies at most */
-#ifndef EEXIST
-#define EEXIST 17
-#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
