@@ -11,6 +11,10 @@ from conftest import lockscope
 WORKLOADS = "DWOL,DWOM,MWCL,MWCM,MWUL,MWRL,MWRM,MRPL,MRPH,mmap,DWAL,DWSL,MRPM,MWUM,varmail,fsmark,PMUTEX"
 NO_FS = {"mmap", "PMUTEX"}
 MIN_NAMED = 0.95
+# lock waits under this part of worker time are a few stray waits, not the workload's: a CI run
+# of DWOL (private files) had two in its 0.5 s, 5 us, one of them the random-number interrupt's
+# spinlock at a call site, and read "named 59%"
+NEGLIGIBLE = 1e-4
 
 
 def test_builtin_workloads_have_named_lock_waits(e2e, scratch, tmp_path):
@@ -31,7 +35,8 @@ def test_builtin_workloads_have_named_lock_waits(e2e, scratch, tmp_path):
         if share is None:         # no lock wait at all in this short run: nothing to name
             silent.append(f"{e['workload']}/{e['fs']}")
             continue
-        if share < MIN_NAMED:
+        waited = sum(w["wait_share"] for w in pt["waits"] if w["type"] == "lock")
+        if share < MIN_NAMED and waited >= NEGLIGIBLE:
             low[f"{e['workload']}/{e['fs']}"] = round(share, 3)
     assert not low, f"named share below {MIN_NAMED:.0%}: {low}"
     # the contended workloads always wait on something
