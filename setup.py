@@ -11,7 +11,7 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BINARIES = (("probes", "lockscope-probe"), ("workloads", "lockscope-workload"))
+BINARIES = (("probes", "lockscope-probe"), ("probes", "lockscope-inject"), ("workloads", "lockscope-workload"))
 
 
 def version():

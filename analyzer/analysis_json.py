@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from .attribution import Attribution, RootCause, Wait, WhatIf
+from .confirmation import Confirmation
 from .results import Experiment, PointView, Unavailable
 from .usl import UslFit
 
@@ -30,6 +31,20 @@ def _root_cause(rc: RootCause) -> dict:
     return {"name": w.name, "type": w.type, "tier": w.tier, "kind": w.kind,
             "lock_class": w.lock_class, "instances": w.instances, "wait_share": w.wait_share,
             "worker_equivalents": w.worker_equivalents} | {k: v for k, v in asdict(rc).items() if k != "wait"}
+
+
+def confirmation_json(c: Confirmation) -> dict:
+    """`lockscope confirm`'s verdict: root_cause.confirmation (and the
+    experiment's confirmation when the lock confirmed is another)."""
+    def resp(r) -> dict:
+        return {"slope": r.slope, "low": r.low, "high": r.high,
+                "points": [asdict(p) | {"response": p.response} for p in r.points]}
+    return {"lock": c.lock, "verdict": c.verdict, "why": c.why, "slope": c.inside.slope,
+            "interval": [c.inside.low, c.inside.high], "control_slope": c.outside.slope,
+            "control_interval": [c.outside.low, c.outside.high], "delays_us": c.delays_us, "runs": c.runs,
+            "workers": c.workers, "base_ops_per_sec": c.base_ops_per_sec, "noise": c.noise,
+            "predicted": c.predicted, "space": c.space, "how": c.how, "inside": resp(c.inside),
+            "outside": resp(c.outside), "warnings": c.warnings}
 
 
 def _point(p: PointView) -> dict:
@@ -77,7 +92,10 @@ def experiment(e: Experiment) -> dict:
         "curve": [_curve_point(p) for p in e.points],
         "points": [_point(p) for p in e.points],
         "collapse": asdict(e.collapse) if e.collapse else None,
-        "root_cause": _root_cause(e.root_cause) if e.root_cause else None,
+        "root_cause": _root_cause(e.root_cause) | (
+            {"confirmation": confirmation_json(e.confirmation)}
+            if e.confirmation and e.confirmation.lock == e.root_cause.wait.name else {}) if e.root_cause else None,
+        "confirmation": confirmation_json(e.confirmation) if e.confirmation else None,
         "diagnosis": e.diagnosis,
         "usl": _unavailable(e.usl, _usl),
         "attribution": [_attribution(p) for p in e.points],

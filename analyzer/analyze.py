@@ -8,9 +8,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lockscope import record
-from . import attribution, diagnosis, probeeffect, scaling, timeview, usl
+from lockscope import confirmdata, record
+from lockscope.confirmdata import ConfirmRecord
+from . import attribution, confirmation, diagnosis, probeeffect, scaling, timeview, usl
 from .kernel import naming
+from .attribution import WhatIf
 from .results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
@@ -51,6 +53,23 @@ def load_records(path: Path) -> list[RunRecord]:
         print(f"lockscope: warning: skipping run record {why}", file=sys.stderr)
         SKIPPED.append(why)
     return out
+
+
+def load_confirmations(path: Path) -> dict[tuple[str, str], ConfirmRecord]:
+    """The `lockscope confirm` records of results directory `path` (none
+    for a record file); an unreadable one is skipped as a bad run record is."""
+    path = Path(path)
+    if not path.is_dir():
+        return {}
+    found = {}
+    for f in sorted((path / confirmdata.CONFIRM).glob("*.json")):
+        try:
+            rec = confirmdata.load(f)
+            found[(rec.workload, rec.fs)] = rec
+        except ValueError as e:
+            print(f"lockscope: warning: skipping confirmation record {e}", file=sys.stderr)
+            SKIPPED.append(str(e))
+    return found
 
 
 def _curve(recs: list[RunRecord]) -> list[scaling.CurvePoint]:
@@ -120,7 +139,29 @@ def _timeview(recs: list[RunRecord], collapse: scaling.Collapse | None) -> TimeV
     return timeview.timeview(at)
 
 
-def _experiment(workload: str, fs: str, recs: list[RunRecord]) -> Experiment:
+def _confirmation(crec: ConfirmRecord | None, pts: list[PointView], whatif) -> confirmation.Confirmation | None:
+    """The verdict; its predictions bounded by the ideal throughput at that
+    point and by the what-if of the lock removed (as gains over the point)."""
+    if crec is None:
+        return None
+    at = next((p for p in pts if p.workers == crec.workers), None)
+    gains = []
+    if at and at.speedup > 0:
+        gains.append(at.ideal / at.speedup)
+        wp = next((w for w in whatif.curve if w.workers == at.workers), None) \
+            if isinstance(whatif, WhatIf) and whatif.name == crec.target.name else None
+        if wp and at.ops_per_sec > 0:
+            gains.append(wp.ops_per_sec / at.ops_per_sec)
+    return confirmation.confirm(crec, min(gains) if gains else None)
+
+
+def confirm_point(exps: list[Experiment], crec: ConfirmRecord) -> confirmation.Confirmation:
+    """The verdict of a confirmation record, with the experiment it re-ran."""
+    e = next((e for e in exps if (e.workload, e.fs) == (crec.workload, crec.fs)), None)
+    return _confirmation(crec, e.points if e else [], e.whatif if e else None)
+
+
+def _experiment(workload: str, fs: str, recs: list[RunRecord], crec: ConfirmRecord | None = None) -> Experiment:
     curve = _curve(recs)
     pts = _point_views(recs, curve)
     collapse = scaling.find_collapse(curve)
@@ -128,19 +169,24 @@ def _experiment(workload: str, fs: str, recs: list[RunRecord]) -> Experiment:
     if collapse:
         i = next(i for i, p in enumerate(pts) if p.workers == collapse.workers)
         root = attribution.root_cause(recs[i - 1], recs[i], pts[i - 1].lost_capacity, pts[i].lost_capacity)
+    wi = _whatif(recs, curve, collapse, root)
+    confirmed = _confirmation(crec, pts, wi)
     return Experiment(workload=workload, fs=fs, kind=recs[0].kind, unit=recs[0].throughput_unit, points=pts,
                       collapse=collapse, root_cause=root,
-                      diagnosis=diagnosis.sentence(title(workload, fs), pts, collapse, root, recs),
-                      usl=_usl(recs, curve), whatif=_whatif(recs, curve, collapse, root),
-                      timeview=_timeview(recs, collapse), records=recs)
+                      diagnosis=diagnosis.sentence(title(workload, fs), pts, collapse, root, recs, confirmed),
+                      usl=_usl(recs, curve), whatif=wi,
+                      timeview=_timeview(recs, collapse), records=recs, confirmation=confirmed)
 
 
-def analyze(records: list[RunRecord]) -> list[Experiment]:
+def analyze(records: list[RunRecord],
+            confirmations: dict[tuple[str, str], ConfirmRecord] | None = None) -> list[Experiment]:
+    """`confirmations`: `lockscope confirm`'s records by (workload, fs)
+    (load_confirmations)."""
     groups: dict[tuple[str, str], dict[int, RunRecord]] = {}
     for r in records:
         # a worker count measured twice: the newer record wins
         slot = groups.setdefault((r.workload, r.fs), {})
         if r.workers not in slot or r.created >= slot[r.workers].created:
             slot[r.workers] = r
-    return [_experiment(workload, fs, [by_w[w] for w in sorted(by_w)])
+    return [_experiment(workload, fs, [by_w[w] for w in sorted(by_w)], (confirmations or {}).get((workload, fs)))
             for (workload, fs), by_w in sorted(groups.items())]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import holders, owners, probeeffect
 from .kernel import sharing
 from .attribution import RootCause
+from .confirmation import CONFIRMED, INCONCLUSIVE, MIXED, NOT_CONFIRMED, Confirmation
 from .results import PointView
 from .scaling import Collapse
 from lockscope.record import RunRecord
@@ -65,8 +66,22 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
 
 
 def sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: RootCause | None,
-             recs: list[RunRecord]) -> str:
-    """on: the experiment's title ("MWRM on tmpfs")."""
+             recs: list[RunRecord], confirmed: Confirmation | None = None) -> str:
+    """on: the experiment's title ("MWRM on tmpfs"); confirmed: `lockscope
+    confirm`'s verdict, said after the diagnosis."""
+    text = _sentence(on, pts, collapse, root, recs)
+    return text + (" " + confirmation_clause(confirmed) if confirmed else "")
+
+
+def confirmation_clause(c: Confirmation) -> str:
+    """"Confirmed by experiment: ..." and why."""
+    head = {CONFIRMED: "Confirmed by experiment", NOT_CONFIRMED: "Not confirmed by experiment",
+            MIXED: "Experiment mixed", INCONCLUSIVE: "Experiment inconclusive"}[c.verdict]
+    return f"{head} ({c.lock}, {c.workers} workers): {c.why}."
+
+
+def _sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: RootCause | None,
+              recs: list[RunRecord]) -> str:
     if not pts or any(p.ops_per_sec <= 0 for p in pts):
         return f"{on}: throughput was not measured at every point, so there is no scaling curve."
     last = pts[-1]

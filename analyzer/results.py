@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .attribution import Attribution, RootCause, Wait, WhatIf
+from .confirmation import Confirmation
 from .scaling import Collapse
 from .usl import UslFit
 from lockscope.record import NO_FS, CpuBreakdown, RunRecord
@@ -85,6 +86,7 @@ class Experiment:
     whatif: WhatIf | Unavailable
     timeview: TimeView | Unavailable
     records: list[RunRecord] = field(default_factory=list, repr=False)
+    confirmation: Confirmation | None = None   # `lockscope confirm` (analyzer/confirmation.py)
 
     @property
     def title(self) -> str:

@@ -88,7 +88,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args) -> int:
     from lockscope.analyzer.analysis_json import to_json
-    from lockscope.analyzer.analyze import analyze, load_records
+    from lockscope.analyzer.analyze import analyze, load_confirmations, load_records
 
     recs = load_records(args.dir)
     if args.vmlinux:
@@ -100,7 +100,7 @@ def cmd_analyze(args) -> int:
             print(f"lockscope: warning: --vmlinux: {len(old)} record(s) have no kernel image bounds "
                   f"(recorded before lockscope named global locks), their names are kept: {', '.join(old[:3])}",
                   file=sys.stderr)
-    exps = analyze(recs)
+    exps = analyze(recs, load_confirmations(args.dir))
     if args.json:
         json.dump(to_json(exps), sys.stdout, indent=1)
         print()
@@ -108,6 +108,40 @@ def cmd_analyze(args) -> int:
     for e in exps:
         print("\n".join(textout.experiment_lines(e)))
         print()
+    return 0
+
+
+def cmd_confirm(args) -> int:
+    from lockscope import confirmdata
+    from lockscope.analyzer.analyze import analyze, load_records
+    from lockscope.analyzer.analysis_json import confirmation_json
+    from lockscope.analyzer.analyze import confirm_point
+    from lockscope.confirmplan import Choice, plan
+    from lockscope.measure.confirm import run_confirm
+    from lockscope.settings import confirm_options
+
+    kw = confirm_options(args)
+    exps = analyze(load_records(args.dir))
+    specs, skipped = plan(exps, Choice(args.experiment.split(",") if args.experiment else None,
+                                       args.workers, args.lock), **kw)
+    for why in skipped:
+        print(f"skipped: {why}", file=sys.stderr)
+    if not specs:
+        raise LockscopeError("nothing to confirm in " + str(args.dir), "see the reasons above", exit_code=EXIT_USAGE)
+    validate.require_run_environment(True)
+    reclaim(args.scratch)
+    done = []
+    for spec in specs:
+        rec = run_confirm(spec, lambda msg: print(f"  {spec.workload}-{spec.fs}: {msg}", file=sys.stderr, flush=True))
+        path = confirmdata.path_for(args.dir, spec.workload, spec.fs)
+        confirmdata.save(rec, path)
+        done.append((confirm_point(exps, rec), path))
+    if args.json:
+        json.dump([confirmation_json(c) | {"record": str(p)} for c, p in done], sys.stdout, indent=1)
+        print()
+    else:
+        for c, p in done:
+            print("\n".join(textout.confirmation_lines(c)) + f"\nrecord: {p}")
     return 0
 
 
@@ -268,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             code = cmd_top(args)
         else:
             code = {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
-                    "export": cmd_export, "compare": cmd_compare}[args.cmd](args)
+                    "export": cmd_export, "compare": cmd_compare, "confirm": cmd_confirm}[args.cmd](args)
         if analyze.SKIPPED and code == 0:
             # README, "Troubleshooting": bad records are skipped with a warning
             # each, the output holds the others, and the exit code says so

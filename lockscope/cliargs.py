@@ -144,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_attach_command(sub)
     _add_top_command(sub)
     _add_result_commands(sub)
+    _add_confirm_command(sub)
     _add_machine_commands(sub)
     return ap
 
@@ -235,6 +236,35 @@ def _add_result_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default=None, help="only this workload")
     p.add_argument("--json", action="store_true", help="machine-readable output (lockscope.compare/1)")
     p.add_argument("--html", type=Path, default=None, help="also write an offline HTML page here")
+
+
+def _add_confirm_command(sub: argparse._SubParsersAction) -> None:
+    """confirm: the root cause tested by delay injection."""
+    p = sub.add_parser("confirm", help="test the root-cause lock by experiment: waits added inside its critical "
+                                       "sections and, as the control, just outside them",
+                       description="Run the collapse point of each experiment of DIR again, with a busy wait "
+                                   "added inside the root-cause lock's critical sections and, as the control, "
+                                   "the same wait just outside them, in alternating phases of one run; the "
+                                   "workload's throughput response says whether the lock limits it (confirmed, "
+                                   "not confirmed, mixed). Writes DIR/confirm/WORKLOAD-FS.json, read by analyze, "
+                                   "report and export. Built-in workloads only; never attached processes.")
+    p.add_argument("dir", type=Path, help="results directory of `lockscope sweep` or `run`")
+    p.add_argument("--experiment", default=None, metavar="W[-FS][,...]",
+                   help="only these experiments (workload, or workload-fs)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="confirm at this point (default: the collapse point)")
+    p.add_argument("--lock", default=None, metavar="NAME",
+                   help="the lock to lengthen, as analyze names it (default: the root cause's)")
+    p.add_argument("--delays", default=None, metavar="US[,US...]",
+                   help="busy waits per acquisition in microseconds (default: chosen so that a serial lock "
+                        "would lose about 9, 20 and 33%% of the throughput)")
+    p.add_argument("--phase", type=float, default=1.5, help="seconds per phase (default 1.5)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds over the delays (default 2)")
+    p.add_argument("--discover", type=float, default=1.5,
+                   help="seconds of the probe window that finds the lock in this run (default 1.5)")
+    p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,
+                   help=f"where the file system is made (default {scratch.DEFAULT_SCRATCH})")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
 
 
 def _writer(sub: argparse._SubParsersAction, name: str, out_help: str, **kw: str) -> None:

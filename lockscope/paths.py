@@ -10,7 +10,7 @@ from lockscope.errors import EnvironmentProblem
 
 _PKG = Path(__file__).resolve().parent
 _SOURCE_TREE = _PKG.parent
-_BUILD_DIRS = {"lockscope-probe": "probes", "lockscope-workload": "workloads"}
+_BUILD_DIRS = {"lockscope-probe": "probes", "lockscope-inject": "probes", "lockscope-workload": "workloads"}
 
 
 def binary(name: str) -> Path:
@@ -27,6 +27,10 @@ def binary(name: str) -> Path:
 
 def probe_binary() -> Path:
     return binary("lockscope-probe")
+
+
+def inject_binary() -> Path:
+    return binary("lockscope-inject")
 
 
 def workload_binary() -> Path:

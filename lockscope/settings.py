@@ -186,3 +186,14 @@ def live_spec(args: argparse.Namespace):
             raise UsageError(f"{why}; use --batch N for plain text")
     found = None if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
     return LiveSpec(found, args.interval, args.workers, args.sample_hz, vmlinux)
+
+
+def confirm_options(args: argparse.Namespace) -> dict:
+    """confirm's options, checked: the ConfirmSpec fields they set."""
+    from lockscope.measure.inject import MAX_KERNEL_NS
+    validate.check_worker_count(args.workers)
+    delays = validate.parse_delays(args.delays, MAX_KERNEL_NS / 1000)
+    validate.check_phases(args.phase, args.rounds, args.discover)
+    scratch.check_root(args.scratch)
+    return {"delays_ns": delays, "phase_s": args.phase, "rounds": args.rounds, "discover_s": args.discover,
+            "scratch_root": args.scratch}

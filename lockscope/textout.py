@@ -5,6 +5,7 @@ from __future__ import annotations
 from lockscope.analyzer import holders, owners, probeeffect
 from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
+from lockscope.analyzer.confirmation import Confirmation, Response
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
 from lockscope.analyzer.usl import UslFit
 from lockscope.record import NO_FS, RunRecord
@@ -223,4 +224,25 @@ def analysis_lines(e: Experiment) -> list[str]:
     unknown = {r.id for r in e.records if r.ops_per_sec is None}
     lost = [_attribution_line(p) for p in e.points if p.lost_capacity > 0 and p.record_id not in unknown]
     return ([_usl_line(e.usl, e.unit)] + lost + [_whatif_line(e.whatif, e.unit), _timeview_line(e.timeview)]
-            + ([_cpi_line(e.points)] if e.points else []))
+            + ([_cpi_line(e.points)] if e.points else [])
+            + (confirmation_lines(e.confirmation, e.unit) if e.confirmation else []))
+
+
+def _response(r: Response) -> str:
+    if r.slope is None:
+        return "no wait added"
+    ci = f" (95%: {r.low:.2f}-{r.high:.2f})" if r.low is not None else ""
+    return f"{r.slope:.2f}{ci} over {len(r.points)} phases"
+
+
+def confirmation_lines(c: Confirmation, unit: str = "ops/s") -> list[str]:
+    """`lockscope confirm`'s verdict on one lock, as text."""
+    out = [f"confirm ({c.workers} workers, {c.lock}): {c.verdict.upper()}: {c.why}",
+           f"  waits of {', '.join(f'{d:g}' for d in c.delays_us)} us; time per operation gained per unit of wait "
+           f"added inside the lock: {_response(c.inside)}; just outside it (the control): {_response(c.outside)}",
+           f"  plain phases: {c.base_ops_per_sec:,.0f} {unit} (adjacent ones differ by {c.noise:.1%}); {c.how}"]
+    if c.predicted:
+        out.append("  predicted with the critical sections shorter by " +
+                   ", ".join(f"{k}: {v:,.0f}" for k, v in c.predicted.items()) +
+                   f" {unit} (an upper estimate: the lock taken as held for the whole serial time per operation)")
+    return out + [f"  warning: {w}" for w in c.warnings]

@@ -85,6 +85,30 @@ def check_batch(batch: int | None) -> None:
         raise UsageError(f"--batch {batch}: must be 1 or more")
 
 
+def parse_delays(text: str | None, cap_us: float) -> list[int] | None:
+    """confirm's --delays: microseconds, comma-separated -> nanoseconds."""
+    if text is None:
+        return None
+    try:
+        us = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--delays {text}: give microseconds separated by commas, e.g. 0.5,1,2") from None
+    if not us or any(not 0 < u <= cap_us for u in us):
+        raise UsageError(f"--delays {text}: each must be above 0 and at most {cap_us:g} us "
+                         "(the cap of a wait inside a kernel lock)")
+    return sorted({round(u * 1000) for u in us})
+
+
+def check_phases(phase: float, rounds: int, discover: float) -> None:
+    """confirm's --phase, --rounds and --discover."""
+    if phase < 0.5:
+        raise UsageError(f"--phase {phase:g}: must be 0.5 seconds or more (the workload reports every 0.1 s)")
+    if rounds < 1:
+        raise UsageError(f"--rounds {rounds}: must be 1 or more")
+    if discover < 0.5:
+        raise UsageError(f"--discover {discover:g}: must be 0.5 seconds or more")
+
+
 def check_interval(interval: float) -> None:
     if interval < 0:
         raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")

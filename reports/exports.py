@@ -17,7 +17,7 @@ from pathlib import Path
 from lockscope import atomicio, record, validate
 from lockscope.record import RUNS
 from ..analyzer.analysis_json import to_json
-from ..analyzer.analyze import analyze, load_records
+from ..analyzer.analyze import analyze, load_confirmations, load_records
 from ..analyzer.results import Experiment
 from . import figures, filenames, pprof
 
@@ -41,9 +41,11 @@ class BottleneckRow:
     tier: str | None = None
     wait_share: float | None = None
     explained_share: float | None = None
+    confirmed: str | None = None       # `lockscope confirm`'s verdict on the root-cause lock; None: not tested
 
 
 TABLE_COLUMNS = [f.name for f in fields(BottleneckRow)]
+TEX_VERDICT = {"confirmed": "yes", "not confirmed": "no", "mixed": "mixed", "inconclusive": "?"}
 
 
 def bottleneck_row(e: Experiment) -> BottleneckRow:
@@ -55,6 +57,8 @@ def bottleneck_row(e: Experiment) -> BottleneckRow:
         w = e.root_cause.wait
         row.root_cause, row.kind, row.tier, row.wait_share = w.name, w.kind, w.tier, w.wait_share
         row.explained_share = e.root_cause.explained_share
+        if e.confirmation and e.confirmation.lock == w.name:
+            row.confirmed = e.confirmation.verdict
     return row
 
 
@@ -81,8 +85,8 @@ def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks 
         return "--" if x is None else latex_escape(f"{x:.0%}")
 
     lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\setlength{\tabcolsep}{4pt}",
-             r"\begin{tabular}{llrrp{0.34\linewidth}r}", r"\toprule",
-             r"Workload & FS & Collapse & Speedup & Root-cause lock & Explained \\", r"\midrule"]
+             r"\begin{tabular}{llrrp{0.26\linewidth}rl}", r"\toprule",
+             r"Workload & FS & Collapse & Speedup & Root-cause lock & Explained & Conf.\textsuperscript{a} \\", r"\midrule"]
     for r in rows:
         collapse = "--" if r.collapse_workers is None else f"{r.collapse_workers}"
         speed = "--" if r.speedup is None else f"{r.speedup:.2f}"
@@ -90,8 +94,10 @@ def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks 
             latex_escape(r.root_cause) + (f" ({latex_escape(r.kind)}, {latex_escape(r.tier)})"
                                           if r.kind and r.tier else ""))
         lines.append(f"{latex_escape(r.workload)} & {latex_escape(r.fs)} & {collapse} & {speed} & "
-                     f"{cause} & {pct(r.explained_share)} \\\\")
-    lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{latex_escape(caption)}}}",
+                     f"{cause} & {pct(r.explained_share)} & {TEX_VERDICT.get(r.confirmed, '--')} \\\\")
+    lines += [r"\bottomrule", r"\end{tabular}",
+              r"\par\footnotesize\textsuperscript{a}\,by delay injection (\texttt{lockscope confirm}): "
+              r"yes, no, mixed, or ? (too little added to tell); -- not tested", f"\\caption{{{latex_escape(caption)}}}",
               f"\\label{{{latex_escape(label)}}}", r"\end{table}", ""]
     return "\n".join(lines)
 
@@ -115,7 +121,7 @@ def write_exports(results_dir: Path, out_dir: Path | None = None) -> list[Path]:
     out_dir = Path(out_dir) if out_dir else results_dir / "exports"
     records = load_records(results_dir)
     validate.check_writable_dir(out_dir, "exports directory")
-    exps = analyze(records)
+    exps = analyze(records, load_confirmations(results_dir))
     written: list[Path] = []
     for e in exps:
         written += _write_figures(e, out_dir)

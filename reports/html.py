@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lockscope import __version__, atomicio, record, validate
 from ..analyzer import scaling
-from ..analyzer.analyze import analyze, load_records
+from ..analyzer.analyze import analyze, load_confirmations, load_records
 from ..analyzer.results import Experiment
 from . import figures, filenames, flamegraph, rolefigures, templating
 
@@ -88,7 +88,7 @@ def write_report(results_dir: Path, out_dir: Path | None = None) -> Path:
     """Write the index, one page per experiment and the flame graphs; return
     the path of index.html."""
     results_dir = Path(results_dir)
-    exps = analyze(load_records(results_dir))
+    exps = analyze(load_records(results_dir), load_confirmations(results_dir))
     out_dir = Path(out_dir) if out_dir else results_dir / "report"
     validate.check_writable_dir(out_dir, "report directory")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -146,7 +146,7 @@ def leaked_progs(prefix: str) -> list[str]:
 
 
 def our_processes() -> list[tuple[str, str]]:
-    """(pid, comm) of every live lockscope-probe and lockscope-workload
+    """(pid, comm) of every live lockscope-probe, lockscope-inject and lockscope-workload
     process (a zombie is dead, waiting to be reaped)."""
     out = []
     for d in Path("/proc").iterdir():
@@ -156,7 +156,7 @@ def our_processes() -> list[tuple[str, str]]:
                 state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
-            if comm in ("lockscope-probe", "lockscope-workl") and state != "Z":
+            if comm in ("lockscope-probe", "lockscope-workl", "lockscope-injec") and state != "Z":
                 out.append((d.name, comm))
     return out
 

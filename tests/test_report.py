@@ -166,7 +166,7 @@ def with_every_part(exp):
 def test_every_part_of_the_analysis_is_drawn(tmp_path, monkeypatch):
     from lockscope.reports import html
     plain = html.analyze
-    monkeypatch.setattr(html, "analyze", lambda recs: [with_every_part(e) for e in plain(recs)])
+    monkeypatch.setattr(html, "analyze", lambda recs, *confirmed: [with_every_part(e) for e in plain(recs, *confirmed)])
     index = html.write_report(DATA / "mwrm_mmap_tmpfs", tmp_path / "report")
     page = (index.parent / "MWRM-tmpfs.html").read_text()
     for fig in ("fig-throughput", "fig-whatif", "fig-attribution", "fig-timeview"):

@@ -18,16 +18,19 @@ from pathlib import Path
 
 from lockscope import paths
 from lockscope.errors import LockscopeError
+from lockscope.measure.jsonlines import kill_group, spawn_gated
 
 START_TIMEOUT_S = 120
 
 
 class SteadyLoad:
     def __init__(self, workload: str, workers: int, directory: Path | str, duration: float,
-                 interval: float = 0.1, warmup: float = 1.0, cpus: str | None = None):
+                 interval: float = 0.1, warmup: float = 1.0, cpus: str | None = None, params: dict | None = None):
         self.argv = [str(paths.workload_binary()), "run", "--workload", workload, "--workers", str(workers),
                      "--duration", str(duration), "--warmup", str(warmup), "--dir", str(directory),
                      "--interval", str(interval)] + (["--cpus", cpus] if cpus else [])
+        for k, v in (params or {}).items():
+            self.argv += ["--param", f"{k}={v}"]
         self.samples: list[tuple[int, int]] = []
         self.ready: dict = {}
         self.started = threading.Event()     # the window started, or the driver's output ended
@@ -39,7 +42,8 @@ class SteadyLoad:
         return self.ready.get("worker_pids", [])
 
     def __enter__(self) -> "SteadyLoad":
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
+        # a group of its own, killed with lockscope (SIGKILL included: the watchdog)
+        self.proc = spawn_gated(self.argv, None, stdout=subprocess.PIPE, text=True, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
         if not self.started.wait(START_TIMEOUT_S) or self.ended:
             self.__exit__()
@@ -50,8 +54,7 @@ class SteadyLoad:
 
     def __exit__(self, *exc) -> None:
         if self.proc:
-            self.proc.kill()
-            self.proc.wait()
+            kill_group(self.proc)
 
     def _read(self) -> None:
         for line in self.proc.stdout:

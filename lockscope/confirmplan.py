@@ -1,0 +1,59 @@
+"""Which points `lockscope confirm DIR` runs again, and on which lock: by
+default the collapse point of each experiment and the lock its root cause
+names; --experiment, --workers and --lock choose otherwise. Experiments
+that cannot be confirmed are skipped with the reason (attached processes
+are never injected into: lockscope did not start them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lockscope.analyzer.results import Experiment
+from lockscope.errors import UsageError
+from lockscope.measure.confirm import ConfirmSpec
+
+
+@dataclass
+class Choice:
+    wanted: list[str] | None = None    # --experiment: WORKLOAD or WORKLOAD-FS
+    workers: int | None = None         # --workers: this point instead of the collapse point
+    lock: str | None = None            # --lock: this lock instead of the root cause's
+
+
+def _matches(e: Experiment, wanted: list[str] | None) -> bool:
+    return not wanted or e.workload in wanted or f"{e.workload}-{e.fs}" in wanted
+
+
+def plan(exps: list[Experiment], choice: Choice, **spec_kw) -> tuple[list[ConfirmSpec], list[str]]:
+    """(the points to confirm, "experiment: why skipped" lines)"""
+    specs, skipped = [], []
+    chosen = [e for e in exps if _matches(e, choice.wanted)]
+    if choice.wanted and not chosen:
+        raise UsageError(f"--experiment {','.join(choice.wanted)}: no such experiment in the results "
+                         f"(there are: {', '.join(f'{e.workload}-{e.fs}' for e in exps)})")
+    for e in chosen:
+        name = f"{e.workload}-{e.fs}"
+        if e.kind == "attach":
+            skipped.append(f"{name}: attached processes are not injected into (lockscope did not start them)")
+            continue
+        if e.kind != "builtin":
+            skipped.append(f"{name}: confirm runs built-in workloads (this one is a command)")
+            continue
+        workers = choice.workers or (e.collapse.workers if e.collapse else None)
+        if workers is None:
+            skipped.append(f"{name}: no collapse point (pass --workers N to confirm at a point of your choice)")
+            continue
+        rec = next((r for r in e.records if r.workers == workers), None)
+        if rec is None:
+            skipped.append(f"{name}: no point with {workers} workers (there are: "
+                           f"{', '.join(str(r.workers) for r in e.records)})")
+            continue
+        lock = choice.lock or (e.root_cause.wait.name if e.root_cause and e.root_cause.wait.is_lock else None)
+        if lock is None:
+            skipped.append(f"{name}: its diagnosis names no lock (pass --lock NAME to confirm one)")
+            continue
+        if workers < 2:
+            skipped.append(f"{name}: one worker has no one to wait for (pass --workers 2 or more)")
+            continue
+        specs.append(ConfirmSpec(workload=e.workload, fs=e.fs, workers=workers, lock_name=lock,
+                                 params={k: v for k, v in rec.params.items()}, record_id=rec.id, **spec_kw))
+    return specs, skipped

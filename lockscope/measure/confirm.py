@@ -1,0 +1,225 @@
+"""`lockscope confirm`: one point of a sweep run again, with a busy wait
+added inside the root-cause lock's critical sections, and the same wait
+just outside them as the control, in alternating phases of one run of the
+workload (probes/inject.bpf.c adds the waits; the workload's own progress
+lines give each phase's throughput).
+
+1. The workload starts on a fresh file system and keeps running.
+2. Discovery: the probe watches it for a short window and names its locks
+   as `run` does; the lock the diagnosis named is looked up by name, and its
+   addresses in this run are the ones delayed (object locks are new objects
+   in every run).
+3. Phases: none, inside d1, none, outside d1, none, inside d2, ..., each
+   injected phase between two plain ones. The delays are chosen from the
+   discovery window so that the serial prediction loses ~9/20/33% of the
+   throughput, unless given.
+
+The record (lockscope/confirmdata.py) keeps every phase; the verdict is
+computed by analyzer/confirmation.py.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lockscope import __version__
+from lockscope.analyzer.user.addrspace import elf_symbols
+from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
+from lockscope.errors import LockscopeError, UsageError
+from lockscope.machine import scratch
+from lockscope.measure import workloads
+from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
+from lockscope.measure.inject import MAX_KERNEL_NS, MAX_USER_NS, InjectSession
+from lockscope.measure.probe import ProbeSession
+from lockscope.measure.runner import MAX_WATCH_PATHS
+from lockscope.measure.steadyload import SteadyLoad
+from lockscope.record import NO_FS, Lock, RunRecord
+
+Progress = Callable[[str], None]
+SETTLE_S = 0.25                 # after a delay changes, before the phase is measured
+ALONE_S = 1.0                   # the workload's rate with nothing attached, first
+# the serial prediction's loss of throughput at each automatic level: the
+# wait added per operation is this fraction of the time per operation
+AUTO_FRACTIONS = (0.1, 0.25, 0.5)
+MIN_DELAY_NS = 100
+USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock")}
+
+
+@dataclass
+class ConfirmSpec:
+    workload: str
+    fs: str
+    workers: int
+    lock_name: str                          # the lock to lengthen, as the diagnosis names it
+    params: dict = field(default_factory=dict)
+    delays_ns: list[int] | None = None      # None: chosen from the discovery window
+    phase_s: float = 1.5
+    rounds: int = 2
+    discover_s: float = 1.5
+    scratch_root: Path = scratch.DEFAULT_SCRATCH
+    device: str | None = None
+    record_id: str = ""
+    vmlinux: Path | None = None
+
+
+def discover(load: SteadyLoad, mountpoint: Path | None, workers: int, seconds: float,
+             vmlinux: Path | None) -> tuple[list[Lock], float, float]:
+    """The workload's locks named as `run` names them, from a probe window of
+    `seconds`: (locks, window seconds, the workload's ops/s in the window)."""
+    with ProbeSession() as probe:
+        for pid in load.worker_pids:
+            probe.track(pid)
+        for path in load.ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
+            probe.watch(path)        # the objects whose locks are named by path, as in `run`
+        t0 = probe.start()["t_ns"]
+        time.sleep(seconds)
+        data = probe.stop()
+    window_s = data["window_ns"] / 1e9
+    raw = raw_from_probe(data, mountpoint, vmlinux)
+    rec = RunRecord(id="discovery", workload="discovery", fs=NO_FS, workers=workers, duration_s=window_s,
+                    ops=None, ops_per_sec=None, probe=probe_info(data, raw, None))
+    finish_record(rec, data, raw, None)
+    return rec.locks, window_s, load.rate(t0, data["t_stop_ns"])
+
+
+def _user_functions(tgid: int, names: tuple[str, str]) -> tuple[str, int, int]:
+    """(path, file offset of names[0], of names[1]) in the library of process
+    tgid that defines them (glibc's pthread_mutex_lock/unlock)."""
+    seen = set()
+    with open(f"/proc/{tgid}/maps") as f:
+        paths = [ln.split(None, 5)[5].strip() for ln in f if len(ln.split(None, 5)) == 6]
+    for path in paths:
+        if not path.startswith("/") or path in seen:
+            continue
+        seen.add(path)
+        syms = elf_symbols(path)
+        if not syms:
+            continue
+        offs = []
+        for name in names:
+            vaddr = next((a for a, _, n in syms.functions if n == name), None)
+            seg = next((s for s in syms.segments if vaddr is not None and s[2] <= vaddr < s[2] + s[1]), None)
+            if seg is None:
+                break
+            offs.append(vaddr - seg[2] + seg[0])
+        if len(offs) == 2:
+            return path, offs[0], offs[1]
+    raise LockscopeError(f"no library of process {tgid} defines {' and '.join(names)}")
+
+
+def target_of(lock: Lock, inj: InjectSession) -> Target:
+    """Hand `lock`'s addresses to the injector; what will be delayed, in words."""
+    t = Target(name=lock.name, lock_class=lock.lock_class, kind=lock.kind, space="kernel",
+               addresses=list(lock.addresses))
+    user = [a for a in lock.addresses if ":" in a]
+    if not user:
+        for a in lock.addresses:
+            inj.kernel_lock(int(a, 16))
+        t.how = ("a busy wait after each contended acquisition (lock:contention_end), and for the control at "
+                 "the acquiring thread's next system-call return")
+        return t
+    if lock.kind not in USER_RELEASE:
+        raise UsageError(f"confirm cannot lengthen the critical sections of {lock.name} ({lock.kind}): "
+                         f"it adds waits to kernel locks and to {', '.join(USER_RELEASE)} locks",
+                         "pass --lock with another lock of the diagnosis (`lockscope analyze` lists them)")
+    t.space = "user"
+    acquire, release = USER_RELEASE[lock.kind]
+    for a in user:
+        tgid, addr = a.split(":")
+        path, acq_off, rel_off = _user_functions(int(tgid), (acquire, release))
+        inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16))
+        t.acquire, t.release = f"{acquire} ({path})", f"{release} ({path})"
+    t.how = f"a busy wait before each release ({release}), and for the control on entry to {acquire}"
+    return t
+
+
+def auto_delays(lock: Lock, window_s: float, window_rate: float, ops_per_sec: float,
+                user: bool) -> tuple[list[int], float | None]:
+    """Delays whose serial prediction loses AUTO_FRACTIONS of the throughput
+    (ops_per_sec, with the injector attached): wait per acquisition d with
+    d x (acquisitions per op) = f / (ops/s). Kernel waits are added at
+    contended acquisitions only (per op as counted in the discovery window,
+    at window_rate); a user lock's at every release (taken as one per op)."""
+    per_op = None if user else lock.count / window_s / max(window_rate, 1e-9)
+    cap = MAX_USER_NS if user else MAX_KERNEL_NS
+    acq = per_op if per_op else 1.0
+    delays = [min(cap, max(MIN_DELAY_NS, round(f / ops_per_sec / acq * 1e9, -1))) for f in AUTO_FRACTIONS]
+    return sorted(set(int(d) for d in delays)), per_op
+
+
+def _phase(load: SteadyLoad, inj: InjectSession, where: str, delay: int, seconds: float, t_start: int) -> Phase:
+    inj.delay(inside_ns=delay if where == INSIDE else 0, outside_ns=delay if where == OUTSIDE else 0)
+    time.sleep(SETTLE_S)
+    c0, t0 = inj.counts(), time.monotonic_ns()
+    time.sleep(seconds)
+    t1 = time.monotonic_ns()
+    c = inj.counts() - c0
+    ops, rate = load.ops_between(t0, t1), load.rate(t0, t1)
+    added, added_ns = (c.inside, c.inside_ns) if where == INSIDE else (c.outside, c.outside_ns)
+    return Phase(where=where, delay_ns=delay if where != NONE else 0, t_s=round((t0 - t_start) / 1e9, 3),
+                 seconds=round((t1 - t0) / 1e9, 3), ops=ops, ops_per_sec=rate, added=added, added_ns=added_ns)
+
+
+def schedule(delays: list[int], rounds: int) -> list[tuple[str, int]]:
+    """none, inside d, none, outside d, ... for every delay and round, ending with none."""
+    out = []
+    for _ in range(rounds):
+        for d in delays:
+            out += [(NONE, 0), (INSIDE, d), (NONE, 0), (OUTSIDE, d)]
+    return out + [(NONE, 0)]
+
+
+def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
+    info = workloads.check_workload(spec.workload)
+    with contextlib.ExitStack() as stack:
+        mnt = None
+        if info.get("needs_dir", True):
+            progress(f"preparing {spec.fs}")
+            mnt = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device)).mountpoint
+        directory = mnt or stack.enter_context(tempfile.TemporaryDirectory(prefix="lockscope-confirm-"))
+        planned = len(schedule(spec.delays_ns or list(AUTO_FRACTIONS), spec.rounds))
+        duration = ALONE_S + spec.discover_s + 3 + planned * (spec.phase_s + SETTLE_S + 0.1) + 30
+        load = stack.enter_context(SteadyLoad(spec.workload, spec.workers, directory, duration, params=spec.params))
+        t0 = time.monotonic_ns()
+        time.sleep(ALONE_S)
+        alone = load.rate(t0, time.monotonic_ns())
+        progress(f"alone: {alone:,.0f} ops/s; discovery: naming the locks of {spec.workload} ({spec.workers} workers) "
+                 f"for {spec.discover_s:g} s")
+        locks, window_s, disc_rate = discover(load, mnt, spec.workers, spec.discover_s, spec.vmlinux)
+        lock = next((lk for lk in locks if lk.name == spec.lock_name), None)
+        if lock is None:
+            top = "; ".join(f"{lk.name} ({lk.wait_share:.0%})" for lk in locks[:5]) or "none"
+            raise LockscopeError(f"the lock to confirm, {spec.lock_name}, was not waited on in the discovery window "
+                                 f"({window_s:.1f} s); the locks waited on were: {top}",
+                                 "pass --lock with one of those names, or a longer --discover")
+        inj = stack.enter_context(InjectSession())
+        for pid in load.worker_pids:
+            inj.track(pid)
+        target = target_of(lock, inj)
+        t_start = time.monotonic_ns()
+        phases = [_phase(load, inj, NONE, 0, spec.phase_s, t_start)]     # the first plain one sizes the delays
+        delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user")
+        delays = spec.delays_ns or delays
+        plan = schedule(delays, spec.rounds)
+        progress(f"{len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "
+                 f"inside and outside {lock.name}; [1/{len(plan)}] none: {phases[0].ops_per_sec:,.0f} ops/s")
+        for i, (where, d) in enumerate(plan[1:], 2):
+            phases.append(_phase(load, inj, where, d, spec.phase_s, t_start))
+            p = phases[-1]
+            progress(f"[{i}/{len(plan)}] {where} {d / 1000:g} us: {p.ops_per_sec:,.0f} ops/s"
+                     + (f", {p.added:,} waits added" if where != NONE else ""))
+        inj.delay()
+    return ConfirmRecord(
+        workload=spec.workload, fs=spec.fs, workers=spec.workers, target=target, phases=phases,
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        lockscope_version=__version__, record_id=spec.record_id, discovery_s=round(window_s, 3),
+        alone_ops_per_sec=alone,
+        lock_wait_share=lock.wait_share, contended_per_op=per_op,
+        warnings=[] if os.cpu_count() and os.cpu_count() >= spec.workers else
+        [f"{spec.workers} workers on {os.cpu_count()} CPUs: an outside wait competes for CPU time too"])

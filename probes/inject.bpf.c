@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Delay injection for `lockscope confirm`: make one lock's critical sections
+ * longer by a busy wait of a set number of nanoseconds ("inside"), or add the
+ * same wait just outside them ("outside", the control), and count what was
+ * added. The two differ only in where the wait falls: a lock that limits
+ * throughput passes on an inside wait in full, and absorbs an outside one.
+ *
+ * Kernel locks: lock:contention_end with ret 0 (the waiter has just
+ * acquired the lock): only contended acquisitions get a wait, as with perf
+ * lock contention -J (every release of a mutex or rwsem would need fentry
+ * or kprobes on their functions, which kernels like this one's refuse).
+ * A mutex's end fires with its wait_lock still held, so the mutex's waiters
+ * queue behind it as they would behind the holder. The outside wait of such
+ * an acquisition runs at the task's next return from a system call
+ * (raw_syscalls:sys_exit), where no lock of the call is held.
+ * User locks (uprobes on the lock's functions, e.g. pthread_mutex_unlock):
+ * the inside wait runs before every release, contended or not; the outside
+ * one on entry to the acquire function, before the lock is taken.
+ *
+ * Only the tracked processes are delayed. Delays are set from user space
+ * through .bss (0: off); the loader caps them (inject.c).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "inject.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+volatile __u64 inside_ns;          /* the wait inside the critical section */
+volatile __u64 outside_ns;         /* the wait outside it (the control) */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, INJECT_MAX_TGIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, INJECT_MAX_LOCKS);
+	__type(key, __u64);
+	__type(value, __u8);
+} locks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, INJECT_MAX_LOCKS);
+	__type(key, struct ulock_key);
+	__type(value, __u8);
+} ulocks SEC(".maps");
+
+/* thread id -> outside waits owed by contended kernel acquisitions, paid at
+ * its next system call return */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, INJECT_MAX_TGIDS * 4);
+	__type(key, __u32);
+	__type(value, __u32);
+} owed SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, INJ_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+static __always_inline void add(__u32 k, __u64 v)
+{
+	__u64 *c = bpf_map_lookup_elem(&counts, &k);
+
+	if (c)
+		*c += v;
+}
+
+static long until(__u64 i, void *deadline)
+{
+	return bpf_ktime_get_ns() >= *(__u64 *)deadline;
+}
+
+/* busy-wait ns nanoseconds; count it under slot k */
+static __always_inline void spin(__u64 ns, __u32 k)
+{
+	__u64 start = bpf_ktime_get_ns(), deadline = start + ns;
+
+	bpf_loop(INJECT_MAX_LOOPS, until, &deadline, 0);
+	add(k, 1);
+	add(k + 1, bpf_ktime_get_ns() - start);
+}
+
+static __always_inline bool tracked(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(inject_acquired, void *lock, int ret)
+{
+	__u64 in = inside_ns, out = outside_ns, addr = (__u64)lock, id;
+
+	if ((!in && !out) || ret || !bpf_map_lookup_elem(&locks, &addr))
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!tracked(id >> 32))
+		return 0;
+	if (in)
+		spin(in, INJ_LOCK);
+	if (out) {
+		__u32 tid = (__u32)id, one = 1, *n = bpf_map_lookup_elem(&owed, &tid);
+
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			bpf_map_update_elem(&owed, &tid, &one, BPF_ANY);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(inject_syscall_done, struct pt_regs *regs, long ret)
+{
+	__u64 out = outside_ns;
+	__u32 tid, *n, times;
+
+	if (!out)
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	n = bpf_map_lookup_elem(&owed, &tid);
+	if (!n)
+		return 0;
+	times = *n < INJECT_MAX_OWED ? *n : INJECT_MAX_OWED;
+	bpf_map_delete_elem(&owed, &tid);
+	spin(out * times, INJ_CONTROL);
+	/* counted as that many waits */
+	add(INJ_CONTROL, times - 1);
+	return 0;
+}
+
+/* ---- user locks ------------------------------------------------------------ */
+
+/* a user lock of `ulocks`: its address is the first argument (C ABI, or
+ * Go's register ABI: ax on x86-64) */
+static __always_inline bool user_lock(struct pt_regs *ctx)
+{
+	struct ulock_key k = { .tgid = bpf_get_current_pid_tgid() >> 32 };
+
+	k.addr = PT_REGS_PARM1(ctx);
+	if (bpf_map_lookup_elem(&ulocks, &k))
+		return true;
+#if defined(__TARGET_ARCH_x86)
+	k.addr = ctx->ax;
+	k.go = 1;
+	return bpf_map_lookup_elem(&ulocks, &k) != NULL;
+#else
+	return false;
+#endif
+}
+
+SEC("uprobe")
+int inject_release(struct pt_regs *ctx)
+{
+	__u64 in = inside_ns;
+
+	if (in && user_lock(ctx))
+		spin(in, INJ_LOCK);
+	return 0;
+}
+
+SEC("uprobe")
+int inject_acquire(struct pt_regs *ctx)
+{
+	__u64 out = outside_ns;
+
+	if (out && user_lock(ctx))
+		spin(out, INJ_CONTROL);
+	return 0;
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lockscope-inject: the loader of inject.bpf.c, driven by `lockscope
+ * confirm` (lockscope/measure/inject.py). One command per line on stdin, one
+ * JSON event per line on stdout:
+ *
+ *   track TGID                 delay only this process's tasks (several allowed)
+ *   lock ADDR                  a kernel lock (hex address) to delay at
+ *   ulock PATH ACQUIRE RELEASE TGID ADDR GO
+ *                              a user lock at ADDR in TGID, taken and released
+ *                              by the functions at file offsets ACQUIRE and
+ *                              RELEASE (hex) of PATH (GO 1: Go's register ABI);
+ *                              the uprobes trap in process TGID only
+ *   delay inside|outside NS    set a busy wait inside the critical sections or
+ *                              just outside them (0: off), within the caps below
+ *   read                       {"event":"counts", ...}: what was added so far
+ *   quit                       detach and exit (also on EOF, SIGINT, SIGTERM)
+ *
+ * The programs are attached from the start with every delay 0; the BPF links
+ * are the process's, so nothing stays injected once it exits, killed or not.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "jsonw.h"
+#include "bpfutil.h"
+#include "inject.h"
+#include "inject.skel.h"
+
+/* a kernel lock may be a spinlock held with interrupts off: 100 us at most
+ * (perf lock contention -J allows 10 ms); a user lock's wait is preemptible */
+#define MAX_KERNEL_NS 100000ULL
+#define MAX_USER_NS 1000000ULL
+#define MAX_UPROBES 16
+
+static struct inject_bpf *skel;
+static struct bpf_link *uprobes[MAX_UPROBES];
+static struct { char path[4096]; unsigned long off; int pid; } uprobe_at[MAX_UPROBES];
+static int nr_uprobes;
+
+static void emit(const char *event)
+{
+	struct jw out;
+
+	jw_event_begin(&out, stdout, event);
+	jw_event_end(&out);
+}
+
+static void emit_counts(void)
+{
+	int ncpus = libbpf_num_possible_cpus(), fd = bpf_map__fd(skel->maps.counts);
+	static const char *names[INJ_NR] = { "inside", "inside_ns", "outside", "outside_ns" };
+	struct timespec now;
+	struct jw out;
+	__u64 v[ncpus];
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	jw_event_begin(&out, stdout, "counts");
+	jw_ku64(&out, "t_ns", (__u64)now.tv_sec * 1000000000ULL + now.tv_nsec);
+	for (__u32 k = 0; k < INJ_NR; k++) {
+		__u64 sum = 0;
+
+		if (bpf_map_lookup_elem(fd, &k, v) == 0)
+			for (int c = 0; c < ncpus; c++)
+				sum += v[c];
+		jw_ku64(&out, names[k], sum);
+	}
+	jw_event_end(&out);
+}
+
+static int put(struct bpf_map *map, const void *key)
+{
+	__u8 one = 1;
+
+	return bpf_map__update_elem(map, key, bpf_map__key_size(map), &one, sizeof(one), BPF_ANY) ? -errno : 0;
+}
+
+/* prog at file offset off of path in process pid, once */
+static int attach_at(struct bpf_program *prog, const char *path, unsigned long off, int pid)
+{
+	for (int i = 0; i < nr_uprobes; i++)
+		if (uprobe_at[i].off == off && uprobe_at[i].pid == pid && strcmp(uprobe_at[i].path, path) == 0)
+			return 0;
+	if (nr_uprobes == MAX_UPROBES)
+		return -E2BIG;
+	uprobes[nr_uprobes] = bpf_program__attach_uprobe(prog, false, pid, path, off);
+	if (!uprobes[nr_uprobes])
+		return -errno;
+	snprintf(uprobe_at[nr_uprobes].path, sizeof(uprobe_at[0].path), "%s", path);
+	uprobe_at[nr_uprobes].pid = pid;
+	uprobe_at[nr_uprobes++].off = off;
+	return 0;
+}
+
+static bool kernel_locks;     /* a `lock` command came: the kernel cap applies */
+
+static bool kernel_locks;     /* a `lock` command came: the kernel cap applies */
+
+static int set_delay(const char *which, unsigned long long ns)
+{
+	if (ns > (kernel_locks ? MAX_KERNEL_NS : MAX_USER_NS))
+		return -ERANGE;
+	if (strcmp(which, "inside") == 0)
+		skel->bss->inside_ns = ns;
+	else if (strcmp(which, "outside") == 0)
+		skel->bss->outside_ns = ns;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* one command line; 0, or a negative errno (and an error event) */
+static int command(char *line)
+{
+	char verb[16], path[4096], which[16];
+	unsigned long long a, b, c;
+	unsigned int tgid, go;
+	int err = 0;
+
+	line[strcspn(line, "\n")] = '\0';
+	if (sscanf(line, "%15s", verb) != 1)
+		return 0;
+	if (strcmp(verb, "track") == 0 && sscanf(line, "track %u", &tgid) == 1)
+		err = put(skel->maps.tgids, &tgid);
+	else if (strcmp(verb, "lock") == 0 && sscanf(line, "lock %llx", &a) == 1) {
+		kernel_locks = true;
+		err = put(skel->maps.locks, &a);
+	} else if (strcmp(verb, "ulock") == 0 &&
+		   sscanf(line, "ulock %4095s %llx %llx %u %llx %u", path, &a, &b, &tgid, &c, &go) == 6) {
+		struct ulock_key k = { .addr = c, .tgid = tgid, .go = !!go };
+
+		err = attach_at(skel->progs.inject_acquire, path, a, tgid);
+		if (!err)
+			err = attach_at(skel->progs.inject_release, path, b, tgid);
+		if (!err)
+			err = put(skel->maps.ulocks, &k);
+	} else if (strcmp(verb, "delay") == 0 && sscanf(line, "delay %15s %llu", which, &a) == 2)
+		err = set_delay(which, a);
+	else if (strcmp(verb, "read") == 0)
+		emit_counts();
+	else if (strcmp(verb, "quit") == 0)
+		return 1;
+	else
+		err = -EINVAL;
+	if (err)
+		emit_error(verb, -err, "%s: failed (%s)", line, strerror(-err));
+	else if (strcmp(verb, "read") != 0)
+		emit("ok");
+	fflush(stdout);
+	return 0;
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	fclose(stdin);
+}
+
+int main(void)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	int err;
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	skel = inject_bpf__open_and_load();
+	if (!skel) {
+		emit_error("load", errno, "loading the injection programs failed");
+		return 1;
+	}
+	/* the uprobes have no target of their own: attached per ulock command */
+	bpf_program__set_autoattach(skel->progs.inject_acquire, false);
+	bpf_program__set_autoattach(skel->progs.inject_release, false);
+	err = inject_bpf__attach(skel);
+	if (err) {
+		emit_error("attach", -err, "attaching the injection programs failed");
+		inject_bpf__destroy(skel);
+		return 1;
+	}
+	emit("ready");
+	fflush(stdout);
+	while (getline(&line, &cap, stdin) > 0)
+		if (command(line))
+			break;
+	for (int i = 0; i < nr_uprobes; i++)
+		bpf_link__destroy(uprobes[i]);
+	inject_bpf__destroy(skel);
+	free(line);
+	return 0;
+}

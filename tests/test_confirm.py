@@ -1,0 +1,175 @@
+"""`lockscope confirm`: the root-cause lock tested by delay injection.
+
+The verdict rules on confirmation records of real runs (tests/data/confirm:
+MWRM on tmpfs, 2 workers, the rename mutex; mmap, 2 workers, mmap_lock), the
+analysis and exports that carry it, the command's errors, and end to end:
+waits injected into the real kernel's rename mutex slow MWRM down as a
+serial lock predicts, the same waits outside it much less, and nothing stays
+injected after the command, killed or not."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import DATA, leaked_progs, lockscope, our_processes
+from lockscope.analyzer import confirmation as cf
+from lockscope.confirmdata import INSIDE, OUTSIDE, load
+
+MWRM_LOCK = "sb->s_vfs_rename_mutex of tmpfs at <scratch>"
+
+
+def results_with_confirmations(tmp_path):
+    """The recorded MWRM/mmap sweep with the two confirmation records beside it."""
+    out = tmp_path / "res"
+    shutil.copytree(DATA / "mwrm_mmap_tmpfs", out)
+    shutil.copytree(DATA / "confirm", out / "confirm")
+    return out
+
+
+def test_response_is_time_per_op_gained_per_wait_added():
+    rec = load(DATA / "confirm" / "MWRM-tmpfs.json")
+    pts = cf.points(rec, INSIDE)
+    ph = rec.phases
+    i = next(i for i, p in enumerate(ph) if p.where == INSIDE)
+    plain = (ph[i - 1].ops_per_sec + ph[i + 1].ops_per_sec) / 2
+    # by hand from the first inside phase and the plain phases beside it
+    assert pts[0].added_per_op_ns == pytest.approx(ph[i].added_ns / ph[i].ops)
+    assert pts[0].delta_ns_per_op == pytest.approx(1e9 / ph[i].ops_per_sec - 1e9 / plain)
+    assert len(pts) == sum(p.where == INSIDE for p in ph)
+
+
+def test_rename_mutex_is_confirmed_and_its_control_responds_less():
+    c = cf.confirm(load(DATA / "confirm" / "MWRM-tmpfs.json"))
+    assert c.verdict == cf.CONFIRMED, c.why
+    assert c.lock == MWRM_LOCK
+    assert c.inside.slope >= 0.75 and c.inside.low > c.outside.slope
+    assert c.inside.slope - c.outside.slope >= 0.25
+    # the prediction grows with the shortening, never beyond the bound given
+    p = cf.confirm(load(DATA / "confirm" / "MWRM-tmpfs.json"), max_gain=1.3).predicted
+    assert p["10%"] < p["25%"] <= p["50%"] == pytest.approx(c.base_ops_per_sec * 1.3)
+
+
+def test_too_little_added_is_inconclusive_not_a_negative():
+    """mmap_lock's few contended acquisitions are long: the capped waits at
+    them add ~2% of the time per operation, which cannot show a response."""
+    c = cf.confirm(load(DATA / "confirm" / "mmap-none.json"))
+    assert c.verdict == cf.INCONCLUSIVE
+    assert "too little" in c.why and "contended acquisitions" in c.why
+
+
+@pytest.mark.parametrize("inside,outside,verdict", [
+    ((1.05, 0.98, 1.2), (0.3, 0.2, 0.4), cf.CONFIRMED),
+    ((0.55, 0.5, 0.6), (0.5, 0.4, 0.6), cf.NOT_CONFIRMED),      # costs the same outside the lock
+    ((0.3, 0.2, 0.4), (0.0, -0.1, 0.1), cf.NOT_CONFIRMED),      # passes on under half of it
+    ((0.7, 0.4, 1.0), (0.5, 0.4, 0.6), cf.MIXED),
+    ((1.0, 0.3, 1.6), (0.6, 0.5, 0.7), cf.MIXED),               # its interval reaches the control
+])
+def test_verdict_rules(inside, outside, verdict):
+    assert cf.verdict(cf.Response(*inside), cf.Response(*outside))[0] == verdict
+
+
+def test_analysis_json_diagnosis_text_and_exports_carry_the_verdict(tmp_path):
+    res = results_with_confirmations(tmp_path)
+    r = lockscope("analyze", str(res), "--json")
+    assert r.returncode == 0, r.stderr
+    exps = {(e["workload"], e["fs"]): e for e in json.loads(r.stdout)["experiments"]}
+    mwrm = exps[("MWRM", "tmpfs")]
+    conf = mwrm["root_cause"]["confirmation"]
+    assert conf["verdict"] == "confirmed" and conf["slope"] > conf["control_slope"]
+    assert conf["delays_us"] == [0.36, 0.89, 1.78] and conf["runs"] == 12
+    assert set(conf["predicted"]) == {"10%", "25%", "50%"}
+    assert "Confirmed by experiment" in mwrm["diagnosis"]
+    assert exps[("mmap", "none")]["root_cause"]["confirmation"]["verdict"] == "inconclusive"
+    text = lockscope("analyze", str(res)).stdout
+    assert f"confirm (2 workers, {MWRM_LOCK}): CONFIRMED" in text
+    r = lockscope("export", str(res), "--out", str(tmp_path / "x"))
+    assert r.returncode == 0, r.stderr
+    rows = {row["workload"]: row for row in csv.DictReader(io.StringIO((tmp_path / "x" / "bottlenecks.csv").read_text()))}
+    assert rows["MWRM"]["confirmed"] == "confirmed" and rows["mmap"]["confirmed"] == "inconclusive"
+    assert r"& yes \\" in (tmp_path / "x" / "bottlenecks.tex").read_text()     # confirmed, in the paper table
+
+
+def test_without_confirmation_nothing_changes(tmp_path):
+    r = lockscope("analyze", str(DATA / "mwrm_mmap_tmpfs"), "--json")
+    e = json.loads(r.stdout)["experiments"][0]
+    assert e["confirmation"] is None and "confirmation" not in e["root_cause"]
+    assert "by experiment" not in e["diagnosis"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--delays", "500"], "at most 100 us"),
+    (["--delays", "a,b"], "give microseconds"),
+    (["--phase", "0.1"], "--phase 0.1: must be 0.5 seconds or more"),
+    (["--rounds", "0"], "--rounds 0: must be 1 or more"),
+    (["--experiment", "NOPE"], "--experiment NOPE: no such experiment"),
+])
+def test_bad_options_exit_2_with_the_reason(tmp_path, args, message):
+    r = lockscope("confirm", str(DATA / "mwrm_mmap_tmpfs"), *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_attached_processes_are_never_injected_into(tmp_path):
+    """An attach record (lockscope did not start the process): skipped with
+    the reason, and nothing to do is an error."""
+    res = tmp_path / "res"
+    shutil.copytree(DATA / "pmutex", res)
+    for f in (res / "runs").iterdir():
+        d = json.loads(f.read_text())
+        d["kind"] = "attach"
+        f.write_text(json.dumps(d))
+    r = lockscope("confirm", str(res))
+    assert r.returncode == 2, r.stderr
+    assert "PMUTEX-none: attached processes are not injected into" in r.stderr
+    assert "nothing to confirm" in r.stderr
+
+
+def test_mwrm_rename_mutex_confirmed_end_to_end(e2e, scratch, tmp_path):
+    res = tmp_path / "res"
+    shutil.copytree(DATA / "mwrm_mmap_tmpfs", res)
+    for attempt in range(2):       # 2 CPUs: the control's response varies between runs
+        r = lockscope("confirm", str(res), "--experiment", "MWRM-tmpfs", "--rounds", "1", "--phase", "1",
+                      "--scratch", str(scratch), "--json", timeout=240)
+        assert r.returncode == 0, r.stderr
+        c = json.loads(r.stdout)[0]
+        assert c["lock"] == MWRM_LOCK and c["space"] == "kernel"
+        # waits were added at the real lock, inside and outside
+        assert all(p["added_per_op_ns"] > 0 for p in c["inside"]["points"] + c["outside"]["points"])
+        if c["verdict"] == "confirmed":
+            break
+    assert c["verdict"] == "confirmed", c["why"]
+    assert c["slope"] > 0.75 and c["slope"] > c["control_slope"]
+    assert (res / "confirm" / "MWRM-tmpfs.json").exists()
+    assert nothing_left() == ([], [])
+
+
+def nothing_left(wait: float = 10.0) -> tuple[list, list]:
+    """(our processes, injection programs no process holds) once they are
+    gone, or what is still there after `wait` seconds (programs are freed a
+    moment after their last link closes)."""
+    deadline = time.time() + wait
+    while (our_processes() or leaked_progs("inject_")) and time.time() < deadline:
+        time.sleep(0.2)
+    return our_processes(), leaked_progs("inject_")
+
+
+def test_sigkill_leaves_nothing_injected(e2e, scratch, tmp_path):
+    res = tmp_path / "res"
+    shutil.copytree(DATA / "mwrm_mmap_tmpfs", res)
+    proc = subprocess.Popen([sys.executable, "-m", "lockscope", "confirm", str(res), "--experiment", "MWRM-tmpfs",
+                             "--rounds", "3", "--phase", "1", "--scratch", str(scratch)],
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "inside" in line and "waits added" in line:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert nothing_left() == ([], [])
+    assert not (res / "confirm").exists()
