@@ -111,7 +111,7 @@ def cmd_analyze(args) -> int:
     return 0
 
 
-def cmd_confirm(args) -> int:
+def cmd_confirm(args, command: list[str] | None) -> int:
     from lockscope import confirmdata
     from lockscope.analyzer.analyze import analyze, load_records
     from lockscope.analyzer.analysis_json import confirmation_json
@@ -120,10 +120,10 @@ def cmd_confirm(args) -> int:
     from lockscope.measure.confirm import run_confirm
     from lockscope.settings import confirm_options
 
-    kw = confirm_options(args)
+    kw = confirm_options(args, command)
     exps = analyze(load_records(args.dir))
     specs, skipped = plan(exps, Choice(args.experiment.split(",") if args.experiment else None,
-                                       args.workers, args.lock), **kw)
+                                       args.workers, args.lock, command), **kw)
     for why in skipped:
         print(f"skipped: {why}", file=sys.stderr)
     if not specs:
@@ -285,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd is None:
         parser.print_help()
         return EXIT_USAGE
-    if command is not None and args.cmd not in ("run", "sweep"):
-        parser.error(f"'--' and a command only go with run and sweep, not {args.cmd}")
+    if command is not None and args.cmd not in ("run", "sweep", "confirm"):
+        parser.error(f"'--' and a command only go with run, sweep and confirm, not {args.cmd}")
     _install_signal_handlers()
     from lockscope.analyzer import analyze
     analyze.SKIPPED.clear()
@@ -297,12 +297,14 @@ def main(argv: list[str] | None = None) -> int:
             code = cmd_sweep(args, command)
         elif args.cmd == "attach":
             code = cmd_attach(args)
+        elif args.cmd == "confirm":
+            code = cmd_confirm(args, command)
         elif args.cmd == "top":
             from lockscope.top.command import cmd_top
             code = cmd_top(args)
         else:
             code = {"analyze": cmd_analyze, "report": cmd_report, "list": cmd_list, "doctor": cmd_doctor,
-                    "export": cmd_export, "compare": cmd_compare, "confirm": cmd_confirm}[args.cmd](args)
+                    "export": cmd_export, "compare": cmd_compare}[args.cmd](args)
         if analyze.SKIPPED and code == 0:
             # README, "Troubleshooting": bad records are skipped with a warning
             # each, the output holds the others, and the exit code says so

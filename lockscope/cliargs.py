@@ -247,7 +247,9 @@ def _add_confirm_command(sub: argparse._SubParsersAction) -> None:
                                    "the same wait just outside them, in alternating phases of one run; the "
                                    "workload's throughput response says whether the lock limits it (confirmed, "
                                    "not confirmed, mixed). Writes DIR/confirm/WORKLOAD-FS.json, read by analyze, "
-                                   "report and export. Built-in workloads only; never attached processes.")
+                                   "report and export. A command experiment needs the command again after -- "
+                                   "(as given to sweep: {n}, {dir}, {duration}) and a regex for its progress "
+                                   "lines. Never attached processes.")
     p.add_argument("dir", type=Path, help="results directory of `lockscope sweep` or `run`")
     p.add_argument("--experiment", default=None, metavar="W[-FS][,...]",
                    help="only these experiments (workload, or workload-fs)")
@@ -264,6 +266,11 @@ def _add_confirm_command(sub: argparse._SubParsersAction) -> None:
                    help="seconds of the probe window that finds the lock in this run (default 1.5)")
     p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,
                    help=f"where the file system is made (default {scratch.DEFAULT_SCRATCH})")
+    p.add_argument("--ops-regex", default=None, metavar="REGEX",
+                   help="-- CMD: its output lines with a running count of operations (group 1), e.g. 'ops: ([0-9]+)'")
+    p.add_argument("--rate-regex", default=None, metavar="REGEX",
+                   help="-- CMD: its output lines with a rate (group 1), e.g. pgbench -P 1's "
+                        "'progress: .* ([0-9.]+) tps'")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
 
 

@@ -17,6 +17,7 @@ class Choice:
     wanted: list[str] | None = None    # --experiment: WORKLOAD or WORKLOAD-FS
     workers: int | None = None         # --workers: this point instead of the collapse point
     lock: str | None = None            # --lock: this lock instead of the root cause's
+    command: list[str] | None = None   # after --: the command of the command experiments
 
 
 def _matches(e: Experiment, wanted: list[str] | None) -> bool:
@@ -25,8 +26,17 @@ def _matches(e: Experiment, wanted: list[str] | None) -> bool:
 
 def plan(exps: list[Experiment], choice: Choice, **spec_kw) -> tuple[list[ConfirmSpec], list[str]]:
     """(the points to confirm, "experiment: why skipped" lines)"""
-    specs, skipped = [], []
+    specs: list[ConfirmSpec] = []
+    skipped: list[str] = []
     chosen = [e for e in exps if _matches(e, choice.wanted)]
+    if choice.command:
+        builtin = [e for e in chosen if e.kind == "builtin"]
+        chosen = [e for e in chosen if e.kind == "command"]
+        if len(chosen) != 1:
+            raise UsageError(f"a command after -- is confirmed on one command experiment; {len(chosen)} match "
+                             f"({', '.join(f'{e.workload}-{e.fs}' for e in chosen) or 'none'})",
+                             "pass --experiment NAME-FS")
+        skipped += [f"{e.workload}-{e.fs}: built-in, not the command given" for e in builtin]
     if choice.wanted and not chosen:
         raise UsageError(f"--experiment {','.join(choice.wanted)}: no such experiment in the results "
                          f"(there are: {', '.join(f'{e.workload}-{e.fs}' for e in exps)})")
@@ -35,8 +45,9 @@ def plan(exps: list[Experiment], choice: Choice, **spec_kw) -> tuple[list[Confir
         if e.kind == "attach":
             skipped.append(f"{name}: attached processes are not injected into (lockscope did not start them)")
             continue
-        if e.kind != "builtin":
-            skipped.append(f"{name}: confirm runs built-in workloads (this one is a command)")
+        if e.kind != "builtin" and not choice.command:
+            skipped.append(f"{name}: a command: give it after -- as given to sweep, with --ops-regex or "
+                           "--rate-regex for its progress lines")
             continue
         workers = choice.workers or (e.collapse.workers if e.collapse else None)
         if workers is None:
@@ -54,6 +65,8 @@ def plan(exps: list[Experiment], choice: Choice, **spec_kw) -> tuple[list[Confir
         if workers < 2:
             skipped.append(f"{name}: one worker has no one to wait for (pass --workers 2 or more)")
             continue
+        command = choice.command if e.kind != "builtin" else None
         specs.append(ConfirmSpec(workload=e.workload, fs=e.fs, workers=workers, lock_name=lock,
-                                 params={k: v for k, v in rec.params.items()}, record_id=rec.id, **spec_kw))
+                                 params={} if command else dict(rec.params), record_id=rec.id,
+                                 command=command, **spec_kw))
     return specs, skipped

@@ -188,12 +188,20 @@ def live_spec(args: argparse.Namespace):
     return LiveSpec(found, args.interval, args.workers, args.sample_hz, vmlinux)
 
 
-def confirm_options(args: argparse.Namespace) -> dict:
+def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict:
     """confirm's options, checked: the ConfirmSpec fields they set."""
     from lockscope.measure.inject import MAX_KERNEL_NS
     validate.check_worker_count(args.workers)
+    if command is not None:
+        validate.check_command_given(command, "confirm")
+        validate.check_command(command)
+        if bool(args.ops_regex) == bool(args.rate_regex):
+            raise UsageError("confirm -- CMD: give --ops-regex (a running count of operations in the command's "
+                             "output) or --rate-regex (a rate per line), one of them")
+    elif args.ops_regex or args.rate_regex:
+        raise UsageError("--ops-regex and --rate-regex go with a command after --")
     delays = validate.parse_delays(args.delays, MAX_KERNEL_NS / 1000)
     validate.check_phases(args.phase, args.rounds, args.discover)
     scratch.check_root(args.scratch)
     return {"delays_ns": delays, "phase_s": args.phase, "rounds": args.rounds, "discover_s": args.discover,
-            "scratch_root": args.scratch}
+            "scratch_root": args.scratch, "ops_regex": args.ops_regex, "rate_regex": args.rate_regex}

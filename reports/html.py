@@ -24,7 +24,7 @@ from lockscope import __version__, atomicio, record, validate
 from ..analyzer import scaling
 from ..analyzer.analyze import analyze, load_confirmations, load_records
 from ..analyzer.results import Experiment
-from . import figures, filenames, flamegraph, rolefigures, templating
+from . import confirmfigure, figures, filenames, flamegraph, rolefigures, templating
 
 TIER_HELP = {
     "verified": "the address is a lock field of an object lockscope reached (file, directory, superblock, mm)",
@@ -73,6 +73,7 @@ def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
         "attribution_at": exp.focus() if exp.points else None,
         "attribution_missing": None if exp.points else "no points",
         "timeview": figures.timeview(exp.timeview),
+        "confirmation": confirmfigure.confirmation(exp.confirmation, exp.unit),
         **roles_view(exp),
         "flames": flamegraph.write(exp, out_dir, name, exe=renderer, find=False),
     }

@@ -1,5 +1,11 @@
 """`lockscope confirm`: the root-cause lock tested by delay injection.
 
+Also a mutex program of our own (tests/programs/confirm.c) run as a
+command: where its mutex limits throughput the verdict is confirmed and the
+wait added per operation matches the program's own clock of its critical
+sections; where it is the most-waited lock but the CPUs limit (more threads
+than CPUs, short holds), not confirmed.
+
 The verdict rules on confirmation records of real runs (tests/data/confirm:
 MWRM on tmpfs, 2 workers, the rename mutex; mmap, 2 workers, mmap_lock), the
 analysis and exports that carry it, the command's errors, and end to end:
@@ -11,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -19,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import DATA, leaked_progs, lockscope, our_processes
+from conftest import DATA, REPO, build_c, leaked_progs, lockscope, our_processes
 from lockscope.analyzer import confirmation as cf
 from lockscope.confirmdata import INSIDE, OUTSIDE, load
 
@@ -84,7 +91,7 @@ def test_analysis_json_diagnosis_text_and_exports_carry_the_verdict(tmp_path):
     mwrm = exps[("MWRM", "tmpfs")]
     conf = mwrm["root_cause"]["confirmation"]
     assert conf["verdict"] == "confirmed" and conf["slope"] > conf["control_slope"]
-    assert conf["delays_us"] == [0.36, 0.89, 1.78] and conf["runs"] == 12
+    assert conf["delays_us"] == [0.35, 0.87, 1.73] and conf["runs"] == 12
     assert set(conf["predicted"]) == {"10%", "25%", "50%"}
     assert "Confirmed by experiment" in mwrm["diagnosis"]
     assert exps[("mmap", "none")]["root_cause"]["confirmation"]["verdict"] == "inconclusive"
@@ -95,6 +102,19 @@ def test_analysis_json_diagnosis_text_and_exports_carry_the_verdict(tmp_path):
     rows = {row["workload"]: row for row in csv.DictReader(io.StringIO((tmp_path / "x" / "bottlenecks.csv").read_text()))}
     assert rows["MWRM"]["confirmed"] == "confirmed" and rows["mmap"]["confirmed"] == "inconclusive"
     assert r"& yes \\" in (tmp_path / "x" / "bottlenecks.tex").read_text()     # confirmed, in the paper table
+
+
+def test_report_shows_the_experiment_panel(tmp_path):
+    res = results_with_confirmations(tmp_path)
+    r = lockscope("report", str(res), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "rep" / "MWRM-tmpfs.html").read_text()
+    panel = page[page.index('id="confirmation"'):page.index('id="scaling"')]
+    assert "<b>confirmed</b>" in panel and 'id="fig-confirmation"' in panel and "<svg" in panel
+    assert "inside the critical sections" in panel and "just outside them (control)" in panel   # the legend
+    assert "predicted, critical sections shorter" in panel
+    mmap = (tmp_path / "rep" / "mmap-none.html").read_text()
+    assert "<b>inconclusive</b>" in mmap and "predicted, critical sections shorter" not in mmap
 
 
 def test_without_confirmation_nothing_changes(tmp_path):
@@ -173,3 +193,70 @@ def test_sigkill_leaves_nothing_injected(e2e, scratch, tmp_path):
     proc.wait(timeout=10)
     assert nothing_left() == ([], [])
     assert not (res / "confirm").exists()
+
+
+OPS = "ops: ([0-9]+)"
+
+
+def _program_sweep(tmp_path, name: str, workers: str, hold: int, work: int):
+    exe = build_c(REPO / "tests" / "programs" / "confirm.c", tmp_path / "confirm")
+    res = tmp_path / name
+    r = lockscope("sweep", "--workers", workers, "--duration", "8", "--throughput-regex", r"ops/s: ([0-9.]+)",
+                  "--name", name, "--out", str(res), "--force", "--", str(exe), "{n}", str(hold), str(work), "3")
+    assert r.returncode == 0, r.stderr
+    return exe, res
+
+
+def _program_clock(path, t0: int, phase) -> float:
+    """The program's own mean hold time per operation (ns) in a phase."""
+    a, b = t0 + int(phase["t_s"] * 1e9), t0 + int((phase["t_s"] + phase["seconds"]) * 1e9)
+    rows = [tuple(map(int, ln.split())) for ln in open(path) if ln.strip()]
+    inside = [r for r in rows if a <= r[0] <= b]
+    return (inside[-1][2] - inside[0][2]) / (inside[-1][1] - inside[0][1])
+
+
+def test_command_mutex_confirmed_against_the_programs_own_clock(e2e, tmp_path):
+    """2 threads, 200 us inside the mutex, 50 us outside: the mutex is serial."""
+    exe, res = _program_sweep(tmp_path, "cmutex", "1,2", 200, 50)
+    clock = tmp_path / "clock.txt"
+    r = lockscope("confirm", str(res), "--rounds", "1", "--phase", "1", "--ops-regex", OPS, "--json",
+                  "--", str(exe), "{n}", "200", "50", "{duration}", str(clock), timeout=240)
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)[0]
+    assert c["lock"] == "pthread_mutex lock in confirm" and c["space"] == "user"
+    assert c["verdict"] == "confirmed", c["why"]
+    assert 0.75 <= c["slope"] <= 1.5 and c["control_slope"] < 0.4
+    rec = json.loads((res / "confirm" / "cmutex-none.json").read_text())
+    phases, t0 = rec["phases"], rec["t0_monotonic_ns"]
+    plain = sorted(_program_clock(clock, t0, p) for p in phases if p["where"] == "none")
+    hold = plain[len(plain) // 2]
+    for p in phases:
+        added = p["added_ns"] / p["ops"] if p["ops"] else 0
+        if p["where"] == "inside":
+            # one wait per acquisition, each seen by the program's own clock of its critical section
+            assert p["added"] == pytest.approx(p["ops"], rel=0.05)
+            assert _program_clock(clock, t0, p) - hold == pytest.approx(added, rel=0.25)
+        elif p["where"] == "outside":       # the control leaves the critical section as it was
+            assert abs(_program_clock(clock, t0, p) - hold) < 0.1 * hold
+    assert nothing_left() == ([], [])
+
+
+def test_most_waited_lock_limited_by_cpus_is_not_confirmed(e2e, tmp_path):
+    """4 threads on 2 CPUs, 10 us inside the mutex, 200 us outside: the
+    mutex is the only lock waited on (its holders get preempted), but the
+    CPUs limit throughput: a wait costs the same inside it and out."""
+    if (os.cpu_count() or 1) > 2:
+        pytest.skip("the program oversubscribes 2 CPUs; this machine has more")
+    exe, res = _program_sweep(tmp_path, "cpubound", "2,4", 10, 200)
+    r = lockscope("confirm", str(res), "--workers", "4", "--lock", "pthread_mutex lock in confirm", "--rounds", "1",
+                  "--phase", "1", "--ops-regex", OPS, "--json", "--", str(exe), "{n}", "10", "200", "{duration}",
+                  timeout=240)
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)[0]
+    assert c["verdict"] == "not confirmed", c
+    assert abs(c["slope"] - c["control_slope"]) < 0.25
+
+
+def test_command_needs_a_progress_regex(tmp_path):
+    r = lockscope("confirm", str(DATA / "mwrm_mmap_tmpfs"), "--", "true")
+    assert r.returncode == 2 and "--ops-regex" in r.stderr and "--rate-regex" in r.stderr

@@ -14,6 +14,9 @@ lines give each phase's throughput).
    discovery window so that the serial prediction loses ~9/20/33% of the
    throughput, unless given.
 
+A command (`lockscope confirm DIR -- CMD`) runs the same way, its
+throughput read from its own progress lines (commandload.py).
+
 The record (lockscope/confirmdata.py) keeps every phase; the verdict is
 computed by analyzer/confirmation.py.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import shlex
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -37,7 +41,8 @@ from lockscope.measure import workloads
 from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
 from lockscope.measure.inject import MAX_KERNEL_NS, MAX_USER_NS, InjectSession
 from lockscope.measure.probe import ProbeSession
-from lockscope.measure.runner import MAX_WATCH_PATHS
+from lockscope.measure.commandload import CommandLoad
+from lockscope.measure.runner import MAX_WATCH_PATHS, substitute
 from lockscope.measure.steadyload import SteadyLoad
 from lockscope.record import NO_FS, Lock, RunRecord
 
@@ -66,6 +71,11 @@ class ConfirmSpec:
     device: str | None = None
     record_id: str = ""
     vmlinux: Path | None = None
+    # a command (`confirm ... -- CMD`): its argv as given to sweep ({n}, {dir},
+    # {duration}) and how its output gives the throughput (commandload.py)
+    command: list[str] | None = None
+    ops_regex: str | None = None
+    rate_regex: str | None = None
 
 
 def discover(load: SteadyLoad, mountpoint: Path | None, workers: int, seconds: float,
@@ -160,7 +170,10 @@ def _phase(load: SteadyLoad, inj: InjectSession, where: str, delay: int, seconds
     time.sleep(seconds)
     t1 = time.monotonic_ns()
     c = inj.counts() - c0
-    ops, rate = load.ops_between(t0, t1), load.rate(t0, t1)
+    # the injector's counts cover [t0, t1]; the progress lines a little less:
+    # the operations are their rate over the counts' window
+    rate = load.rate(t0, t1)
+    ops = round(rate * (t1 - t0) / 1e9)
     added, added_ns = (c.inside, c.inside_ns) if where == INSIDE else (c.outside, c.outside_ns)
     return Phase(where=where, delay_ns=delay if where != NONE else 0, t_s=round((t0 - t_start) / 1e9, 3),
                  seconds=round((t1 - t0) / 1e9, 3), ops=ops, ops_per_sec=rate, added=added, added_ns=added_ns)
@@ -175,17 +188,26 @@ def schedule(delays: list[int], rounds: int) -> list[tuple[str, int]]:
     return out + [(NONE, 0)]
 
 
+def _start_load(spec: ConfirmSpec, stack: contextlib.ExitStack, progress: Progress):
+    """(the running workload or command, its file system's mount point or None)"""
+    needs_dir = spec.fs != NO_FS if spec.command else workloads.check_workload(spec.workload).get("needs_dir", True)
+    mnt = None
+    if needs_dir:
+        progress(f"preparing {spec.fs}")
+        mnt = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device)).mountpoint
+    planned = len(schedule(spec.delays_ns or list(AUTO_FRACTIONS), spec.rounds))
+    duration = ALONE_S + spec.discover_s + 3 + planned * (spec.phase_s + SETTLE_S + 0.1) + 30
+    if spec.command:
+        argv = [a.replace("{duration}", f"{duration:.0f}") for a in substitute(spec.command, spec.workers, mnt)]
+        progress(f"running {shlex.join(argv)}")
+        return stack.enter_context(CommandLoad(argv, spec.ops_regex, spec.rate_regex, mnt)), mnt
+    directory = mnt or stack.enter_context(tempfile.TemporaryDirectory(prefix="lockscope-confirm-"))
+    return stack.enter_context(SteadyLoad(spec.workload, spec.workers, directory, duration, params=spec.params)), mnt
+
+
 def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
-    info = workloads.check_workload(spec.workload)
     with contextlib.ExitStack() as stack:
-        mnt = None
-        if info.get("needs_dir", True):
-            progress(f"preparing {spec.fs}")
-            mnt = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device)).mountpoint
-        directory = mnt or stack.enter_context(tempfile.TemporaryDirectory(prefix="lockscope-confirm-"))
-        planned = len(schedule(spec.delays_ns or list(AUTO_FRACTIONS), spec.rounds))
-        duration = ALONE_S + spec.discover_s + 3 + planned * (spec.phase_s + SETTLE_S + 0.1) + 30
-        load = stack.enter_context(SteadyLoad(spec.workload, spec.workers, directory, duration, params=spec.params))
+        load, mnt = _start_load(spec, stack, progress)
         t0 = time.monotonic_ns()
         time.sleep(ALONE_S)
         alone = load.rate(t0, time.monotonic_ns())
@@ -219,7 +241,7 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         workload=spec.workload, fs=spec.fs, workers=spec.workers, target=target, phases=phases,
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         lockscope_version=__version__, record_id=spec.record_id, discovery_s=round(window_s, 3),
-        alone_ops_per_sec=alone,
+        alone_ops_per_sec=alone, t0_monotonic_ns=t_start,
         lock_wait_share=lock.wait_share, contended_per_op=per_op,
         warnings=[] if os.cpu_count() and os.cpu_count() >= spec.workers else
         [f"{spec.workers} workers on {os.cpu_count()} CPUs: an outside wait competes for CPU time too"])
