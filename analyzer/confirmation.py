@@ -23,7 +23,7 @@ Verdicts (thresholds in RULES):
   an added wait: it is not what limits), or within 0.1 of the control
   (waits cost the same inside the lock and out);
 - mixed: anything between;
-- inconclusive: the waits added came to less than 3% of the time per
+- inconclusive: no wait was added at all, or the waits added came to less than 3% of the time per
   operation, or less than twice the plain phases' own spread: too little
   to see a response (a kernel lock whose few contended acquisitions are
   long, e.g. mmap_lock held across a munmap, gets few waits).
@@ -136,10 +136,13 @@ def response(pts: list[Point]) -> Response:
     return Response(s, float(ci.low), float(ci.high), pts)
 
 
-def verdict(inside: Response, outside: Response) -> tuple[str, str]:
+def verdict(inside: Response, outside: Response, space: str = "kernel") -> tuple[str, str]:
     r = RULES
     if inside.slope is None:
-        return NOT_CONFIRMED, "no wait was added inside the lock (it was not acquired under contention)"
+        return INCONCLUSIVE, ("no wait was added inside the lock: " +
+                              ("it was not acquired under contention" if space == "kernel" else
+                               "no release reached the probed function (inlined into its callers? a Go program "
+                               "needs -gcflags=all=-l)"))
     ctl = outside.slope if outside.slope is not None else 0.0
     gap = inside.slope - ctl
     if inside.slope < r["not_below"]:
@@ -178,7 +181,7 @@ def predict(base: float, slope: float, max_gain: float | None) -> dict[str, floa
 def confirm(rec: ConfirmRecord, max_gain: float | None = None) -> Confirmation:
     """max_gain: the most the point's throughput could grow (ideal, what-if)."""
     inside, outside = response(points(rec, INSIDE)), response(points(rec, OUTSIDE))
-    v, why = verdict(inside, outside)
+    v, why = verdict(inside, outside, rec.target.space)
     plain = [p.ops_per_sec for p in rec.phases if p.where == NONE and p.ops_per_sec > 0]
     base = float(statistics.median(plain)) if plain else 0.0
     noise = _noise(rec)

@@ -53,7 +53,11 @@ ALONE_S = 1.0                   # the workload's rate with nothing attached, fir
 # wait added per operation is this fraction of the time per operation
 AUTO_FRACTIONS = (0.1, 0.25, 0.5)
 MIN_DELAY_NS = 100
-USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock")}
+# a user lock's kind -> (acquire, release, Go's register ABI): the functions
+# whose entries get the outside and inside waits
+USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock", False),
+                # inlined into their callers unless built with -gcflags=all=-l
+                "sync.Mutex": ("sync.(*Mutex).Lock", "sync.(*Mutex).Unlock", True)}
 
 
 @dataclass
@@ -139,11 +143,11 @@ def target_of(lock: Lock, inj: InjectSession) -> Target:
                          f"it adds waits to kernel locks and to {', '.join(USER_RELEASE)} locks",
                          "pass --lock with another lock of the diagnosis (`lockscope analyze` lists them)")
     t.space = "user"
-    acquire, release = USER_RELEASE[lock.kind]
+    acquire, release, go = USER_RELEASE[lock.kind]
     for a in user:
         tgid, addr = a.split(":")
         path, acq_off, rel_off = _user_functions(int(tgid), (acquire, release))
-        inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16))
+        inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16), go=go)
         t.acquire, t.release = f"{acquire} ({path})", f"{release} ({path})"
     t.how = f"a busy wait before each release ({release}), and for the control on entry to {acquire}"
     return t
