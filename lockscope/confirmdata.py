@@ -59,7 +59,7 @@ class ConfirmRecord:
     record_id: str = ""          # the point of the sweep this re-ran
     t0_monotonic_ns: int = 0     # CLOCK_MONOTONIC at t_s 0: to line phases up with other tools' clocks
     discovery_s: float = 0.0     # the probe window that found the lock's addresses
-    alone_ops_per_sec: Optional[float] = optional()   # the workload with nothing attached, before discovery
+    alone_ops_per_sec: Optional[float] = optional()   # the workload with nothing attached, after discovery
     lock_wait_share: float = 0.0  # the lock's wait share in that window
     contended_per_op: Optional[float] = optional()   # kernel locks: contended acquisitions per operation
     warnings: list[str] = field(default_factory=list)

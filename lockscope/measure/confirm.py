@@ -9,10 +9,12 @@ lines give each phase's throughput).
    as `run` does; the lock the diagnosis named is looked up by name, and its
    addresses in this run are the ones delayed (object locks are new objects
    in every run).
-3. Phases: none, inside d1, none, outside d1, none, inside d2, ..., each
-   injected phase between two plain ones. The delays are chosen from the
-   discovery window so that the serial prediction loses ~9/20/33% of the
-   throughput, unless given.
+3. Alone: one second with nothing attached (the rate the plain phases are
+   compared with, to see what the injector's probes cost by themselves).
+4. Phases, the injector attached: none, inside d1, none, outside d1, none,
+   inside d2, ..., each injected phase between two plain ones. The delays
+   are chosen from the discovery window and the first plain phase so that
+   the serial prediction loses ~9/20/33% of the throughput, unless given.
 
 A command (`lockscope confirm DIR -- CMD`) runs the same way, its
 throughput read from its own progress lines (commandload.py).
@@ -48,7 +50,7 @@ from lockscope.record import NO_FS, Lock, RunRecord
 
 Progress = Callable[[str], None]
 SETTLE_S = 0.25                 # after a delay changes, before the phase is measured
-ALONE_S = 1.0                   # the workload's rate with nothing attached, first
+ALONE_S = 1.0                   # the workload's rate with nothing attached, after discovery
 # the serial prediction's loss of throughput at each automatic level: the
 # wait added per operation is this fraction of the time per operation
 AUTO_FRACTIONS = (0.1, 0.25, 0.5)
@@ -212,12 +214,11 @@ def _start_load(spec: ConfirmSpec, stack: contextlib.ExitStack, progress: Progre
 def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
     with contextlib.ExitStack() as stack:
         load, mnt = _start_load(spec, stack, progress)
-        t0 = time.monotonic_ns()
+        progress(f"discovery: naming the locks of {spec.workload} ({spec.workers} workers) for {spec.discover_s:g} s")
+        locks, window_s, disc_rate = discover(load, mnt, spec.workers, spec.discover_s, spec.vmlinux)
+        t0 = time.monotonic_ns()            # then its rate with nothing attached, warmed up
         time.sleep(ALONE_S)
         alone = load.rate(t0, time.monotonic_ns())
-        progress(f"alone: {alone:,.0f} ops/s; discovery: naming the locks of {spec.workload} ({spec.workers} workers) "
-                 f"for {spec.discover_s:g} s")
-        locks, window_s, disc_rate = discover(load, mnt, spec.workers, spec.discover_s, spec.vmlinux)
         lock = next((lk for lk in locks if lk.name == spec.lock_name), None)
         if lock is None:
             top = "; ".join(f"{lk.name} ({lk.wait_share:.0%})" for lk in locks[:5]) or "none"
@@ -233,7 +234,7 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user")
         delays = spec.delays_ns or delays
         plan = schedule(delays, spec.rounds)
-        progress(f"{len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "
+        progress(f"alone: {alone:,.0f} ops/s; {len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "
                  f"inside and outside {lock.name}; [1/{len(plan)}] none: {phases[0].ops_per_sec:,.0f} ops/s")
         for i, (where, d) in enumerate(plan[1:], 2):
             phases.append(_phase(load, inj, where, d, spec.phase_s, t_start))
