@@ -10,6 +10,10 @@
  * acquired the lock): only contended acquisitions get a wait, as with perf
  * lock contention -J (every release of a mutex or rwsem would need fentry
  * or kprobes on their functions, which kernels like this one's refuse).
+ * A lock with tracepoints of its own gets a wait at every acquisition:
+ * mm->mmap_lock (mmap_lock:mmap_lock_acquire_returned, the control at
+ * mmap_lock_start_locking, before it is taken). The `locks` map says which
+ * way each lock is delayed (enum inject_site).
  * A mutex's end fires with its wait_lock still held, so the mutex's waiters
  * queue behind it as they would behind the holder. The outside wait of such
  * an acquisition runs at the task's next return from a system call
@@ -101,7 +105,12 @@ int BPF_PROG(inject_acquired, void *lock, int ret)
 {
 	__u64 in = inside_ns, out = outside_ns, addr = (__u64)lock, id;
 
-	if ((!in && !out) || ret || !bpf_map_lookup_elem(&locks, &addr))
+	__u8 *site;
+
+	if ((!in && !out) || ret)
+		return 0;
+	site = bpf_map_lookup_elem(&locks, &addr);
+	if (!site || *site != SITE_CONTENDED)
 		return 0;
 	id = bpf_get_current_pid_tgid();
 	if (!tracked(id >> 32))
@@ -136,6 +145,36 @@ int BPF_PROG(inject_syscall_done, struct pt_regs *regs, long ret)
 	spin(out * times, INJ_CONTROL);
 	/* counted as that many waits */
 	add(INJ_CONTROL, times - 1);
+	return 0;
+}
+
+/* ---- mm->mmap_lock: every acquisition ----------------------------------- */
+
+static __always_inline bool mmap_lock_of(struct mm_struct *mm)
+{
+	__u64 addr = (__u64)&mm->mmap_lock;
+	__u8 *site = bpf_map_lookup_elem(&locks, &addr);
+
+	return site && *site == SITE_MMAP_LOCK && tracked(bpf_get_current_pid_tgid() >> 32);
+}
+
+SEC("tp_btf/mmap_lock_acquire_returned")
+int BPF_PROG(inject_mmap_locked, struct mm_struct *mm, bool write, bool success)
+{
+	__u64 in = inside_ns;
+
+	if (in && success && mmap_lock_of(mm))
+		spin(in, INJ_LOCK);
+	return 0;
+}
+
+SEC("tp_btf/mmap_lock_start_locking")
+int BPF_PROG(inject_mmap_locking, struct mm_struct *mm, bool write)
+{
+	__u64 out = outside_ns;
+
+	if (out && mmap_lock_of(mm))
+		spin(out, INJ_CONTROL);
 	return 0;
 }
 

@@ -5,7 +5,10 @@
  * JSON event per line on stdout:
  *
  *   track TGID                 delay only this process's tasks (several allowed)
- *   lock ADDR                  a kernel lock (hex address) to delay at
+ *   lock ADDR [mmap]           a kernel lock (hex address) to delay at its
+ *                              contended acquisitions; mmap: an mm's
+ *                              mmap_lock, at every acquisition (its own
+ *                              tracepoints, attached then)
  *   ulock PATH ACQUIRE RELEASE TGID ADDR GO
  *                              a user lock at ADDR in TGID, taken and released
  *                              by the functions at file offsets ACQUIRE and
@@ -75,11 +78,35 @@ static void emit_counts(void)
 	jw_event_end(&out);
 }
 
+static int put_value(struct bpf_map *map, const void *key, __u8 value)
+{
+	return bpf_map__update_elem(map, key, bpf_map__key_size(map), &value, sizeof(value), BPF_ANY) ? -errno : 0;
+}
+
 static int put(struct bpf_map *map, const void *key)
 {
-	__u8 one = 1;
+	return put_value(map, key, 1);
+}
 
-	return bpf_map__update_elem(map, key, bpf_map__key_size(map), &one, sizeof(one), BPF_ANY) ? -errno : 0;
+/* mmap_lock's own tracepoints, attached by the first `lock ADDR mmap` */
+static int attach_mmap_lock(void)
+{
+	static struct bpf_link *in, *out;
+
+	if (in)
+		return 0;
+	out = bpf_program__attach(skel->progs.inject_mmap_locking);
+	if (!out)
+		return -errno;
+	in = bpf_program__attach(skel->progs.inject_mmap_locked);
+	if (!in) {
+		int err = -errno;
+
+		bpf_link__destroy(out);
+		out = NULL;
+		return err;
+	}
+	return 0;
 }
 
 /* prog at file offset off of path in process pid, once */
@@ -130,8 +157,12 @@ static int command(char *line)
 	if (strcmp(verb, "track") == 0 && sscanf(line, "track %u", &tgid) == 1)
 		err = put(skel->maps.tgids, &tgid);
 	else if (strcmp(verb, "lock") == 0 && sscanf(line, "lock %llx", &a) == 1) {
+		bool mmap = strstr(line, " mmap") != NULL;
+
 		kernel_locks = true;
-		err = put(skel->maps.locks, &a);
+		err = mmap ? attach_mmap_lock() : 0;
+		if (!err)
+			err = put_value(skel->maps.locks, &a, mmap ? SITE_MMAP_LOCK : SITE_CONTENDED);
 	} else if (strcmp(verb, "ulock") == 0 &&
 		   sscanf(line, "ulock %4095s %llx %llx %u %llx %u", path, &a, &b, &tgid, &c, &go) == 6) {
 		struct ulock_key k = { .addr = c, .tgid = tgid, .go = !!go };
@@ -176,9 +207,12 @@ int main(void)
 		emit_error("load", errno, "loading the injection programs failed");
 		return 1;
 	}
-	/* the uprobes have no target of their own: attached per ulock command */
+	/* the uprobes have no target of their own: attached per ulock command;
+	 * mmap_lock's tracepoints by the first `lock ADDR mmap` */
 	bpf_program__set_autoattach(skel->progs.inject_acquire, false);
 	bpf_program__set_autoattach(skel->progs.inject_release, false);
+	bpf_program__set_autoattach(skel->progs.inject_mmap_locked, false);
+	bpf_program__set_autoattach(skel->progs.inject_mmap_locking, false);
 	err = inject_bpf__attach(skel);
 	if (err) {
 		emit_error("attach", -err, "attaching the injection programs failed");

@@ -16,6 +16,12 @@
  * the same outside it (the control) */
 enum { INJ_LOCK, INJ_LOCK_NS, INJ_CONTROL, INJ_CONTROL_NS, INJ_NR };
 
+/* how a kernel lock of the `locks` map gets its waits */
+enum inject_site {
+	SITE_CONTENDED = 1,      /* at contended acquisitions (lock:contention_end) */
+	SITE_MMAP_LOCK = 2,      /* at every acquisition of mm->mmap_lock (its own tracepoints) */
+};
+
 struct ulock_key {
 	__u64 addr;      /* the lock's address in the process */
 	__u32 tgid;

@@ -20,6 +20,15 @@
 
 static struct contention_bpf *core;
 
+/* a USDT probe is attached: the waits it names are looked for at switch-out
+ * (contention.bpf.c) and wake-up (tasks.bpf.c) from now on */
+static void usdt_on(void)
+{
+	if (core)
+		core->bss->usdt_on = true;
+	tasks_usdt_on();
+}
+
 void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, int ncpus)
 {
 	int tracked_fd = bpf_map__fd(cskel->maps.tracked);
@@ -33,14 +42,7 @@ void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, i
 		   futex_open_fd(), bpf_map__fd(cskel->maps.tstate), bpf_map__fd(cskel->maps.usdt_waiting),
 		   bpf_map__fd(cskel->maps.usdt_held), ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */
-	usdt_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.usdt_waiting), ncpus);
-}
-
-void optional_usdt_on(void)
-{
-	if (core)
-		core->bss->usdt_on = true;
-	tasks_usdt_on();
+	usdt_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.usdt_waiting), ncpus, usdt_on);
 }
 
 void optional_destroy(void)

@@ -10,9 +10,6 @@ struct contention_bpf;
  * per-thread times and wake-ups, slab caches; one that fails is reported
  * in the data event (or, for slab caches, in "slab"), not fatal */
 void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, int ncpus);
-/* a USDT probe is attached: the waits it names are looked for at switch-out
- * (contention.bpf.c) and wake-up (tasks.bpf.c) from now on */
-void optional_usdt_on(void);
 void optional_destroy(void);
 
 #endif

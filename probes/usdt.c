@@ -16,7 +16,6 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "usdt.h"
-#include "optional.h"
 #include "usdt.skel.h"
 
 #define MAX_USDT_LINKS 64
@@ -36,11 +35,14 @@ static int nc;
 static struct usdt_link links[MAX_USDT_LINKS];
 static int nlinks;
 
-int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus)
+static void (*attached_hook)(void);
+
+int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void (*on_attach)(void))
 {
 	int err;
 
 	nc = ncpus;
+	attached_hook = on_attach;
 	uskel = usdt_bpf__open();
 	if (!uskel)
 		return load_err = -errno;
@@ -109,7 +111,8 @@ void usdt_command(char *args)
 		return;
 	}
 	nlinks++;
-	optional_usdt_on();
+	if (attached_hook)
+		attached_hook();
 	emit_attached(l);
 }
 

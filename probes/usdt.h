@@ -7,8 +7,10 @@
 struct jw;
 
 /* load usdt.bpf.c, sharing the tgid filter map; nothing is attached until
- * usdt_attach; 0 or -errno (then usdt_json reports why) */
-int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus);
+ * usdt_attach; 0 or -errno (then usdt_json reports why). on_attach is
+ * called at each probe attached (the other programs then look for the
+ * waits it names). */
+int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void (*on_attach)(void));
 /* the "usdt" command: `usdt start|done COOKIE PROVIDER NAME PATH` attaches
  * the start or done program to probe PROVIDER:NAME of the binary PATH, for
  * every process running it (the tracked map filters) */

@@ -70,9 +70,9 @@ def test_run_needs_something_to_run(tmp_path):
     assert "both a workload" in run_bad(tmp_path, "run", "MWRM", "--duration", "1", "--", "true")
 
 
-def test_double_dash_only_goes_with_run_and_sweep(tmp_path):
+def test_double_dash_only_goes_with_run_sweep_and_confirm(tmp_path):
     p = lockscope("analyze", str(tmp_path), "--", "true")
-    assert p.returncode == 2 and "only go with run and sweep" in p.stderr
+    assert p.returncode == 2 and "only go with run, sweep and confirm" in p.stderr
 
 
 def test_bad_cpus(tmp_path):

@@ -7,7 +7,9 @@ sections; where it is the most-waited lock but the CPUs limit (more threads
 than CPUs, short holds), not confirmed.
 
 The verdict rules on confirmation records of real runs (tests/data/confirm:
-MWRM on tmpfs, 2 workers, the rename mutex; mmap, 2 workers, mmap_lock), the
+MWRM on tmpfs, 2 workers, the rename mutex at its contended acquisitions;
+mmap, 2 workers, mmap_lock at every acquisition; tests/data/confirm_contended:
+mmap when mmap_lock got waits at contended acquisitions only), the
 analysis and exports that carry it, the command's errors, and end to end:
 waits injected into the real kernel's rename mutex slow MWRM down as a
 serial lock predicts, the same waits outside it much less, and nothing stays
@@ -67,7 +69,7 @@ def test_rename_mutex_is_confirmed_and_its_control_responds_less():
 def test_too_little_added_is_inconclusive_not_a_negative():
     """mmap_lock's few contended acquisitions are long: the capped waits at
     them add ~2% of the time per operation, which cannot show a response."""
-    c = cf.confirm(load(DATA / "confirm" / "mmap-none.json"))
+    c = cf.confirm(load(DATA / "confirm_contended" / "mmap-none.json"))
     assert c.verdict == cf.INCONCLUSIVE
     assert "too little" in c.why and "contended acquisitions" in c.why
 
@@ -94,13 +96,14 @@ def test_analysis_json_diagnosis_text_and_exports_carry_the_verdict(tmp_path):
     assert conf["delays_us"] == [0.35, 0.87, 1.73] and conf["runs"] == 12
     assert set(conf["predicted"]) == {"10%", "25%", "50%"}
     assert "Confirmed by experiment" in mwrm["diagnosis"]
-    assert exps[("mmap", "none")]["root_cause"]["confirmation"]["verdict"] == "inconclusive"
+    mmap = exps[("mmap", "none")]["root_cause"]["confirmation"]
+    assert mmap["verdict"] == "confirmed" and "every acquisition" in mmap["how"]
     text = lockscope("analyze", str(res)).stdout
     assert f"confirm (2 workers, {MWRM_LOCK}): CONFIRMED" in text
     r = lockscope("export", str(res), "--out", str(tmp_path / "x"))
     assert r.returncode == 0, r.stderr
     rows = {row["workload"]: row for row in csv.DictReader(io.StringIO((tmp_path / "x" / "bottlenecks.csv").read_text()))}
-    assert rows["MWRM"]["confirmed"] == "confirmed" and rows["mmap"]["confirmed"] == "inconclusive"
+    assert rows["MWRM"]["confirmed"] == "confirmed" and rows["mmap"]["confirmed"] == "confirmed"
     assert r"& yes \\" in (tmp_path / "x" / "bottlenecks.tex").read_text()     # confirmed, in the paper table
 
 
@@ -114,7 +117,7 @@ def test_report_shows_the_experiment_panel(tmp_path):
     assert "inside the critical sections" in panel and "just outside them (control)" in panel   # the legend
     assert "predicted, critical sections shorter" in panel
     mmap = (tmp_path / "rep" / "mmap-none.html").read_text()
-    assert "<b>inconclusive</b>" in mmap and "predicted, critical sections shorter" not in mmap
+    assert "<b>confirmed</b>" in mmap and "mmap_lock_acquire_returned" in mmap
 
 
 def test_without_confirmation_nothing_changes(tmp_path):
@@ -180,6 +183,24 @@ def nothing_left(wait: float = 10.0) -> tuple[list, list]:
     return our_processes(), leaked_progs("inject_")
 
 
+def test_mmap_lock_confirmed_end_to_end(e2e, tmp_path):
+    """mm->mmap_lock has tracepoints of its own: waits at every acquisition,
+    and the control before it is taken."""
+    res = tmp_path / "res"
+    shutil.copytree(DATA / "mwrm_mmap_tmpfs", res)
+    for attempt in range(2):
+        r = lockscope("confirm", str(res), "--experiment", "mmap", "--rounds", "1", "--phase", "1", "--json",
+                      timeout=240)
+        assert r.returncode == 0, r.stderr
+        c = json.loads(r.stdout)[0]
+        assert c["lock"].startswith("mm->mmap_lock of ") and "mmap_lock_acquire_returned" in c["how"]
+        if c["verdict"] == "confirmed":
+            break
+    assert c["verdict"] == "confirmed", c["why"]
+    assert c["slope"] >= 0.75 and c["control_slope"] < c["slope"] - 0.25
+    assert nothing_left() == ([], [])
+
+
 def test_sigkill_leaves_nothing_injected(e2e, scratch, tmp_path):
     res = tmp_path / "res"
     shutil.copytree(DATA / "mwrm_mmap_tmpfs", res)
@@ -234,8 +255,9 @@ def test_command_mutex_confirmed_against_the_programs_own_clock(e2e, tmp_path, l
     """2 threads, 200 us inside the mutex, 50 us outside: the mutex is serial."""
     exe, res = _program_sweep(tmp_path, "cmutex", "1,2", 200, 50, lang)
     clock = tmp_path / "clock.txt"
-    r = lockscope("confirm", str(res), "--rounds", "1", "--phase", "1", "--ops-regex", OPS, "--json",
-                  "--", str(exe), "{n}", "200", "50", "{duration}", str(clock), timeout=240)
+    r = lockscope("confirm", str(res), "--workers", "2", "--lock", lock, "--rounds", "1", "--phase", "1",
+                  "--ops-regex", OPS, "--json", "--", str(exe), "{n}", "200", "50", "{duration}", str(clock),
+                  timeout=240)
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)[0]
     assert c["lock"] == lock and c["space"] == "user"

@@ -55,6 +55,8 @@ ALONE_S = 1.0                   # the workload's rate with nothing attached, aft
 # wait added per operation is this fraction of the time per operation
 AUTO_FRACTIONS = (0.1, 0.25, 0.5)
 MIN_DELAY_NS = 100
+# a kernel lock class with tracepoints of its own at every acquisition
+MMAP_LOCK = "mm->mmap_lock"
 # a user lock's kind -> (acquire, release, Go's register ABI): the functions
 # whose entries get the outside and inside waits
 USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock", False),
@@ -84,7 +86,7 @@ class ConfirmSpec:
     rate_regex: str | None = None
 
 
-def discover(load: SteadyLoad, mountpoint: Path | None, workers: int, seconds: float,
+def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: int, seconds: float,
              vmlinux: Path | None) -> tuple[list[Lock], float, float]:
     """The workload's locks named as `run` names them, from a probe window of
     `seconds`: (locks, window seconds, the workload's ops/s in the window)."""
@@ -135,9 +137,12 @@ def target_of(lock: Lock, inj: InjectSession) -> Target:
                addresses=list(lock.addresses))
     user = [a for a in lock.addresses if ":" in a]
     if not user:
+        mmap = lock.lock_class == MMAP_LOCK
         for a in lock.addresses:
-            inj.kernel_lock(int(a, 16))
-        t.how = ("a busy wait after each contended acquisition (lock:contention_end), and for the control at "
+            inj.kernel_lock(int(a, 16), every_mmap_lock=mmap)
+        t.how = ("a busy wait after every acquisition (mmap_lock:mmap_lock_acquire_returned), and for the control "
+                 "before it (mmap_lock_start_locking)" if mmap else
+                 "a busy wait after each contended acquisition (lock:contention_end), and for the control at "
                  "the acquiring thread's next system-call return")
         return t
     if lock.kind not in USER_RELEASE:
@@ -156,13 +161,14 @@ def target_of(lock: Lock, inj: InjectSession) -> Target:
 
 
 def auto_delays(lock: Lock, window_s: float, window_rate: float, ops_per_sec: float,
-                user: bool) -> tuple[list[int], float | None]:
+                user: bool, every: bool) -> tuple[list[int], float | None]:
     """Delays whose serial prediction loses AUTO_FRACTIONS of the throughput
     (ops_per_sec, with the injector attached): wait per acquisition d with
     d x (acquisitions per op) = f / (ops/s). Kernel waits are added at
     contended acquisitions only (per op as counted in the discovery window,
-    at window_rate); a user lock's at every release (taken as one per op)."""
-    per_op = None if user else lock.count / window_s / max(window_rate, 1e-9)
+    at window_rate); a user lock's, and mmap_lock's (`every`), at every
+    release or acquisition (taken as one per op)."""
+    per_op = None if every else lock.count / window_s / max(window_rate, 1e-9)
     cap = MAX_USER_NS if user else MAX_KERNEL_NS
     acq = per_op if per_op else 1.0
     delays = [min(cap, max(MIN_DELAY_NS, round(f / ops_per_sec / acq * 1e9, -1))) for f in AUTO_FRACTIONS]
@@ -231,7 +237,8 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         target = target_of(lock, inj)
         t_start = time.monotonic_ns()
         phases = [_phase(load, inj, NONE, 0, spec.phase_s, t_start)]     # the first plain one sizes the delays
-        delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user")
+        delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user",
+                                     target.space == "user" or lock.lock_class == MMAP_LOCK)
         delays = spec.delays_ns or delays
         plan = schedule(delays, spec.rounds)
         progress(f"alone: {alone:,.0f} ops/s; {len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "
@@ -248,5 +255,14 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         lockscope_version=__version__, record_id=spec.record_id, discovery_s=round(window_s, 3),
         alone_ops_per_sec=alone, t0_monotonic_ns=t_start,
         lock_wait_share=lock.wait_share, contended_per_op=per_op,
-        warnings=[] if os.cpu_count() and os.cpu_count() >= spec.workers else
-        [f"{spec.workers} workers on {os.cpu_count()} CPUs: an outside wait competes for CPU time too"])
+        warnings=_warnings(spec, lock))
+
+
+def _warnings(spec: ConfirmSpec, lock: Lock) -> list[str]:
+    out = []
+    if lock.instances > len(lock.addresses):
+        out.append(f"only {len(lock.addresses)} of the lock's {lock.instances} instances (addresses) in the discovery "
+                   "window got waits: the others' critical sections were not lengthened")
+    if (os.cpu_count() or 1) < spec.workers:
+        out.append(f"{spec.workers} workers on {os.cpu_count()} CPUs: an outside wait competes for CPU time too")
+    return out

@@ -60,8 +60,10 @@ class InjectSession(JsonLinesProcess):
     def track(self, tgid: int) -> None:
         self._command(f"track {tgid}")
 
-    def kernel_lock(self, addr: int) -> None:
-        self._command(f"lock {addr:x}")
+    def kernel_lock(self, addr: int, every_mmap_lock: bool = False) -> None:
+        """Waits at its contended acquisitions; every_mmap_lock: an mm's
+        mmap_lock, at every acquisition (its own tracepoints)."""
+        self._command(f"lock {addr:x}" + (" mmap" if every_mmap_lock else ""))
 
     def user_lock(self, path: str, acquire_off: int, release_off: int, tgid: int, addr: int,
                   go: bool = False) -> None:
