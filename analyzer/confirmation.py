@@ -187,7 +187,7 @@ def confirm(rec: ConfirmRecord, max_gain: float | None = None) -> Confirmation:
     noise = _noise(rec)
     warnings = list(rec.warnings)
     if rec.alone_ops_per_sec and base < PROBE_EFFECT * rec.alone_ops_per_sec:
-        warnings.append(f"with the injector attached ({rec.target.how.split(',')[0]}) and no wait set, the workload ran "
+        warnings.append(f"with the injector attached ({rec.target.how.split(', and for the control')[0]}) and no wait set, the workload ran "
                         f"at {base / rec.alone_ops_per_sec:.0%} of its rate alone ({rec.alone_ops_per_sec:,.0f}): "
                         "the responses are those of a slower program")
     if inside.points:

@@ -14,6 +14,13 @@
  * mm->mmap_lock (mmap_lock:mmap_lock_acquire_returned, the control at
  * mmap_lock_start_locking, before it is taken). The `locks` map says which
  * way each lock is delayed (enum inject_site).
+ * A kernel mutex or rwsem can also be sampled in time (SITE_TICK): at a
+ * timer tick on a CPU running a tracked task, the lock's owner word says
+ * whether that task holds it (write-held, for an rwsem): the inside wait
+ * runs if it does, the outside one if it does not. Critical sections then
+ * get waits in proportion to their time, contended or not, as Coz's
+ * virtual speed-ups sample the code. The wait runs in the timer's
+ * interrupt: the loader caps it like a spinlock's.
  * A mutex's end fires with its wait_lock still held, so the mutex's waiters
  * queue behind it as they would behind the holder. The outside wait of such
  * an acquisition runs at the task's next return from a system call
@@ -28,6 +35,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "inject.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -145,6 +153,32 @@ int BPF_PROG(inject_syscall_done, struct pt_regs *regs, long ret)
 	spin(out * times, INJ_CONTROL);
 	/* counted as that many waits */
 	add(INJ_CONTROL, times - 1);
+	return 0;
+}
+
+/* ---- kernel mutexes and rwsems, sampled in time ----------------------- */
+
+volatile __u64 tick_lock;          /* the lock sampled (SITE_TICK) */
+volatile __u32 tick_rwsem;         /* 1: an rw_semaphore, 0: a mutex */
+
+#define OWNER_FLAGS 0x7UL          /* the flag bits of a mutex's or rwsem's owner word */
+#define RWSEM_READER_OWNED 0x1UL
+
+SEC("perf_event")
+int inject_tick(struct bpf_perf_event_data *ctx)
+{
+	__u64 lock = tick_lock, in = inside_ns, out = outside_ns, owner = 0, off;
+
+	if (!lock || (!in && !out) || !tracked(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	off = tick_rwsem ? bpf_core_field_offset(struct rw_semaphore, owner) : bpf_core_field_offset(struct mutex, owner);
+	bpf_probe_read_kernel(&owner, sizeof(owner), (void *)(lock + off));
+	if ((owner & ~OWNER_FLAGS) == (__u64)bpf_get_current_task_btf() && !(tick_rwsem && (owner & RWSEM_READER_OWNED))) {
+		if (in)
+			spin(in, INJ_LOCK);
+	} else if (out) {
+		spin(out, INJ_CONTROL);
+	}
 	return 0;
 }
 

@@ -9,6 +9,10 @@
  *                              contended acquisitions; mmap: an mm's
  *                              mmap_lock, at every acquisition (its own
  *                              tracepoints, attached then)
+ *   tick ADDR mutex|rwsem HZ   the one kernel mutex or rwsem delayed at timer
+ *                              ticks (HZ per CPU) while its owner runs, and
+ *                              the control while a tracked task runs without
+ *                              holding it
  *   ulock PATH ACQUIRE RELEASE TGID ADDR GO
  *                              a user lock at ADDR in TGID, taken and released
  *                              by the functions at file offsets ACQUIRE and
@@ -23,6 +27,8 @@
  * are the process's, so nothing stays injected once it exits, killed or not.
  */
 #include <errno.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +82,44 @@ static void emit_counts(void)
 		jw_ku64(&out, names[k], sum);
 	}
 	jw_event_end(&out);
+}
+
+static struct bpf_link **tick_links;
+static int nr_cpus;
+
+/* inject_tick on every CPU's clock, hz times a second */
+static int attach_tick(unsigned long hz)
+{
+	if (tick_links)
+		return -EALREADY;
+	nr_cpus = libbpf_num_possible_cpus();
+	tick_links = calloc(nr_cpus, sizeof(*tick_links));
+	if (!tick_links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < nr_cpus; cpu++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.size = sizeof(attr),
+			.sample_freq = hz,
+			.freq = 1,
+		};
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == ENODEV)
+				continue;       /* possible but offline CPU */
+			return -errno;
+		}
+		tick_links[cpu] = bpf_program__attach_perf_event(skel->progs.inject_tick, fd);
+		if (!tick_links[cpu]) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+	}
+	return 0;
 }
 
 static int put_value(struct bpf_map *map, const void *key, __u8 value)
@@ -163,6 +207,16 @@ static int command(char *line)
 		err = mmap ? attach_mmap_lock() : 0;
 		if (!err)
 			err = put_value(skel->maps.locks, &a, mmap ? SITE_MMAP_LOCK : SITE_CONTENDED);
+	} else if (strcmp(verb, "tick") == 0 && sscanf(line, "tick %llx %15s %llu", &a, which, &b) == 3 &&
+		   (strcmp(which, "mutex") == 0 || strcmp(which, "rwsem") == 0) && b > 0 && b <= 20000) {
+		kernel_locks = true;
+		err = put_value(skel->maps.locks, &a, SITE_TICK);
+		if (!err)
+			err = attach_tick(b);
+		if (!err) {
+			skel->bss->tick_rwsem = strcmp(which, "rwsem") == 0;
+			skel->bss->tick_lock = a;
+		}
 	} else if (strcmp(verb, "ulock") == 0 &&
 		   sscanf(line, "ulock %4095s %llx %llx %u %llx %u", path, &a, &b, &tgid, &c, &go) == 6) {
 		struct ulock_key k = { .addr = c, .tgid = tgid, .go = !!go };
@@ -213,6 +267,7 @@ int main(void)
 	bpf_program__set_autoattach(skel->progs.inject_release, false);
 	bpf_program__set_autoattach(skel->progs.inject_mmap_locked, false);
 	bpf_program__set_autoattach(skel->progs.inject_mmap_locking, false);
+	bpf_program__set_autoattach(skel->progs.inject_tick, false);
 	err = inject_bpf__attach(skel);
 	if (err) {
 		emit_error("attach", -err, "attaching the injection programs failed");
@@ -226,6 +281,9 @@ int main(void)
 			break;
 	for (int i = 0; i < nr_uprobes; i++)
 		bpf_link__destroy(uprobes[i]);
+	for (int cpu = 0; tick_links && cpu < nr_cpus; cpu++)
+		bpf_link__destroy(tick_links[cpu]);
+	free(tick_links);
 	inject_bpf__destroy(skel);
 	free(line);
 	return 0;

@@ -20,6 +20,7 @@ enum { INJ_LOCK, INJ_LOCK_NS, INJ_CONTROL, INJ_CONTROL_NS, INJ_NR };
 enum inject_site {
 	SITE_CONTENDED = 1,      /* at contended acquisitions (lock:contention_end) */
 	SITE_MMAP_LOCK = 2,      /* at every acquisition of mm->mmap_lock (its own tracepoints) */
+	SITE_TICK = 3,           /* a mutex or rwsem, at timer ticks while its owner runs (inject_tick) */
 };
 
 struct ulock_key {

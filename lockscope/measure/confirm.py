@@ -57,6 +57,12 @@ AUTO_FRACTIONS = (0.1, 0.25, 0.5)
 MIN_DELAY_NS = 100
 # a kernel lock class with tracepoints of its own at every acquisition
 MMAP_LOCK = "mm->mmap_lock"
+# below this many contended acquisitions per operation, waits there are too
+# few: a kernel mutex or rwsem (one address) is sampled in time instead,
+# TICK_HZ timer ticks a second per CPU (inject.bpf.c, inject_tick)
+FEW_CONTENDED = 0.05
+TICK_HZ = 10_000
+TICK_HOLD = 0.5                 # the share of a worker's time taken as holding the lock, to size the waits
 # a user lock's kind -> (acquire, release, Go's register ABI): the functions
 # whose entries get the outside and inside waits
 USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock", False),
@@ -131,19 +137,39 @@ def _user_functions(tgid: int, names: tuple[str, str]) -> tuple[str, int, int]:
     raise LockscopeError(f"no library of process {tgid} defines {' and '.join(names)}")
 
 
-def target_of(lock: Lock, inj: InjectSession) -> Target:
+def kernel_site(lock: Lock, contended_per_op: float) -> str:
+    """How a kernel lock gets its waits: mmap (its own tracepoints), tick
+    (sampled in time while held), or contended (at contended acquisitions)."""
+    if lock.lock_class == MMAP_LOCK:
+        return "mmap"
+    if contended_per_op < FEW_CONTENDED and lock.kind in ("mutex", "rwsem") and len(lock.addresses) == 1:
+        return "tick"
+    return "contended"
+
+
+KERNEL_HOW = {
+    "mmap": "a busy wait after every acquisition (mmap_lock:mmap_lock_acquire_returned), and for the control "
+            "before it (mmap_lock_start_locking)",
+    "tick": f"a busy wait at {TICK_HZ:,} timer ticks a second per CPU landing while a worker holds the lock (its "
+            "owner word), and for the control at the ticks landing while a worker runs without it",
+    "contended": "a busy wait after each contended acquisition (lock:contention_end), and for the control at "
+                 "the acquiring thread's next system-call return",
+}
+
+
+def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target:
     """Hand `lock`'s addresses to the injector; what will be delayed, in words."""
     t = Target(name=lock.name, lock_class=lock.lock_class, kind=lock.kind, space="kernel",
                addresses=list(lock.addresses))
     user = [a for a in lock.addresses if ":" in a]
     if not user:
-        mmap = lock.lock_class == MMAP_LOCK
+        site = kernel_site(lock, contended_per_op)
         for a in lock.addresses:
-            inj.kernel_lock(int(a, 16), every_mmap_lock=mmap)
-        t.how = ("a busy wait after every acquisition (mmap_lock:mmap_lock_acquire_returned), and for the control "
-                 "before it (mmap_lock_start_locking)" if mmap else
-                 "a busy wait after each contended acquisition (lock:contention_end), and for the control at "
-                 "the acquiring thread's next system-call return")
+            if site == "tick":
+                inj.tick_lock(int(a, 16), lock.kind == "rwsem", TICK_HZ)
+            else:
+                inj.kernel_lock(int(a, 16), every_mmap_lock=site == "mmap")
+        t.how = KERNEL_HOW[site]
         return t
     if lock.kind not in USER_RELEASE:
         raise UsageError(f"confirm cannot lengthen the critical sections of {lock.name} ({lock.kind}): "
@@ -161,7 +187,7 @@ def target_of(lock: Lock, inj: InjectSession) -> Target:
 
 
 def auto_delays(lock: Lock, window_s: float, window_rate: float, ops_per_sec: float,
-                user: bool, every: bool) -> tuple[list[int], float | None]:
+                user: bool, every: bool, tick: bool = False) -> tuple[list[int], float | None]:
     """Delays whose serial prediction loses AUTO_FRACTIONS of the throughput
     (ops_per_sec, with the injector attached): wait per acquisition d with
     d x (acquisitions per op) = f / (ops/s). Kernel waits are added at
@@ -170,6 +196,8 @@ def auto_delays(lock: Lock, window_s: float, window_rate: float, ops_per_sec: fl
     release or acquisition (taken as one per op)."""
     per_op = None if every else lock.count / window_s / max(window_rate, 1e-9)
     cap = MAX_USER_NS if user else MAX_KERNEL_NS
+    if tick:        # a wait at each tick that finds the lock held: f of the time = TICK_HZ x TICK_HOLD x d
+        return sorted({int(min(cap, round(f / (TICK_HZ * TICK_HOLD) * 1e9, -1))) for f in AUTO_FRACTIONS}), per_op
     acq = per_op if per_op else 1.0
     delays = [min(cap, max(MIN_DELAY_NS, round(f / ops_per_sec / acq * 1e9, -1))) for f in AUTO_FRACTIONS]
     return sorted(set(int(d) for d in delays)), per_op
@@ -181,6 +209,11 @@ def _phase(load: SteadyLoad, inj: InjectSession, where: str, delay: int, seconds
     c0, t0 = inj.counts(), time.monotonic_ns()
     time.sleep(seconds)
     t1 = time.monotonic_ns()
+    if load.ended:
+        raise LockscopeError(f"the workload stopped during the phases ({where} {delay / 1000:g} us, "
+                             f"{(t1 - t_start) / 1e9:.0f} s in; its messages are above)",
+                             "a workload that fills its file system (MWCM creates files) runs out over many "
+                             "phases: pass fewer or shorter ones (--rounds 1, --phase 0.5)")
     c = inj.counts() - c0
     # the injector's counts cover [t0, t1]; the progress lines a little less:
     # the operations are their rate over the counts' window
@@ -234,11 +267,13 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         inj = stack.enter_context(InjectSession())
         for pid in load.worker_pids:
             inj.track(pid)
-        target = target_of(lock, inj)
+        contended = lock.count / window_s / max(disc_rate, 1e-9)
+        target = target_of(lock, inj, contended)
         t_start = time.monotonic_ns()
         phases = [_phase(load, inj, NONE, 0, spec.phase_s, t_start)]     # the first plain one sizes the delays
         delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user",
-                                     target.space == "user" or lock.lock_class == MMAP_LOCK)
+                                     target.space == "user" or lock.lock_class == MMAP_LOCK,
+                                     tick=target.how == KERNEL_HOW["tick"])
         delays = spec.delays_ns or delays
         plan = schedule(delays, spec.rounds)
         progress(f"alone: {alone:,.0f} ops/s; {len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "

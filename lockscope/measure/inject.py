@@ -65,6 +65,12 @@ class InjectSession(JsonLinesProcess):
         mmap_lock, at every acquisition (its own tracepoints)."""
         self._command(f"lock {addr:x}" + (" mmap" if every_mmap_lock else ""))
 
+    def tick_lock(self, addr: int, rwsem: bool, hz: int) -> None:
+        """The one kernel mutex or rwsem delayed at timer ticks, hz per CPU,
+        while its owner runs (the control while a tracked task runs
+        without it)."""
+        self._command(f"tick {addr:x} {'rwsem' if rwsem else 'mutex'} {hz}")
+
     def user_lock(self, path: str, acquire_off: int, release_off: int, tgid: int, addr: int,
                   go: bool = False) -> None:
         if any(c.isspace() for c in path):
