@@ -27,7 +27,13 @@
  * (raw_syscalls:sys_exit), where no lock of the call is held.
  * User locks (uprobes on the lock's functions, e.g. pthread_mutex_unlock):
  * the inside wait runs before every release, contended or not; the outside
- * one on entry to the acquire function, before the lock is taken.
+ * one on entry to the acquire function, before the lock is taken. A lock
+ * whose lock and unlock are inlined (Rust's std Mutex) is reached by its
+ * contended paths only: the inside wait on return from its contended
+ * acquire (lock_contended: the lock is held then), the outside one on
+ * return from its wake-up of a waiter (wake: after the release and the
+ * futex wake; on entry to it the lock is free but its waiter still asleep,
+ * so a wait there delays the hand-off as one inside would).
  *
  * Only the tracked processes are delayed. Delays are set from user space
  * through .bss (0: off); the loader caps them (inject.c).
@@ -240,6 +246,56 @@ int inject_release(struct pt_regs *ctx)
 	if (in && user_lock(ctx))
 		spin(in, INJ_LOCK);
 	return 0;
+}
+
+/* thread id -> the lock its contended acquire or wake-up was called on
+ * (a thread is in one of them at a time) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, INJECT_MAX_TGIDS * 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} called_on SEC(".maps");
+
+SEC("uprobe")
+int inject_contended_entry(struct pt_regs *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 addr = PT_REGS_PARM1(ctx);
+
+	if (inside_ns || outside_ns)
+		bpf_map_update_elem(&called_on, &tid, &addr, BPF_ANY);
+	return 0;
+}
+
+/* on return from a contended path: ns of waits under slot k, if the lock
+ * it was called on is one of ours */
+static __always_inline int contended_return(__u64 ns, __u32 k)
+{
+	__u64 id = bpf_get_current_pid_tgid(), *addr;
+	__u32 tid = (__u32)id;
+	struct ulock_key key = { .tgid = id >> 32 };
+
+	addr = bpf_map_lookup_elem(&called_on, &tid);
+	if (!addr)
+		return 0;
+	key.addr = *addr;
+	bpf_map_delete_elem(&called_on, &tid);
+	if (ns && bpf_map_lookup_elem(&ulocks, &key))
+		spin(ns, k);
+	return 0;
+}
+
+SEC("uretprobe")
+int inject_contended_return(struct pt_regs *ctx)
+{
+	return contended_return(inside_ns, INJ_LOCK);
+}
+
+SEC("uretprobe")
+int inject_wake_return(struct pt_regs *ctx)
+{
+	return contended_return(outside_ns, INJ_CONTROL);
 }
 
 SEC("uprobe")

@@ -18,6 +18,11 @@
  *                              by the functions at file offsets ACQUIRE and
  *                              RELEASE (hex) of PATH (GO 1: Go's register ABI);
  *                              the uprobes trap in process TGID only
+ *   ulock_contended PATH ACQUIRE WAKE TGID ADDR
+ *                              a user lock reached by its contended paths only:
+ *                              the inside wait on return from its contended
+ *                              acquire (file offset ACQUIRE), the outside one
+ *                              on return from its wake-up of a waiter (WAKE)
  *   delay inside|outside NS    set a busy wait inside the critical sections or
  *                              just outside them (0: off), within the caps below
  *   read                       {"event":"counts", ...}: what was added so far
@@ -51,7 +56,7 @@
 
 static struct inject_bpf *skel;
 static struct bpf_link *uprobes[MAX_UPROBES];
-static struct { char path[4096]; unsigned long off; int pid; } uprobe_at[MAX_UPROBES];
+static struct { char path[4096]; unsigned long off; int pid; bool ret; } uprobe_at[MAX_UPROBES];
 static int nr_uprobes;
 
 static void emit(const char *event)
@@ -153,19 +158,21 @@ static int attach_mmap_lock(void)
 	return 0;
 }
 
-/* prog at file offset off of path in process pid, once */
-static int attach_at(struct bpf_program *prog, const char *path, unsigned long off, int pid)
+/* prog at file offset off of path in process pid (ret: on return), once */
+static int attach_at(struct bpf_program *prog, const char *path, unsigned long off, int pid, bool ret)
 {
 	for (int i = 0; i < nr_uprobes; i++)
-		if (uprobe_at[i].off == off && uprobe_at[i].pid == pid && strcmp(uprobe_at[i].path, path) == 0)
+		if (uprobe_at[i].off == off && uprobe_at[i].pid == pid && uprobe_at[i].ret == ret &&
+		    strcmp(uprobe_at[i].path, path) == 0)
 			return 0;
 	if (nr_uprobes == MAX_UPROBES)
 		return -E2BIG;
-	uprobes[nr_uprobes] = bpf_program__attach_uprobe(prog, false, pid, path, off);
+	uprobes[nr_uprobes] = bpf_program__attach_uprobe(prog, ret, pid, path, off);
 	if (!uprobes[nr_uprobes])
 		return -errno;
 	snprintf(uprobe_at[nr_uprobes].path, sizeof(uprobe_at[0].path), "%s", path);
 	uprobe_at[nr_uprobes].pid = pid;
+	uprobe_at[nr_uprobes].ret = ret;
 	uprobe_at[nr_uprobes++].off = off;
 	return 0;
 }
@@ -221,9 +228,22 @@ static int command(char *line)
 		   sscanf(line, "ulock %4095s %llx %llx %u %llx %u", path, &a, &b, &tgid, &c, &go) == 6) {
 		struct ulock_key k = { .addr = c, .tgid = tgid, .go = !!go };
 
-		err = attach_at(skel->progs.inject_acquire, path, a, tgid);
+		err = attach_at(skel->progs.inject_acquire, path, a, tgid, false);
 		if (!err)
-			err = attach_at(skel->progs.inject_release, path, b, tgid);
+			err = attach_at(skel->progs.inject_release, path, b, tgid, false);
+		if (!err)
+			err = put(skel->maps.ulocks, &k);
+	} else if (strcmp(verb, "ulock_contended") == 0 &&
+		   sscanf(line, "ulock_contended %4095s %llx %llx %u %llx", path, &a, &b, &tgid, &c) == 5) {
+		struct ulock_key k = { .addr = c, .tgid = tgid };
+
+		err = attach_at(skel->progs.inject_contended_entry, path, a, tgid, false);
+		if (!err)
+			err = attach_at(skel->progs.inject_contended_return, path, a, tgid, true);
+		if (!err)
+			err = attach_at(skel->progs.inject_contended_entry, path, b, tgid, false);
+		if (!err)
+			err = attach_at(skel->progs.inject_wake_return, path, b, tgid, true);
 		if (!err)
 			err = put(skel->maps.ulocks, &k);
 	} else if (strcmp(verb, "delay") == 0 && sscanf(line, "delay %15s %llu", which, &a) == 2)
@@ -268,6 +288,9 @@ int main(void)
 	bpf_program__set_autoattach(skel->progs.inject_mmap_locked, false);
 	bpf_program__set_autoattach(skel->progs.inject_mmap_locking, false);
 	bpf_program__set_autoattach(skel->progs.inject_tick, false);
+	bpf_program__set_autoattach(skel->progs.inject_contended_entry, false);
+	bpf_program__set_autoattach(skel->progs.inject_contended_return, false);
+	bpf_program__set_autoattach(skel->progs.inject_wake_return, false);
 	err = inject_bpf__attach(skel);
 	if (err) {
 		emit_error("attach", -err, "attaching the injection programs failed");

@@ -244,10 +244,17 @@ OPS = "ops: ([0-9]+)"
 
 
 def _build(tmp_path, lang: str):
-    """tests/programs/confirm.c or .go; Go without inlining, so that
+    """tests/programs/confirm.c, .go or .rs; Go without inlining, so that
     sync.Mutex's Lock and Unlock are calls a uprobe sees."""
     if lang == "c":
         return build_c(REPO / "tests" / "programs" / "confirm.c", tmp_path / "confirm")
+    if lang == "rust":
+        if not shutil.which("rustc"):
+            pytest.skip("rustc not found: tests/programs/confirm.rs cannot be built")
+        exe = tmp_path / "confirm_rs"
+        subprocess.run(["rustc", "-O", "-o", str(exe), str(REPO / "tests" / "programs" / "confirm.rs")],
+                       check=True, capture_output=True)
+        return exe
     if not shutil.which("go"):
         pytest.skip("go not found: tests/programs/confirm.go cannot be built")
     exe = tmp_path / "confirm_go"
@@ -299,6 +306,22 @@ def test_command_mutex_confirmed_against_the_programs_own_clock(e2e, tmp_path, l
             assert _program_clock(clock, t0, p) - hold == pytest.approx(added, rel=0.25)
         elif p["where"] == "outside":       # the control leaves the critical section as it was
             assert abs(_program_clock(clock, t0, p) - hold) < 0.1 * hold
+    assert nothing_left() == ([], [])
+
+
+def test_rust_mutex_reached_by_its_contended_paths_is_confirmed(e2e, tmp_path):
+    """std::sync::Mutex's lock and unlock are inlined: the wait goes on
+    return from lock_contended (held), the control on return from wake
+    (released, its waiter woken)."""
+    exe, res = _program_sweep(tmp_path, "rmutex", "1,2", 200, 50, "rust")
+    lock = "std::sync::Mutex confirm::LOCK in confirm_rs"
+    r = lockscope("confirm", str(res), "--workers", "2", "--lock", lock, "--rounds", "1", "--phase", "1",
+                  "--ops-regex", OPS, "--json", "--", str(exe), "{n}", "200", "50", "{duration}", timeout=240)
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)[0]
+    assert c["lock"] == lock and "lock_contended" in c["how"] and "wake" in c["how"]
+    assert c["verdict"] == "confirmed", c["why"]
+    assert 0.75 <= c["slope"] <= 1.5 and c["slope"] - c["control_slope"] >= 0.25
     assert nothing_left() == ([], [])
 
 

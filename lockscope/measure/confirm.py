@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fnmatch
 import os
 import shlex
 import tempfile
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__
+from lockscope.analyzer.user import demangle
 from lockscope.analyzer.user.addrspace import elf_symbols
 from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
 from lockscope.errors import LockscopeError, UsageError
@@ -63,11 +65,15 @@ MMAP_LOCK = "mm->mmap_lock"
 FEW_CONTENDED = 0.05
 TICK_HZ = 10_000
 TICK_HOLD = 0.5                 # the share of a worker's time taken as holding the lock, to size the waits
-# a user lock's kind -> (acquire, release, Go's register ABI): the functions
-# whose entries get the outside and inside waits
-USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock", False),
+# a user lock's kind -> (acquire, release, how): the functions (names or
+# patterns of demangled names) whose entries get the outside and inside
+# waits; how: "calls" (the C ABI), "go" (Go's register ABI), "contended"
+# (lock and unlock inlined: the inside wait on return from the contended
+# acquire, the outside one on return from the wake-up after a release)
+USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock", "calls"),
                 # inlined into their callers unless built with -gcflags=all=-l
-                "sync.Mutex": ("sync.(*Mutex).Lock", "sync.(*Mutex).Unlock", True)}
+                "sync.Mutex": ("sync.(*Mutex).Lock", "sync.(*Mutex).Unlock", "go"),
+                "std::sync::Mutex": ("*std::sys::*Mutex*::lock_contended", "*std::sys::*Mutex*::wake", "contended")}
 
 
 @dataclass
@@ -112,9 +118,19 @@ def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: i
     return rec.locks, window_s, load.rate(t0, data["t_stop_ns"])
 
 
+def _function(syms, name: str) -> int | None:
+    """The address of function `name` (or of the one whose demangled name
+    matches the pattern `name`) in ELF symbols `syms`."""
+    if "*" not in name:
+        return next((a for a, _, n in syms.functions if n == name), None)
+    readable = demangle.demangle_all(n for _, _, n in syms.functions if demangle.is_mangled(n))
+    return next((a for a, _, n in syms.functions if fnmatch.fnmatchcase(readable.get(n, n), name)), None)
+
+
 def _user_functions(tgid: int, names: tuple[str, str]) -> tuple[str, int, int]:
-    """(path, file offset of names[0], of names[1]) in the library of process
-    tgid that defines them (glibc's pthread_mutex_lock/unlock)."""
+    """(path, file offset of names[0], of names[1]) in the library or
+    executable of process tgid that defines them (glibc's
+    pthread_mutex_lock/unlock, Rust std's linked into the program)."""
     seen = set()
     with open(f"/proc/{tgid}/maps") as f:
         paths = [ln.split(None, 5)[5].strip() for ln in f if len(ln.split(None, 5)) == 6]
@@ -127,7 +143,7 @@ def _user_functions(tgid: int, names: tuple[str, str]) -> tuple[str, int, int]:
             continue
         offs = []
         for name in names:
-            vaddr = next((a for a, _, n in syms.functions if n == name), None)
+            vaddr = _function(syms, name)
             seg = next((s for s in syms.segments if vaddr is not None and s[2] <= vaddr < s[2] + s[1]), None)
             if seg is None:
                 break
@@ -176,13 +192,19 @@ def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target
                          f"it adds waits to kernel locks and to {', '.join(USER_RELEASE)} locks",
                          "pass --lock with another lock of the diagnosis (`lockscope analyze` lists them)")
     t.space = "user"
-    acquire, release, go = USER_RELEASE[lock.kind]
+    acquire, release, how = USER_RELEASE[lock.kind]
     for a in user:
         tgid, addr = a.split(":")
         path, acq_off, rel_off = _user_functions(int(tgid), (acquire, release))
-        inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16), go=go)
+        if how == "contended":
+            inj.contended_user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16))
+        else:
+            inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16), go=how == "go")
         t.acquire, t.release = f"{acquire} ({path})", f"{release} ({path})"
-    t.how = f"a busy wait before each release ({release}), and for the control on entry to {acquire}"
+    t.how = (f"a busy wait on return from each contended acquisition ({acquire.strip('*')}), and for the control "
+             f"on return from the wake-up after a release ({release.strip('*')}): lock and unlock are inlined"
+             if how == "contended" else
+             f"a busy wait before each release ({release}), and for the control on entry to {acquire}")
     return t
 
 
@@ -272,7 +294,8 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         t_start = time.monotonic_ns()
         phases = [_phase(load, inj, NONE, 0, spec.phase_s, t_start)]     # the first plain one sizes the delays
         delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user",
-                                     target.space == "user" or lock.lock_class == MMAP_LOCK,
+                                     (target.space == "user" and "contended" not in target.how)
+                                     or lock.lock_class == MMAP_LOCK,
                                      tick=target.how == KERNEL_HOW["tick"])
         delays = spec.delays_ns or delays
         plan = schedule(delays, spec.rounds)

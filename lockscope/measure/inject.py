@@ -77,6 +77,14 @@ class InjectSession(JsonLinesProcess):
             raise LockscopeError(f"cannot probe a binary whose path has white space: {path!r}")
         self._command(f"ulock {path} {acquire_off:x} {release_off:x} {tgid} {addr:x} {int(go)}")
 
+    def contended_user_lock(self, path: str, acquire_off: int, wake_off: int, tgid: int, addr: int) -> None:
+        """A user lock reached by its contended paths only: the inside wait
+        on return from its contended acquire, the outside one on return
+        from its wake-up of a waiter."""
+        if any(c.isspace() for c in path):
+            raise LockscopeError(f"cannot probe a binary whose path has white space: {path!r}")
+        self._command(f"ulock_contended {path} {acquire_off:x} {wake_off:x} {tgid} {addr:x}")
+
     def delay(self, inside_ns: int = 0, outside_ns: int = 0) -> None:
         self._command(f"delay inside {int(inside_ns)}")
         self._command(f"delay outside {int(outside_ns)}")
