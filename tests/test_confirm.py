@@ -264,11 +264,12 @@ def _build(tmp_path, lang: str):
     return exe
 
 
-def _program_sweep(tmp_path, name: str, workers: str, hold: int, work: int, lang: str = "c"):
+def _program_sweep(tmp_path, name: str, workers: str, hold: int, work: int, lang: str = "c", env=None):
     exe = _build(tmp_path, lang)
     res = tmp_path / name
     r = lockscope("sweep", "--workers", workers, "--duration", "8", "--throughput-regex", r"ops/s: ([0-9.]+)",
-                  "--name", name, "--out", str(res), "--force", "--", str(exe), "{n}", str(hold), str(work), "3")
+                  "--name", name, "--out", str(res), "--force", "--", str(exe), "{n}", str(hold), str(work), "3",
+                  env=env)
     assert r.returncode == 0, r.stderr
     return exe, res
 
@@ -281,14 +282,17 @@ def _program_clock(path, t0: int, phase) -> float:
     return (inside[-1][2] - inside[0][2]) / (inside[-1][1] - inside[0][1])
 
 
-@pytest.mark.parametrize("lang,lock", [("c", "pthread_mutex lock in confirm"), ("go", "sync.Mutex main.mu in confirm_go")])
-def test_command_mutex_confirmed_against_the_programs_own_clock(e2e, tmp_path, lang, lock):
-    """2 threads, 200 us inside the mutex, 50 us outside: the mutex is serial."""
-    exe, res = _program_sweep(tmp_path, "cmutex", "1,2", 200, 50, lang)
+@pytest.mark.parametrize("lang,lock,env", [
+    ("c", "pthread_mutex lock in confirm", None),
+    ("c", "pthread_rwlock rwlock in confirm", {"CONFIRM_LOCK": "rwlock"}),     # taken for writing
+    ("go", "sync.Mutex main.mu in confirm_go", None)])
+def test_command_mutex_confirmed_against_the_programs_own_clock(e2e, tmp_path, lang, lock, env):
+    """2 threads, 200 us inside the lock, 50 us outside: the lock is serial."""
+    exe, res = _program_sweep(tmp_path, "cmutex", "1,2", 200, 50, lang, env)
     clock = tmp_path / "clock.txt"
     r = lockscope("confirm", str(res), "--workers", "2", "--lock", lock, "--rounds", "1", "--phase", "1",
                   "--ops-regex", OPS, "--json", "--", str(exe), "{n}", "200", "50", "{duration}", str(clock),
-                  timeout=240)
+                  timeout=240, env=env)
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)[0]
     assert c["lock"] == lock and c["space"] == "user"

@@ -71,6 +71,8 @@ TICK_HOLD = 0.5                 # the share of a worker's time taken as holding 
 # (lock and unlock inlined: the inside wait on return from the contended
 # acquire, the outside one on return from the wake-up after a release)
 USER_RELEASE = {"pthread_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock", "calls"),
+                # the control on entry to either acquire function
+                "pthread_rwlock": ("pthread_rwlock_wrlock|pthread_rwlock_rdlock", "pthread_rwlock_unlock", "calls"),
                 # inlined into their callers unless built with -gcflags=all=-l
                 "sync.Mutex": ("sync.(*Mutex).Lock", "sync.(*Mutex).Unlock", "go"),
                 "std::sync::Mutex": ("*std::sys::*Mutex*::lock_contended", "*std::sys::*Mutex*::wake", "contended")}
@@ -192,19 +194,21 @@ def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target
                          f"it adds waits to kernel locks and to {', '.join(USER_RELEASE)} locks",
                          "pass --lock with another lock of the diagnosis (`lockscope analyze` lists them)")
     t.space = "user"
-    acquire, release, how = USER_RELEASE[lock.kind]
+    acquires, release, how = USER_RELEASE[lock.kind]
     for a in user:
         tgid, addr = a.split(":")
-        path, acq_off, rel_off = _user_functions(int(tgid), (acquire, release))
-        if how == "contended":
-            inj.contended_user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16))
-        else:
-            inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16), go=how == "go")
-        t.acquire, t.release = f"{acquire} ({path})", f"{release} ({path})"
-    t.how = (f"a busy wait on return from each contended acquisition ({acquire.strip('*')}), and for the control "
+        for acquire in acquires.split("|"):
+            path, acq_off, rel_off = _user_functions(int(tgid), (acquire, release))
+            if how == "contended":
+                inj.contended_user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16))
+            else:
+                inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16), go=how == "go")
+        t.acquire, t.release = f"{acquires.replace('|', ', ')} ({path})", f"{release} ({path})"
+    t.how = (f"a busy wait on return from each contended acquisition ({acquires.strip('*')}), and for the control "
              f"on return from the wake-up after a release ({release.strip('*')}): lock and unlock are inlined"
              if how == "contended" else
-             f"a busy wait before each release ({release}), and for the control on entry to {acquire}")
+             f"a busy wait before each release ({release}), and for the control on entry to "
+             f"{acquires.replace('|', ' or ')}")
     return t
 
 

@@ -9,6 +9,9 @@
  * was held in total, measured from the return of pthread_mutex_lock to the
  * return of pthread_mutex_unlock: a wait added before the release counts).
  *
+ * CONFIRM_LOCK=rwlock in the environment: a pthread rwlock taken for writing
+ * instead of the mutex.
+ *
  * With THREADS x HOLD > HOLD + WORK the mutex limits throughput (a serial
  * resource: confirmed); with more threads than CPUs and HOLD much shorter
  * than WORK the CPUs do, and the mutex is waited on because its holders get
@@ -18,9 +21,12 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t rwlock = PTHREAD_RWLOCK_INITIALIZER;
+static int use_rwlock;
 static atomic_ulong ops, held_ns;
 static long hold_ns, work_ns;
 
@@ -46,10 +52,16 @@ static void *worker(void *arg)
 	for (;;) {
 		long t0;
 
-		pthread_mutex_lock(&lock);
+		if (use_rwlock)
+			pthread_rwlock_wrlock(&rwlock);
+		else
+			pthread_mutex_lock(&lock);
 		t0 = now_ns();
 		spin(hold_ns);
-		pthread_mutex_unlock(&lock);
+		if (use_rwlock)
+			pthread_rwlock_unlock(&rwlock);
+		else
+			pthread_mutex_unlock(&lock);
 		atomic_fetch_add(&held_ns, now_ns() - t0);
 		atomic_fetch_add(&ops, 1);
 		spin(work_ns);
@@ -68,6 +80,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	n = atoi(argv[1]);
+	use_rwlock = getenv("CONFIRM_LOCK") && strcmp(getenv("CONFIRM_LOCK"), "rwlock") == 0;
 	hold_ns = atol(argv[2]) * 1000;
 	work_ns = atol(argv[3]) * 1000;
 	end = now_ns() + atol(argv[4]) * 1000000000L;
