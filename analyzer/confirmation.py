@@ -196,7 +196,7 @@ def confirm(rec: ConfirmRecord, max_gain: float | None = None) -> Confirmation:
         if added < max(RULES["min_added"], 2 * noise):
             v, why = INCONCLUSIVE, (f"the waits added inside the lock came to {added:.1%} of the time per operation "
                                     f"(the plain phases differ by {noise:.1%}): too little to see a response"
-                                    + ("; only its contended acquisitions get a wait" if "contended" in rec.target.how
+                                    + ("; only its contended acquisitions get a wait" if rec.target.site == "contended"
                                        else ""))
         elif moved < 2 * noise:
             v, why = NOT_CONFIRMED, (f"no injected phase moved the throughput beyond twice the plain phases' own "

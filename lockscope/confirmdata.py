@@ -42,6 +42,9 @@ class Target:
     space: str                   # kernel | user
     addresses: list[str] = field(default_factory=list)   # this run's (found by name in the discovery window)
     how: str = ""                # where the waits were added, in words
+    # and as a word (lockscope/measure/confirm.py): contended, mmap, tick
+    # (kernel); calls, go, contended-paths (user)
+    site: str = ""
     acquire: Optional[str] = optional()   # user locks: the functions probed
     release: Optional[str] = optional()
 

@@ -120,18 +120,18 @@ def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: i
     return rec.locks, window_s, load.rate(t0, data["t_stop_ns"])
 
 
-def _function(syms, name: str) -> int | None:
-    """The address of function `name` (or of the one whose demangled name
-    matches the pattern `name`) in ELF symbols `syms`."""
-    if "*" not in name:
-        return next((a for a, _, n in syms.functions if n == name), None)
-    readable = demangle.demangle_all(n for _, _, n in syms.functions if demangle.is_mangled(n))
-    return next((a for a, _, n in syms.functions if fnmatch.fnmatchcase(readable.get(n, n), name)), None)
+def _functions(syms, names: list[str]) -> list[int | None]:
+    """The addresses of functions `names` (a name, or a pattern of demangled
+    names) in ELF symbols `syms`; None for one not there."""
+    readable = demangle.demangle_all(n for _, _, n in syms.functions if demangle.is_mangled(n)) \
+        if any("*" in name for name in names) else {}
+    return [next((a for a, _, n in syms.functions if (fnmatch.fnmatchcase(readable.get(n, n), name) if "*" in name
+                                                       else n == name)), None) for name in names]
 
 
-def _user_functions(tgid: int, names: tuple[str, str]) -> tuple[str, int, int]:
-    """(path, file offset of names[0], of names[1]) in the library or
-    executable of process tgid that defines them (glibc's
+def _user_functions(tgid: int, names: list[str]) -> tuple[str, list[int]]:
+    """(path, the file offset of each of `names`) in the library or
+    executable of process tgid that defines them all (glibc's
     pthread_mutex_lock/unlock, Rust std's linked into the program)."""
     seen = set()
     with open(f"/proc/{tgid}/maps") as f:
@@ -144,14 +144,13 @@ def _user_functions(tgid: int, names: tuple[str, str]) -> tuple[str, int, int]:
         if not syms:
             continue
         offs = []
-        for name in names:
-            vaddr = _function(syms, name)
+        for vaddr in _functions(syms, names):
             seg = next((s for s in syms.segments if vaddr is not None and s[2] <= vaddr < s[2] + s[1]), None)
             if seg is None:
                 break
             offs.append(vaddr - seg[2] + seg[0])
-        if len(offs) == 2:
-            return path, offs[0], offs[1]
+        if len(offs) == len(names):
+            return path, offs
     raise LockscopeError(f"no library of process {tgid} defines {' and '.join(names)}")
 
 
@@ -181,7 +180,7 @@ def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target
                addresses=list(lock.addresses))
     user = [a for a in lock.addresses if ":" in a]
     if not user:
-        site = kernel_site(lock, contended_per_op)
+        site = t.site = kernel_site(lock, contended_per_op)
         for a in lock.addresses:
             if site == "tick":
                 inj.tick_lock(int(a, 16), lock.kind == "rwsem", TICK_HZ)
@@ -195,14 +194,15 @@ def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target
                          "pass --lock with another lock of the diagnosis (`lockscope analyze` lists them)")
     t.space = "user"
     acquires, release, how = USER_RELEASE[lock.kind]
+    t.site = "contended-paths" if how == "contended" else how
     for a in user:
         tgid, addr = a.split(":")
-        for acquire in acquires.split("|"):
-            path, acq_off, rel_off = _user_functions(int(tgid), (acquire, release))
+        path, offs = _user_functions(int(tgid), acquires.split("|") + [release])
+        for acq_off in offs[:-1]:
             if how == "contended":
-                inj.contended_user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16))
+                inj.contended_user_lock(path, acq_off, offs[-1], int(tgid), int(addr, 16))
             else:
-                inj.user_lock(path, acq_off, rel_off, int(tgid), int(addr, 16), go=how == "go")
+                inj.user_lock(path, acq_off, offs[-1], int(tgid), int(addr, 16), go=how == "go")
         t.acquire, t.release = f"{acquires.replace('|', ', ')} ({path})", f"{release} ({path})"
     t.how = (f"a busy wait on return from each contended acquisition ({acquires.strip('*')}), and for the control "
              f"on return from the wake-up after a release ({release.strip('*')}): lock and unlock are inlined"
@@ -212,24 +212,28 @@ def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target
     return t
 
 
-def auto_delays(lock: Lock, window_s: float, window_rate: float, ops_per_sec: float,
-                user: bool, every: bool, tick: bool = False) -> tuple[list[int], float | None]:
+# the sites whose waits go at every acquisition or release (one per operation, taken)
+EVERY = ("mmap", "calls", "go")
+
+
+def auto_delays(site: str, contended_per_op: float, ops_per_sec: float,
+                user: bool) -> tuple[list[int], float | None]:
     """Delays whose serial prediction loses AUTO_FRACTIONS of the throughput
     (ops_per_sec, with the injector attached): wait per acquisition d with
-    d x (acquisitions per op) = f / (ops/s). Kernel waits are added at
-    contended acquisitions only (per op as counted in the discovery window,
-    at window_rate); a user lock's, and mmap_lock's (`every`), at every
-    release or acquisition (taken as one per op)."""
-    per_op = None if every else lock.count / window_s / max(window_rate, 1e-9)
+    d x (acquisitions per op) = f / (ops/s). At contended acquisitions
+    (kernel, Rust's contended paths) those are counted per op in the
+    discovery window; at every release or acquisition (EVERY) taken as one
+    per op. (delays, the contended acquisitions per op they assumed)"""
+    per_op = None if site in EVERY else contended_per_op
     cap = MAX_USER_NS if user else MAX_KERNEL_NS
-    if tick:        # a wait at each tick that finds the lock held: f of the time = TICK_HZ x TICK_HOLD x d
+    if site == "tick":      # a wait at each tick that finds the lock held: f of the time = TICK_HZ x TICK_HOLD x d
         return sorted({int(min(cap, round(f / (TICK_HZ * TICK_HOLD) * 1e9, -1))) for f in AUTO_FRACTIONS}), per_op
     acq = per_op if per_op else 1.0
     delays = [min(cap, max(MIN_DELAY_NS, round(f / ops_per_sec / acq * 1e9, -1))) for f in AUTO_FRACTIONS]
     return sorted(set(int(d) for d in delays)), per_op
 
 
-def _phase(load: SteadyLoad, inj: InjectSession, where: str, delay: int, seconds: float, t_start: int) -> Phase:
+def _phase(load: SteadyLoad | CommandLoad, inj: InjectSession, where: str, delay: int, seconds: float, t_start: int) -> Phase:
     inj.delay(inside_ns=delay if where == INSIDE else 0, outside_ns=delay if where == OUTSIDE else 0)
     time.sleep(SETTLE_S)
     c0, t0 = inj.counts(), time.monotonic_ns()
@@ -297,10 +301,7 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         target = target_of(lock, inj, contended)
         t_start = time.monotonic_ns()
         phases = [_phase(load, inj, NONE, 0, spec.phase_s, t_start)]     # the first plain one sizes the delays
-        delays, per_op = auto_delays(lock, window_s, disc_rate, phases[0].ops_per_sec, target.space == "user",
-                                     (target.space == "user" and "contended" not in target.how)
-                                     or lock.lock_class == MMAP_LOCK,
-                                     tick=target.how == KERNEL_HOW["tick"])
+        delays, per_op = auto_delays(target.site, contended, phases[0].ops_per_sec, target.space == "user")
         delays = spec.delays_ns or delays
         plan = schedule(delays, spec.rounds)
         progress(f"alone: {alone:,.0f} ops/s; {len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "
