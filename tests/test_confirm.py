@@ -303,14 +303,21 @@ def test_command_mutex_confirmed_against_the_programs_own_clock(e2e, tmp_path, l
     phases, t0 = rec["phases"], rec["t0_monotonic_ns"]
     plain = sorted(_program_clock(clock, t0, p) for p in phases if p["where"] == "none")
     hold = plain[len(plain) // 2]
+    seen = []                               # (wait added per op, the program's own lengthening)
     for p in phases:
         added = p["added_ns"] / p["ops"] if p["ops"] else 0
         if p["where"] == "inside":
             # one wait per acquisition, each seen by the program's own clock of its critical section
             assert p["added"] == pytest.approx(p["ops"], rel=0.05)
-            assert _program_clock(clock, t0, p) - hold == pytest.approx(added, rel=0.25)
+            longer = _program_clock(clock, t0, p) - hold
+            assert longer == pytest.approx(added, rel=0.5)
+            seen.append((added, longer))
         elif p["where"] == "outside":       # the control leaves the critical section as it was
             assert abs(_program_clock(clock, t0, p) - hold) < 0.1 * hold
+    # over all levels, the program's clock grows by what was added (a CI run's smallest level read
+    # 36 us for 27.5 added on Go: one phase's noise, which the fit through the origin absorbs)
+    slope = sum(a * b for a, b in seen) / sum(a * a for a, _ in seen)
+    assert 0.85 <= slope <= 1.2, seen
     assert nothing_left() == ([], [])
 
 
