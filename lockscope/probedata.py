@@ -208,9 +208,9 @@ class FutexWait:
     total_ns: int = 0
     max_ns: int = 0
     tid: Optional[int] = optional()
-    # the key of RawProbe.user_stacks holding this wait's stack when it is not
-    # "tgid:stack": the stack unwound from the probe's copy ("tgid:cfiN")
+    # RawProbe.user_stacks' key of the stack unwound from the probe's copy ("tgid:cfiN")
     user_stack: Optional[str] = optional()
+    in_usdt: Optional[int] = optional()   # begun inside a wait of this usdt.toml entry: that wait's sleep
 
 
 @dataclass

@@ -6,8 +6,9 @@
  *   track PID      add a process (and, by fork-following, its children)
  *   untrack PID    remove a process (children already forked stay tracked)
  *   watch PATH     hold an O_PATH descriptor so the path's locks can be named
- *   usdt start|done COOKIE PROVIDER NAME PATH
- *                  time application lock waits between two USDT probes (usdt.c)
+ *   usdt start|done COOKIE PROVIDER|- NAME PATH
+ *                  time application lock waits between two USDT probes, or
+ *                  (provider -) the entries of two exported functions (usdt.c)
  *   start          clear the aggregates and start counting
  *   stop           stop counting; emit the "data" event
  *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)

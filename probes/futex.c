@@ -207,6 +207,7 @@ static void add_open_waits(uint64_t t_stop, size_t *cap)
 		ok.stack_id = o.stack_id;
 		ok.tid = tid;
 		ok.sample = o.sample;
+		ok.in_wait = o.in_wait;
 		e = find_or_add(&ok, cap);
 		if (!e)
 			break;
@@ -279,6 +280,8 @@ static void copy_key(struct jw *w, const void *key)
 	jw_ku64(w, "op", k->op);
 	jw_ki64(w, "stack", k->stack_id);
 	jw_ku64(w, "sample", k->sample);
+	if (k->in_wait)
+		jw_ku64(w, "in_usdt", k->in_wait - 1);
 }
 
 void futex_json(struct jw *w)
@@ -307,6 +310,8 @@ void futex_json(struct jw *w)
 		jw_ki64(w, "stack", entries[i].key.stack_id);
 		if (entries[i].key.sample)
 			jw_ku64(w, "sample", entries[i].key.sample);
+		if (entries[i].key.in_wait)   /* the table entry (usdt.bpf.c) whose wait this sleep is */
+			jw_ku64(w, "in_usdt", entries[i].key.in_wait - 1);
 		jw_ku64(w, "count", entries[i].s.count);
 		jw_ku64(w, "total_ns", entries[i].s.total_ns);
 		jw_ku64(w, "max_ns", entries[i].s.max_ns);

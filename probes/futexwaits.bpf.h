@@ -123,6 +123,12 @@ static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __
 		return 0;
 	w.op = op;
 	w.tgid = tgid;
+	if (usdt_on) {       /* asleep inside a wait the program's probes name (usdtwait.bpf.h) */
+		struct usdt_key *in = bpf_map_lookup_elem(&usdt_waiting, &tid);
+
+		if (in)
+			w.in_wait = in->entry + 1;
+	}
 	{
 		struct ufutex_id fid = { .uaddr = w.uaddr, .tgid = tgid };
 		__u32 *seen = bpf_map_lookup_elem(&futex_seen, &fid), one = 1, zero = 0;
@@ -150,6 +156,7 @@ static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __
 	} else if (w.stack_id >= 0) {
 		struct ufutex_key key = {
 			.uaddr = w.uaddr, .tgid = tgid, .op = op, .stack_id = w.stack_id, .tid = tid,
+			.in_wait = w.in_wait,
 		};
 
 		copy_user_stack(regs, &key);
@@ -169,6 +176,7 @@ static __always_inline __u64 wait_begins(void *ctx, struct task_struct *prev, __
 			o->op = w.op;
 			o->stack_id = w.stack_id;
 			o->sample = w.sample;
+			o->in_wait = w.in_wait;
 			barrier();
 			o->start = w.start;
 		} else if (bpf_map_update_elem(&futex_open, &tid, &w, BPF_NOEXIST)) {
@@ -199,6 +207,7 @@ static __always_inline void wait_ends(struct task_struct *next, __u64 *now)
 	key.stack_id = w->stack_id;
 	key.tid = tid;
 	key.sample = w->sample;
+	key.in_wait = w->in_wait;
 	w->start = 0;                        /* closed; the entry stays */
 
 	s = bpf_map_lookup_elem(&futex_stats, &key);

@@ -243,6 +243,8 @@ struct ufutex_open {
 	__u32 op;
 	__s32 stack_id;     /* user stack at enter; <0: not taken */
 	__u32 sample;       /* as in ufutex_key */
+	__u32 in_wait;      /* as in ufutex_key */
+	__u32 pad;
 };
 
 struct ufutex_key {
@@ -256,7 +258,11 @@ struct ufutex_key {
 	 * frame-pointer stack id to many call paths: each walked wait keeps
 	 * its own copy, unwound apart */
 	__u32 sample;
-	__u32 pad;
+	/* the table wait (usdt.bpf.c: a USDT or exported-function wait) the
+	 * thread was in when this futex wait began, its entry + 1; 0: none. Such
+	 * a futex sleep is that wait's sleep (MariaDB's row-lock wait sleeping
+	 * on a condition variable), not a lock of its own */
+	__u32 in_wait;
 };
 
 /* the user registers and the top of the user stack at a sampled futex wait,

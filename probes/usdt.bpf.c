@@ -14,6 +14,13 @@
  *   bits  8-11  argument naming the lock, 1-based (0: none)
  *   bit  12     that argument is a char * (copied as a string), else a number
  *   bits 16-19  argument giving the mode, 1-based (0: none)
+ *   bits 32-63  the numeric name values that are lock waits, as a bit mask
+ *               of 0..31 (0: all): a start naming another value (MariaDB's
+ *               thd_wait_begin of a network read) is not a wait here
+ * A program that publishes no USDT probes but exports a "wait begins" and
+ * a "wait ends" function (MariaDB's thd_wait_begin/thd_wait_end) has the
+ * same two programs as entry uprobes (lksc_func_start/done): its arguments
+ * are the function's first five, from the registers.
  * Only tracked processes count (the `tracked` map shared with
  * contention.bpf.c), so the probes may be attached for every process that
  * runs the binary.
@@ -21,6 +28,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
 #include "probe.h"
 #include "maps.bpf.h"
@@ -68,39 +76,79 @@ static __always_inline bool traced(__u32 tgid)
 	return system_wide || bpf_map_lookup_elem(&tracked, &tgid);
 }
 
-SEC("usdt")
-int lksc_usdt_start(struct pt_regs *ctx)
+/* a wait starts: `name_v`/`mode_v` are the arguments the cookie names (read
+ * when `name_ok`/`mode_ok`) */
+static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, long mode_v, bool mode_ok)
 {
-	__u64 id = bpf_get_current_pid_tgid(), cookie = bpf_usdt_cookie(ctx);
+	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> 32;
 	struct usdt_open_key ok = { .tid = (__u32)id, .entry = cookie & 0xff };
-	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf, zero = 0;
+	__u32 zero = 0;
 	struct usdt_open *o;
-	long v = 0;
 
 	if (!enabled || !traced(id >> 32))
-		return 0;
+		return;
+	if (values && !(cookie & (1 << 12)) && (!name_ok || (__u64)name_v > 31 || !(values & (1ULL << name_v))))
+		return;       /* a value that is not a lock wait */
 	o = bpf_map_lookup_elem(&usdt_scratch, &zero);
 	if (!o)
-		return 0;
+		return;
 	__builtin_memset(o, 0, sizeof(*o));
 	o->key.tgid = id >> 32;
 	o->key.entry = ok.entry;
-	if (name_arg && bpf_usdt_arg(ctx, name_arg - 1, &v) == 0) {
+	if (name_ok) {
 		if (cookie & (1 << 12)) {
-			if (bpf_probe_read_user_str(o->key.name, sizeof(o->key.name), (void *)v) < 0)
+			if (bpf_probe_read_user_str(o->key.name, sizeof(o->key.name), (void *)name_v) < 0)
 				ucount(UCNT_NAME_UNREADABLE);
 		} else {
-			o->key.value = (__u64)v;
+			o->key.value = (__u64)name_v;
 		}
 	}
-	if (mode_arg && bpf_usdt_arg(ctx, mode_arg - 1, &v) == 0)
-		o->key.mode = (__u32)v;
+	if (mode_ok)
+		o->key.mode = (__u32)mode_v;
 	o->t0 = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&usdt_open, &ok, o, BPF_ANY))
 		ucount(UCNT_LOST_OPEN);
 	else
 		bpf_map_update_elem(&usdt_waiting, &ok.tid, &o->key, BPF_ANY);
 	ucount(UCNT_STARTS);
+}
+
+SEC("usdt")
+int lksc_usdt_start(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_usdt_cookie(ctx);
+	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf;
+	long name_v = 0, mode_v = 0;
+	bool name_ok = name_arg && bpf_usdt_arg(ctx, name_arg - 1, &name_v) == 0;
+	bool mode_ok = mode_arg && bpf_usdt_arg(ctx, mode_arg - 1, &mode_v) == 0;
+
+	wait_start(cookie, name_v, name_ok, mode_v, mode_ok);
+	return 0;
+}
+
+/* argument i (1-based, 1..5: this libbpf's bpf_tracing.h has no sixth) of a
+ * function, at its entry; read, not loaded from ctx (a switch over ctx loads
+ * compiles to one load at a computed ctx offset, which the verifier refuses) */
+static __always_inline long func_arg(struct pt_regs *ctx, __u32 i)
+{
+	switch (i) {
+	case 1: return PT_REGS_PARM1_CORE(ctx);
+	case 2: return PT_REGS_PARM2_CORE(ctx);
+	case 3: return PT_REGS_PARM3_CORE(ctx);
+	case 4: return PT_REGS_PARM4_CORE(ctx);
+	case 5: return PT_REGS_PARM5_CORE(ctx);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int lksc_func_start(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf;
+
+	wait_start(cookie, func_arg(ctx, name_arg), name_arg >= 1 && name_arg <= 5,
+		   func_arg(ctx, mode_arg), mode_arg >= 1 && mode_arg <= 5);
 	return 0;
 }
 
@@ -125,16 +173,15 @@ static __always_inline void waiting_done(const struct usdt_open_key *done)
 	bpf_map_delete_elem(&usdt_waiting, &done->tid);
 }
 
-SEC("usdt")
-int lksc_usdt_done(struct pt_regs *ctx)
+static __always_inline void wait_done(__u32 entry)
 {
 	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns(), delta;
-	struct usdt_open_key ok = { .tid = (__u32)id, .entry = bpf_usdt_cookie(ctx) & 0xff };
+	struct usdt_open_key ok = { .tid = (__u32)id, .entry = entry };
 	struct usdt_open *o = bpf_map_lookup_elem(&usdt_open, &ok);
 	struct wait_stat *s, one = {};
 
 	if (!o)
-		return 0;             /* started before the window, or not traced */
+		return;               /* started before the window, not traced, or not a lock wait */
 	delta = now - o->t0;
 	if (enabled) {
 		s = bpf_map_lookup_elem(&usdt_stats, &o->key);
@@ -153,5 +200,18 @@ int lksc_usdt_done(struct pt_regs *ctx)
 	}
 	bpf_map_delete_elem(&usdt_open, &ok);
 	waiting_done(&ok);
+}
+
+SEC("usdt")
+int lksc_usdt_done(struct pt_regs *ctx)
+{
+	wait_done(bpf_usdt_cookie(ctx) & 0xff);
+	return 0;
+}
+
+SEC("uprobe")
+int lksc_func_done(struct pt_regs *ctx)
+{
+	wait_done(bpf_get_attach_cookie(ctx) & 0xff);
 	return 0;
 }

@@ -4,7 +4,9 @@
  * table, analyzer/user/usdt.toml, and matches it to the tracked processes'
  * executables), clear at start, emit the waits at stop. libbpf's USDT
  * support reads the probes' argument specs from the ELF notes and bumps
- * their semaphores (ref_ctr_offset) while attached. */
+ * their semaphores (ref_ctr_offset) while attached. A program's exported
+ * "wait begins"/"wait ends" functions (provider "-") get entry uprobes
+ * instead, by symbol name. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,17 +73,34 @@ static void emit_attached(const struct usdt_link *l)
 	jw_event_end(&out);
 }
 
+/* a start or done probe: a USDT probe (PROVIDER:NAME), or with PROVIDER
+ * "-" the entry of the exported function NAME */
+static struct bpf_link *attach_one(const struct usdt_link *l)
+{
+	bool start = strcmp(l->what, "start") == 0;
+
+	if (strcmp(l->provider, "-") == 0) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = l->name, .bpf_cookie = l->cookie);
+
+		return bpf_program__attach_uprobe_opts(start ? uskel->progs.lksc_func_start
+							     : uskel->progs.lksc_func_done,
+						       -1, l->path, 0, &uopts);
+	}
+	LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = l->cookie);
+	return bpf_program__attach_usdt(start ? uskel->progs.lksc_usdt_start : uskel->progs.lksc_usdt_done,
+					-1, l->path, l->provider, l->name, &opts);
+}
+
 void usdt_command(char *args)
 {
 	char what[16], provider[64], name[64];
 	unsigned long long cookie;
 	int off = 0;
 	struct usdt_link *l;
-	LIBBPF_OPTS(bpf_usdt_opts, opts);
 
 	if (sscanf(args, "%15s %llu %63s %63s %n", what, &cookie, provider, name, &off) != 4 || !off ||
 	    !args[off] || (strcmp(what, "start") && strcmp(what, "done"))) {
-		emit_error("usdt", EINVAL, "usdt: expected 'start|done COOKIE PROVIDER NAME PATH': '%s'", args);
+		emit_error("usdt", EINVAL, "usdt: expected 'start|done COOKIE PROVIDER|- NAME PATH': '%s'", args);
 		return;
 	}
 	if (!uskel) {
@@ -99,15 +118,16 @@ void usdt_command(char *args)
 	snprintf(l->name, sizeof(l->name), "%s", name);
 	snprintf(l->path, sizeof(l->path), "%s", args + off);
 	l->cookie = cookie;
-	opts.usdt_cookie = cookie;
-	l->link = bpf_program__attach_usdt(strcmp(what, "start") == 0 ? uskel->progs.lksc_usdt_start
-								       : uskel->progs.lksc_usdt_done,
-					   -1, l->path, provider, name, &opts);
+	l->link = attach_one(l);
 	if (!l->link) {
 		int err = errno;
 
-		emit_error("usdt", err, "usdt: cannot attach %s:%s of %s: %s", provider, name, l->path,
-			   strerror(err));
+		if (strcmp(provider, "-") == 0)
+			emit_error("usdt", err, "usdt: cannot attach an entry uprobe to %s of %s: %s", name, l->path,
+				   strerror(err));
+		else
+			emit_error("usdt", err, "usdt: cannot attach %s:%s of %s: %s", provider, name, l->path,
+				   strerror(err));
 		return;
 	}
 	nlinks++;

@@ -39,6 +39,8 @@ TABLE_FILE = Path(__file__).with_name("usdt.toml")
 MAX_ENTRIES = 255            # the cookie's entry byte
 NESTED_ENTRIES = 8           # probes/probe.h USDT_ENTRIES
 MAX_ARG = 12                 # USDT probes have at most 12 arguments
+MAX_FUNC_ARG = 5             # an exported function's arguments usdt.bpf.c reads (registers)
+MAX_VALUE = 31               # `only`: the cookie's 32-bit mask of name values
 
 
 @dataclass
@@ -59,11 +61,28 @@ class ProbeSpec:
     modes: dict[int, str] = field(default_factory=dict)
     explain: str = ""
     sleeps_in: list[str] = field(default_factory=list)   # functions whose futex sleeps are this wait's
+    # "usdt": start and done are USDT probes of `provider`; "function": exported
+    # functions, probed at entry (MariaDB's thd_wait_begin/thd_wait_end)
+    attach: str = "usdt"
+    only: list[int] = field(default_factory=list)        # the name values that are lock waits ([]: all)
 
     @property
     def cookie(self) -> int:
-        """usdt.bpf.c's attach cookie: entry, name argument and type, mode argument."""
-        return self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0) | self.mode_arg << 16
+        """usdt.bpf.c's attach cookie: entry, name argument and type, mode
+        argument, and the mask of the name values that are lock waits."""
+        mask = sum(1 << v for v in self.only)
+        return (self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0) | self.mode_arg << 16
+                | mask << 32)
+
+    @property
+    def probe_provider(self) -> str:
+        """The provider lockscope-probe's usdt command takes: "-" for a function."""
+        return "-" if self.attach == "function" else self.provider
+
+    @property
+    def probe(self) -> str:
+        """The start probe as the record names it."""
+        return f"{self.start}()" if self.attach == "function" else f"{self.provider}:{self.start}"
 
     def lock_name(self, value: int, name: str) -> str:
         if not self.name_arg:
@@ -105,20 +124,29 @@ class Table:
         programs, entry = [], 0
         for p in data.get("program", []):
             component = p.get("component", p["name"])
+            attach = p.get("attach", "usdt")
+            if attach not in ("usdt", "function"):
+                raise ValueError(f"{path}: {p['name']}: attach must be usdt or function, not {attach!r}")
+            top = MAX_FUNC_ARG if attach == "function" else MAX_ARG
             specs = []
             for q in p.get("probe", []):
                 for arg in ("name_arg", "mode_arg"):
-                    if not 0 <= q.get(arg, 0) <= MAX_ARG:
-                        raise ValueError(f"{path}: {p['name']} {q['start']}: {arg} must be 1..{MAX_ARG}")
+                    if not 0 <= q.get(arg, 0) <= top:
+                        raise ValueError(f"{path}: {p['name']} {q['start']}: {arg} must be 1..{top}")
+                only = [int(v) for v in q.get("only", [])]
+                if any(not 0 <= v <= MAX_VALUE for v in only) or (only and q.get("name_string")):
+                    raise ValueError(f"{path}: {p['name']} {q['start']}: only lists numeric name values "
+                                     f"0..{MAX_VALUE}")
                 specs.append(ProbeSpec(
-                    entry=entry, program=p["name"], component=component, provider=q.get("provider", p["provider"]),
+                    entry=entry, program=p["name"], component=component,
+                    provider=q.get("provider", p.get("provider", "")),
                     start=q["start"], done=q["done"], kind=q["kind"], prefix=q.get("prefix", ""),
                     name_arg=q.get("name_arg", 0), name_string=bool(q.get("name_string", False)),
                     mode_arg=q.get("mode_arg", 0), names=_int_keys(q.get("names")),
                     modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
-                    sleeps_in=list(q.get("sleeps_in", []))))
+                    sleeps_in=list(q.get("sleeps_in", [])), attach=attach, only=only))
                 entry += 1
-            programs.append(Program(p["name"], component, p["provider"], list(p["binaries"]), specs,
+            programs.append(Program(p["name"], component, p.get("provider", ""), list(p["binaries"]), specs,
                                     list(p.get("release_frames", []))))
         if entry > MAX_ENTRIES:
             raise ValueError(f"{path}: more than {MAX_ENTRIES} probes")
@@ -176,7 +204,7 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
             continue
         waits.append(UsdtWait(tgid=row["tgid"], entry=row["entry"], lock=spec.lock_name(row["value"], row["name"]),
                               kind=spec.kind, component=spec.component, mode=spec.mode_name(row["mode"]),
-                              probe=f"{spec.provider}:{spec.start}", count=row["count"], total_ns=row["total_ns"],
+                              probe=spec.probe, count=row["count"], total_ns=row["total_ns"],
                               max_ns=row["max_ns"], explain=spec.explain or None))
     out["usdt"] = heaviest(waits, "total_ns")
     return out
@@ -191,7 +219,7 @@ def name_usdt(raw, workers: int, window_ns: int) -> list[Lock]:
         if acc is None:
             acc = groups[w.lock] = LockAcc(
                 w.lock, w.lock, "verified", w.kind, component=w.component,
-                explain=w.explain or f"{w.component} {w.kind}: named by the program's USDT probe {w.probe}",
+                explain=w.explain or f"{w.component} {w.kind}: named by the program's probe {w.probe}",
                 rule=f"usdt {w.probe}")
         acc.add(w.count, w.total_ns, w.max_ns, w.mode)
         procs.setdefault(w.lock, set()).add(w.tgid)

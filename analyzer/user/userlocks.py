@@ -92,9 +92,9 @@ def resolve(data: dict) -> dict[str, Any]:
                 n_unwound[e.tgid] += 1
                 stacks[ukey] = [space.symbolize(a) for a in ips]
             e.user_stack = ukey
-            same = walked.get((e.tgid, e.tid, e.uaddr, e.op, ukey))
+            same = walked.get((e.tgid, e.tid, e.uaddr, e.op, ukey, e.in_usdt))
             if same is None:
-                walked[(e.tgid, e.tid, e.uaddr, e.op, ukey)] = e
+                walked[(e.tgid, e.tid, e.uaddr, e.op, ukey, e.in_usdt)] = e
             else:
                 same.count += e.count
                 same.total_ns += e.total_ns
@@ -249,6 +249,13 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     return acc
 
 
+def own_sleeps(es: list[FutexWait]) -> list[FutexWait]:
+    """The futex waits that are not the sleep of a wait the program's probes
+    name (usdt.bpf.c's table waits: MariaDB's thd_wait_begin row-lock wait
+    sleeping on a condition variable): those are counted there, by name."""
+    return [e for e in es if e.in_usdt is None]
+
+
 def lock_words(raw: RawProbe, folded=None) -> set[tuple[int, int]]:
     """The futex words (tgid, uaddr) that name_futexes counts under a lock
     whatever the roles say: the word of a lock primitive (a mutex, a rwlock;
@@ -260,6 +267,7 @@ def lock_words(raw: RawProbe, folded=None) -> set[tuple[int, int]]:
     table = sleepkinds.default()
     out = set()
     for (tgid, uaddr, op), es in _futexes(raw).items():
+        es = own_sleeps(es)
         framed = [e for e in es if raw.user_frames(e)]
         top = max(framed, key=lambda e: e.total_ns, default=None)
         if not sum(e.total_ns for e in es) or \
@@ -298,7 +306,8 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
 
     Waits counted without a stack (sampling) take the frames of their
     futex's sampled waits, in proportion to those waits' time. `folded(e,
-    frames)` true: the sleep of a lock the program named itself (a USDT
+    frames)` true, or a wait begun inside such a wait (`own_sleeps`): the
+    sleep of a lock the program named itself (a USDT or exported-function
     wait, analyzer/user/usdt.py), counted there, left out here.
 
     Kernel locks spun on inside the futex syscalls on a lock's words are
@@ -309,6 +318,9 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
     groups: dict[str, LockAcc] = {}
     words: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))   # (tgid, uaddr) -> lock -> wait
     for key, es in _futexes(raw).items():
+        es = own_sleeps(es)
+        if not es:
+            continue
         if roles is not None:
             prim = roles.primitive.get(key, sleepkinds.UNKNOWN_PRIMITIVE)
             part = {id(e): roles.lock_fraction(e, prim) * e.total_ns for e in es}

@@ -112,7 +112,7 @@ class ProbeSession(JsonLinesProcess):
         self.usdt_paths.add(exe)
         for spec in usdt.default().probes_for(exe):
             for what, name, cookie in (("start", spec.start, spec.cookie), ("done", spec.done, spec.entry)):
-                self.send(f"usdt {what} {cookie} {spec.provider} {name} {exe}")
+                self.send(f"usdt {what} {cookie} {spec.probe_provider} {name} {exe}")
                 while True:
                     ev = self.read_event(30)
                     if ev.get("event") == "usdt_attached":
