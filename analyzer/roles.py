@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from . import sleepkinds, wakeups
 from .kernel import naming
-from .user import userlocks
+from .user import runtimes, userlocks
 from .sleepkinds import HANDOFF, IDLE, KINDS, LOCK, PREEMPTED
 from lockscope.probedata import FutexWait, RawProbe
 from lockscope.record import Role, RoleEdge
@@ -124,11 +124,15 @@ def futex_primitives(raw: RawProbe) -> dict[tuple, str]:
     """The primitive of every futex (tgid, uaddr, op): from the C library
     frames of its heaviest sampled stack (a futex word belongs to one
     primitive; a mutex re-taken after a condition variable wait is still a
-    mutex)."""
+    mutex); a runtime's lock known by its address (runtimes.toml) is that."""
     table = sleepkinds.default()
-    best: dict[tuple, tuple[int, str]] = {}
+    best: dict[tuple, tuple[float, str]] = {}
     for e in raw.futex or []:
         key = (e.tgid, e.uaddr, e.op)
+        rl = runtimes.lock_at(raw.futex_address(e))
+        if rl:                 # a runtime's lock by its address (CPython's GIL): that, whatever the frames
+            best[key] = (float("inf"), rl.kind)
+            continue
         frames = raw.user_frames(e)
         if not frames:
             best.setdefault(key, (-1, table.futex_primitive(e.op, [])[0]))

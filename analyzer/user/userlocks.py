@@ -31,7 +31,7 @@ from collections import defaultdict
 from typing import Any
 
 from .. import sleepkinds
-from . import demangle, futexspin, libraries, unwind
+from . import demangle, futexspin, libraries, runtimes, unwind
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
@@ -193,6 +193,13 @@ def futex_kind(op: int, frames: list[str]) -> str:
     return sleepkinds.default().futex_primitive(op, runtime_functions(frames))[0]
 
 
+def primitive_of(raw: RawProbe, e: FutexWait, frames: list[str]) -> str:
+    """futex_kind, unless the futex word lies in a runtime's lock known by
+    its address (runtimes.toml: CPython's GIL): that lock's kind."""
+    rl = runtimes.lock_at(raw.futex_address(e))
+    return rl.kind if rl else futex_kind(e.op, frames)
+
+
 def runtime_functions(frames: list[str]) -> list[str]:
     """The library functions at the top of a user stack (the C library's,
     Rust std's, a runtime's), innermost first."""
@@ -231,6 +238,13 @@ def _futexes(raw: RawProbe) -> dict[tuple, list[FutexWait]]:
 def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, groups: dict[str, LockAcc]) -> LockAcc:
     """The named lock a futex's waits add up to: verified by ELF symbol, or site."""
     where = raw.futex_address(e)
+    rl = runtimes.lock_at(where)
+    if rl:              # one entry whatever word of it a thread sleeps on
+        acc = groups.get(rl.name)
+        if acc is None:
+            acc = groups[rl.name] = LockAcc(rl.name, rl.name, "verified", rl.kind, component=rl.component,
+                                            object=f"{where.symbol} ({where.file})", explain=rl.explain)
+        return acc
     if where.region == "object":
         base = os.path.basename(where.file)
         # the lock object, not the futex word in it (a glibc rwlock has two)
@@ -270,14 +284,15 @@ def lock_words(raw: RawProbe, folded=None) -> set[tuple[int, int]]:
         es = own_sleeps(es)
         framed = [e for e in es if raw.user_frames(e)]
         top = max(framed, key=lambda e: e.total_ns, default=None)
-        if not sum(e.total_ns for e in es) or \
-                table.primitive_kind(futex_kind(op, raw.user_frames(top) if top else [])) != sleepkinds.LOCK:
+        if not es or not sum(e.total_ns for e in es) or \
+                table.primitive_kind(primitive_of(raw, top or es[0], raw.user_frames(top) if top else [])) \
+                != sleepkinds.LOCK:
             continue
         for e in framed or es:
             frames = raw.user_frames(e)
             if folded is not None and frames and folded(e, frames):
                 continue
-            if table.primitive_kind(futex_kind(e.op, frames)) == sleepkinds.LOCK:
+            if table.primitive_kind(primitive_of(raw, e, frames)) == sleepkinds.LOCK:
                 out.add((tgid, uaddr))
                 break
     return out
@@ -341,7 +356,7 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
             frames = raw.user_frames(e)
             if folded is not None and frames and folded(e, frames):
                 continue
-            kind = futex_kind(e.op, frames) if frames or prim is None else prim
+            kind = primitive_of(raw, e, frames) if frames or prim is None else prim
             if roles is None and table.primitive_kind(kind) == sleepkinds.IDLE:
                 continue
             acc = _futex_lock(e, kind, frames, raw, groups)

@@ -1,0 +1,68 @@
+"""Locks of managed runtimes by the names their users know (runtimes.toml):
+CPython's GIL is one entry, "GIL (CPython)", whatever futex word of it a
+thread sleeps on, and always a lock wait.
+
+`lock_at(where)`: the runtime lock a futex address (probedata.FutexAddress:
+region, file, symbol) lies in, or None. A data table: another runtime's lock
+found by its symbol is one more [[lock]] there."""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from lockscope.probedata import FutexAddress
+
+TABLE_FILE = Path(__file__).with_name("runtimes.toml")
+
+
+@dataclass(frozen=True)
+class RuntimeLock:
+    name: str
+    kind: str
+    component: str
+    files: tuple[str, ...]
+    symbols: tuple[str, ...]
+    explain: str = ""
+
+    def holds(self, where: FutexAddress) -> bool:
+        return (where.region == "object" and where.symbol in self.symbols and where.file is not None
+                and any(fnmatch.fnmatchcase(os.path.basename(where.file), g) for g in self.files))
+
+
+@dataclass
+class Table:
+    locks: list[RuntimeLock]
+
+    @classmethod
+    def load(cls, path: Path = TABLE_FILE) -> "Table":
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        locks = []
+        for r in data.get("lock", []):
+            missing = [k for k in ("name", "kind", "files", "symbols") if not r.get(k)]
+            if missing:
+                raise ValueError(f"{path}: a [[lock]] without {', '.join(missing)}")
+            locks.append(RuntimeLock(r["name"], r["kind"], r.get("component", r["name"]), tuple(r["files"]),
+                                     tuple(r["symbols"]), r.get("explain", "")))
+        return cls(locks)
+
+    def lock_at(self, where: FutexAddress) -> Optional[RuntimeLock]:
+        return next((lk for lk in self.locks if lk.holds(where)), None)
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(lk.kind for lk in self.locks)
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> Table:
+    return Table.load()
+
+
+def lock_at(where: FutexAddress) -> Optional[RuntimeLock]:
+    return default().lock_at(where)
