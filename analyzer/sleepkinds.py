@@ -34,9 +34,13 @@ class FutexRule:
     kind: str
     words: tuple[int, ...] = (0,)     # offsets of the object's futex words
     align: int = 4                     # the object's alignment
+    within: tuple[str, ...] = ()       # only under one of these (an outer library frame)
+    own_word: bool = False             # a waiter sleeps on a futex word of its own, not the lock's
 
-    def matches(self, function: str) -> bool:
-        return any(fnmatch.fnmatchcase(function, p) for p in self.functions)
+    def matches(self, function: str, outer: list[str] = ()) -> bool:
+        if not any(fnmatch.fnmatchcase(function, p) for p in self.functions):
+            return False
+        return not self.within or any(fnmatch.fnmatchcase(f.lstrip("_"), p) for f in outer for p in self.within)
 
 
 class SleepKinds:
@@ -45,7 +49,8 @@ class SleepKinds:
             data = tomllib.load(f)
         self.classes: dict[str, str] = dict(data["classes"])
         self.futex_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r["kind"],
-                                      tuple(sorted(r.get("words", [0]), reverse=True)), r.get("align", 4))
+                                      tuple(sorted(r.get("words", [0]), reverse=True)), r.get("align", 4),
+                                      tuple(r.get("within", ())), bool(r.get("own_word", False)))
                             for r in data["futex"]]
         bad = {k for k in self.classes.values() if k not in KINDS + (FUTEX,)} | \
             {r.kind for r in self.futex_rules if r.kind not in (LOCK, IDLE, HANDOFF)}
@@ -62,10 +67,10 @@ class SleepKinds:
         and demangled)."""
         if op in (FUTEX_LOCK_PI, FUTEX_LOCK_PI2):
             return "pthread_mutex", LOCK
-        for fn in runtime_functions:
+        for i, fn in enumerate(runtime_functions):
             name = fn.lstrip("_")
             for rule in self.futex_rules:
-                if rule.matches(name):
+                if rule.matches(name, runtime_functions[i + 1:]):
                     return rule.primitive, rule.kind
         return UNKNOWN_PRIMITIVE, HANDOFF
 
@@ -80,6 +85,12 @@ class SleepKinds:
                         return addr - w
                 break
         return addr
+
+    def own_word(self, primitive: str) -> bool:
+        """Whether a waiter of this primitive sleeps on a futex word of its
+        own (Go 1.24+'s runtime.lock2: the waiting M's semaphore): the word
+        names the waiter, not the lock, which is then named by its site."""
+        return any(r.own_word for r in self.futex_rules if r.primitive == primitive)
 
     def primitive_kind(self, primitive: str) -> str:
         """A futex no rule recognises (a program's or a runtime's own: a

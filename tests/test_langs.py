@@ -75,6 +75,9 @@ def test_kind_from_the_library_frames_and_name_from_the_programs_own(frames, pri
      "Go scheduler parking", sleepkinds.IDLE),
     (["runtime.futex", "runtime.futexsleep", "runtime.lock2", "runtime.findRunnable"], "Go runtime lock",
      sleepkinds.LOCK),
+    (["runtime.futex", "runtime.futexsleep", "runtime.lock2", "runtime.lockWithRank", "runtime.lock",
+      "runtime.chansend", "runtime.chansend1"], "Go channel", sleepkinds.LOCK),
+    (["runtime.futex", "runtime.futexsleep", "runtime.lock2", "runtime.selectgo"], "Go channel", sleepkinds.LOCK),
 ])
 def test_kinds_of_each_runtimes_lock_functions(functions, primitive, kind):
     assert sleepkinds.default().futex_primitive(0, functions) == (primitive, kind)

@@ -245,7 +245,8 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
             acc = groups[rl.name] = LockAcc(rl.name, rl.name, "verified", rl.kind, component=rl.component,
                                             object=f"{where.symbol} ({where.file})", explain=rl.explain)
         return acc
-    if where.region == "object":
+    own_word = sleepkinds.default().own_word(kind)     # the word is the waiter's: neither symbol nor region
+    if where.region == "object" and not own_word:
         base = os.path.basename(where.file)
         # the lock object, not the futex word in it (a glibc rwlock has two)
         offset = sleepkinds.default().object_start(kind, where.symbol_offset or 0)
@@ -253,9 +254,9 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
         name, cls, tier = f"{kind} {sym} in {base}", f"{kind} {where.symbol}", "verified"
         obj = f"{where.symbol} ({where.file})"
     else:
-        region = _REGION_NAMES.get(where.region, where.region)
+        region = "" if own_word else f" ({_REGION_NAMES.get(where.region, where.region)})"
         s = site(frames) if frames else "[no stack]"
-        name, cls, tier, obj = f"{kind} @ {s} ({region})", f"{kind} @ {s}", "site", None
+        name, cls, tier, obj = f"{kind} @ {s}{region}", f"{kind} @ {s}", "site", None
     acc = groups.get(name)
     if acc is None:
         acc = groups[name] = LockAcc(name, cls, tier, kind, object=obj, component=COMPONENT,
