@@ -14,6 +14,9 @@
  *   bits  8-11  argument naming the lock, 1-based (0: none)
  *   bit  12     that argument is a char * (copied as a string), else a number
  *   bits 16-19  argument giving the mode, 1-based (0: none)
+ *   bits 20-23  argument giving the name string's length, 1-based (0: none,
+ *               the string ends with a NUL): a JVM's class name is a
+ *               Symbol's bytes, not NUL-terminated
  *   bits 32-63  the numeric name values that are lock waits, as a bit mask
  *               of 0..31 (0: all): a start naming another value (MariaDB's
  *               thd_wait_begin of a network read) is not a wait here
@@ -76,9 +79,10 @@ static __always_inline bool traced(__u32 tgid)
 	return system_wide || bpf_map_lookup_elem(&tracked, &tgid);
 }
 
-/* a wait starts: `name_v`/`mode_v` are the arguments the cookie names (read
- * when `name_ok`/`mode_ok`) */
-static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, long mode_v, bool mode_ok)
+/* a wait starts: `name_v`/`mode_v`/`len_v` are the arguments the cookie
+ * names (read when `name_ok`/`mode_ok`/`len_ok`) */
+static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, long mode_v, bool mode_ok,
+				       long len_v, bool len_ok)
 {
 	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> 32;
 	struct usdt_open_key ok = { .tid = (__u32)id, .entry = cookie & 0xff };
@@ -96,7 +100,12 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 	o->key.tgid = id >> 32;
 	o->key.entry = ok.entry;
 	if (name_ok) {
-		if (cookie & (1 << 12)) {
+		if ((cookie & (1 << 12)) && len_ok) {     /* the key was zeroed: it stays NUL-terminated */
+			__u32 n = len_v < 0 ? 0 : len_v > USDT_NAME_LEN - 1 ? USDT_NAME_LEN - 1 : (__u32)len_v;
+
+			if (n && bpf_probe_read_user(o->key.name, n, (void *)name_v) < 0)
+				ucount(UCNT_NAME_UNREADABLE);
+		} else if (cookie & (1 << 12)) {
 			if (bpf_probe_read_user_str(o->key.name, sizeof(o->key.name), (void *)name_v) < 0)
 				ucount(UCNT_NAME_UNREADABLE);
 		} else {
@@ -117,12 +126,13 @@ SEC("usdt")
 int lksc_usdt_start(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_usdt_cookie(ctx);
-	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf;
-	long name_v = 0, mode_v = 0;
+	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf, len_arg = (cookie >> 20) & 0xf;
+	long name_v = 0, mode_v = 0, len_v = 0;
 	bool name_ok = name_arg && bpf_usdt_arg(ctx, name_arg - 1, &name_v) == 0;
 	bool mode_ok = mode_arg && bpf_usdt_arg(ctx, mode_arg - 1, &mode_v) == 0;
+	bool len_ok = len_arg && bpf_usdt_arg(ctx, len_arg - 1, &len_v) == 0;
 
-	wait_start(cookie, name_v, name_ok, mode_v, mode_ok);
+	wait_start(cookie, name_v, name_ok, mode_v, mode_ok, len_v, len_ok);
 	return 0;
 }
 
@@ -145,10 +155,11 @@ SEC("uprobe")
 int lksc_func_start(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf;
+	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf, len_arg = (cookie >> 20) & 0xf;
 
 	wait_start(cookie, func_arg(ctx, name_arg), name_arg >= 1 && name_arg <= 5,
-		   func_arg(ctx, mode_arg), mode_arg >= 1 && mode_arg <= 5);
+		   func_arg(ctx, mode_arg), mode_arg >= 1 && mode_arg <= 5,
+		   func_arg(ctx, len_arg), len_arg >= 1 && len_arg <= 5);
 	return 0;
 }
 

@@ -59,42 +59,51 @@ def test_table_covers_postgres_probes():
     assert table.probes_for("/usr/bin/python3") == []
 
 
-JVM_TABLE = """
+SDT_TABLE = """
 [[program]]
-name = "HotSpot JVM"
-component = "Java"
-binaries = ["*/libjvm.so"]
-provider = "hotspot"
+name = "queue server"
+component = "qsrv"
+binaries = ["*/qsrv"]
+provider = "qsrv"
 
-# monitor__contended__enter(thread id, monitor, class name, class name length)
+# queue__lock__wait(queue name, mode) .. queue__lock__acquired(queue name, mode)
 [[program.probe]]
-start = "monitor__contended__enter"
-done = "monitor__contended__entered"
-kind = "Java monitor"
-prefix = "monitor of "
-name_arg = 3
+start = "queue__lock__wait"
+done = "queue__lock__acquired"
+kind = "queue lock"
+prefix = "queue lock "
+name_arg = 1
 name_string = true
 """
 
 
 def test_another_program_is_a_table_entry(tmp_path):
-    """A JVM's hotspot monitor probes: one more [[program]], no code."""
+    """A program built with <sys/sdt.h>: one more [[program]], no code."""
     f = tmp_path / "usdt.toml"
-    f.write_text(usdt.TABLE_FILE.read_text() + JVM_TABLE)
+    f.write_text(usdt.TABLE_FILE.read_text() + SDT_TABLE)
     table = usdt.Table.load(f)
-    [spec] = table.probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+    [spec] = table.probes_for("/opt/qsrv/bin/qsrv")
     n = sum(len(p.probes) for p in usdt.default().programs)     # the entries before it
-    assert spec.entry == n and spec.cookie == n | 3 << 8 | 1 << 12
-    assert spec.lock_name(0, "java/lang/Object") == "monitor of java/lang/Object"
+    assert spec.entry == n and spec.cookie == n | 1 << 8 | 1 << 12
+    assert spec.lock_name(0, "orders") == "queue lock orders"
     assert spec.mode_name(7) == "" and table.entry(n) is spec
     raw = type("Raw", (), {})()
     raw.__dict__.update(usdt.resolve({"usdt_probe": {"loaded": True}, "usdt": [
-        {"tgid": 7, "entry": n, "value": 0, "mode": 0, "name": "Counter", "count": 3, "total_ns": 900,
+        {"tgid": 7, "entry": n, "value": 0, "mode": 0, "name": "orders", "count": 3, "total_ns": 900,
          "max_ns": 500}]}, table))
     [lock] = usdt.name_usdt(raw, 2, 1000)
-    assert (lock.name, lock.kind, lock.component, lock.tier) == ("monitor of Counter", "Java monitor", "Java",
+    assert (lock.name, lock.kind, lock.component, lock.tier) == ("queue lock orders", "queue lock", "qsrv",
                                                                  "verified")
     assert lock.count == 3 and lock.wait_share == 900 / 2000
+
+
+def test_the_jvm_monitor_probes_name_the_class_from_a_counted_string():
+    """HotSpot's class name is a Symbol's bytes (no NUL): its length is the
+    fourth argument; internal names read with dots."""
+    [spec] = usdt.default().probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+    assert (spec.provider, spec.start, spec.kind) == ("hotspot", "monitor__contended__enter", "Java monitor")
+    assert (spec.cookie >> 8) & 0xf == 3 and spec.cookie & (1 << 12) and (spec.cookie >> 20) & 0xf == 4
+    assert spec.lock_name(0, "java/util/HashMap") == "Java monitor of java.util.HashMap"
 
 
 def pg_event(lock: record.Lock) -> tuple[str, str] | None:

@@ -65,6 +65,8 @@ class ProbeSpec:
     # functions, probed at entry (MariaDB's thd_wait_begin/thd_wait_end)
     attach: str = "usdt"
     only: list[int] = field(default_factory=list)        # the name values that are lock waits ([]: all)
+    name_len_arg: int = 0        # 1-based: the name string's length (a JVM's class name has no NUL)
+    name_dots: bool = False      # "/" in the name string read as "." (a JVM's internal class names)
 
     @property
     def cookie(self) -> int:
@@ -72,7 +74,7 @@ class ProbeSpec:
         argument, and the mask of the name values that are lock waits."""
         mask = sum(1 << v for v in self.only)
         return (self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0) | self.mode_arg << 16
-                | mask << 32)
+                | self.name_len_arg << 20 | mask << 32)
 
     @property
     def probe_provider(self) -> str:
@@ -88,7 +90,7 @@ class ProbeSpec:
         if not self.name_arg:
             return self.prefix.strip() or self.kind
         if self.name_string:
-            return self.prefix + (name or "[unreadable name]")
+            return self.prefix + ((name.replace("/", ".") if self.name_dots else name) or "[unreadable name]")
         return self.prefix + self.names.get(value, str(value))
 
     def mode_name(self, mode: int) -> str:
@@ -104,6 +106,7 @@ class Program:
     probes: list[ProbeSpec]
     # its lock implementation's release and wake-up functions: a release site lies past them
     release_frames: list[str] = field(default_factory=list)
+    if_silent: str = ""          # said when its probes were attached and none fired
 
     def matches(self, exe: str) -> bool:
         return any(fnmatch.fnmatchcase(exe, g) for g in self.binaries)
@@ -130,7 +133,7 @@ class Table:
             top = MAX_FUNC_ARG if attach == "function" else MAX_ARG
             specs = []
             for q in p.get("probe", []):
-                for arg in ("name_arg", "mode_arg"):
+                for arg in ("name_arg", "mode_arg", "name_len_arg"):
                     if not 0 <= q.get(arg, 0) <= top:
                         raise ValueError(f"{path}: {p['name']} {q['start']}: {arg} must be 1..{top}")
                 only = [int(v) for v in q.get("only", [])]
@@ -144,10 +147,11 @@ class Table:
                     name_arg=q.get("name_arg", 0), name_string=bool(q.get("name_string", False)),
                     mode_arg=q.get("mode_arg", 0), names=_int_keys(q.get("names")),
                     modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
-                    sleeps_in=list(q.get("sleeps_in", [])), attach=attach, only=only))
+                    sleeps_in=list(q.get("sleeps_in", [])), attach=attach, only=only,
+                    name_len_arg=q.get("name_len_arg", 0), name_dots=bool(q.get("name_dots", False))))
                 entry += 1
             programs.append(Program(p["name"], component, p.get("provider", ""), list(p["binaries"]), specs,
-                                    list(p.get("release_frames", []))))
+                                    list(p.get("release_frames", [])), p.get("if_silent", "")))
         if entry > MAX_ENTRIES:
             raise ValueError(f"{path}: more than {MAX_ENTRIES} probes")
         if entry > NESTED_ENTRIES:
@@ -174,6 +178,22 @@ class Table:
 @functools.lru_cache(maxsize=1)
 def default() -> Table:
     return Table.load()
+
+
+def mapped_code(pid: int) -> list[str]:
+    """The files a process maps executable (its executable and shared
+    libraries: a JVM's probes are in libjvm.so, not in bin/java), or []."""
+    try:
+        text = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/") and parts[5] not in out \
+                and not parts[5].endswith(" (deleted)"):
+            out.append(parts[5])
+    return out
 
 
 def executable(pid: int) -> Optional[str]:
@@ -255,8 +275,21 @@ def folded_futexes(raw, table: Table | None = None):
     return folded
 
 
-def usdt_warnings(raw) -> list[str]:
+def usdt_warnings(raw, table: Table | None = None) -> list[str]:
+    """The probe not loaded; or a program whose probes were attached but
+    none of whose waits was seen, with its table's `if_silent` (a JVM fires
+    its monitor probes only with -XX:+DTraceMonitorProbes)."""
     probe = getattr(raw, "usdt_probe", None) if raw else None
     if probe and not probe.loaded:
         return [f"application lock names (USDT) not measured: {probe.reason or 'the USDT probe did not load'}"]
-    return []
+    if not probe:
+        return []
+    table = table or default()
+    seen = {w.entry for w in getattr(raw, "usdt", None) or []}
+    out = []
+    for p in table.programs:
+        attached = any(a.get("probe") == "start" and any(a.get("name") == s.start and p.matches(a.get("path", ""))
+                                                         for s in p.probes) for a in probe.attached)
+        if p.if_silent and attached and not seen & {s.entry for s in p.probes}:
+            out.append(f"{p.name}: its lock-wait probes were attached but none fired: {p.if_silent}")
+    return out

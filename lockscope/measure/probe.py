@@ -103,13 +103,17 @@ class ProbeSession(JsonLinesProcess):
 
     def attach_usdt(self, pid: int) -> None:
         """Attach the USDT lock probes the table (analyzer/user/usdt.toml) lists
-        for the executable of `pid`, once per binary, for every process
+        for the executable of `pid` and the libraries it maps (a JVM's
+        libjvm.so), once per binary, for every process
         running it (usdt.bpf.c counts only tracked ones). A probe that does
         not attach is kept as a note (usdt_errors), not an error."""
         exe = usdt.executable(pid)
-        if not exe or exe in self.usdt_paths or "\n" in exe:
-            return
-        self.usdt_paths.add(exe)
+        for path in ([exe] if exe else []) + usdt.mapped_code(pid):
+            if path not in self.usdt_paths and "\n" not in path:
+                self.usdt_paths.add(path)
+                self._attach_usdt_to(path)
+
+    def _attach_usdt_to(self, exe: str) -> None:
         for spec in usdt.default().probes_for(exe):
             for what, name, cookie in (("start", spec.start, spec.cookie), ("done", spec.done, spec.entry)):
                 self.send(f"usdt {what} {cookie} {spec.probe_provider} {name} {exe}")

@@ -188,6 +188,7 @@ def run_prepare(argv: list[str], progress: Progress) -> float:
 
 TARGET_POLL_S = 0.1
 DRIVERS_EVERY_S = 0.5
+RESCAN_AT_S = (0.2, 0.5, 1.0, 2.0, 4.0)   # seconds after the command starts: its USDT probes looked for again
 
 
 def _track_targets(probe: ProbeSession | None, spec: PointSpec, server) -> tg.Targets | None:
@@ -207,21 +208,31 @@ def _track_targets(probe: ProbeSession | None, spec: PointSpec, server) -> tg.Ta
     return targets
 
 
-def _wait_command(proc: subprocess.Popen, timeout: float | None, drivers: set[int] | None) -> int | None:
+def _wait_command(proc: subprocess.Popen, timeout: float | None, drivers: set[int] | None,
+                  rescan: Callable[[], None] | None = None) -> int | None:
     """The command's exit code, or None at the timeout; meanwhile, with
     --target (or system-wide), its processes are collected in `drivers` (the
     command and what it forks: with --target they drive the load and are not
-    the work; system-wide, the work is among them)."""
-    if drivers is None:
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-    deadline = None if timeout is None else time.monotonic() + timeout
+    the work; system-wide, the work is among them), and `rescan` (the probe's
+    USDT rescan) runs at RESCAN_AT_S after the start: the command was tracked
+    before its exec, and a program maps the library with the probes later
+    (a JVM's libjvm.so). Not all along: reading /proc/PID/maps takes the
+    measured process's mmap_lock."""
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
     next_tree = 0.0
+    scans = list(RESCAN_AT_S) if rescan else []
     while True:
         now = time.monotonic()
-        if now >= next_tree:
+        if scans and now - start >= scans[0]:
+            scans.pop(0)
+            rescan()
+        if drivers is None and not scans:
+            try:
+                return proc.wait(timeout=None if deadline is None else max(0.0, deadline - now))
+            except subprocess.TimeoutExpired:
+                return None
+        if drivers is not None and now >= next_tree:
             drivers |= tg.tree(proc.pid, drivers)
             next_tree = now + DRIVERS_EVERY_S
         rc = proc.poll()
@@ -284,7 +295,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
         stack.callback(kill_group, proc)      # the command only: never the --target
         rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration,
-                           drivers if drivers is not None else work)
+                           drivers if drivers is not None else work, probe.rescan_usdt if probe else None)
         completed = rc is not None
         data = window.stop()
         elapsed = window.elapsed
