@@ -7,6 +7,7 @@ holding its row lock a few milliseconds (so the server's milliseconds per
 wait lose little to rounding)."""
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -86,3 +87,30 @@ def test_waits_that_are_not_locks_and_sleeps_inside_are_not_named(experiment):
 
 def test_nothing_left_attached(experiment):
     assert not leaked_progs("lksc_func") and not leaked_progs("lksc_usdt")
+
+
+def test_the_sysbench_mariadb_workload_names_the_row_lock_and_leaves_nothing(e2e, tmp_path):
+    """`lockscope run sysbench-mariadb` (apps.toml): a fresh server as user
+    mysql on the point's tmpfs, sysbench's hot-row updates as the load; the
+    server's connection threads are the work; the row lock is named; no
+    server left running, nothing mounted."""
+    from lockscope.measure import apps
+    why = apps.get("sysbench-mariadb").missing()
+    if why:
+        pytest.skip(f"the sysbench-mariadb workload needs mariadb-server and sysbench: {why}")
+    before = set(_servers())
+    out = tmp_path / "out"
+    r = lockscope("run", "sysbench-mariadb", "--fs", "tmpfs", "--workers", "4", "--duration", "3",
+                  "--out", str(out), timeout=240)
+    assert r.returncode == 0, r.stderr
+    [path] = (out / "runs").glob("*.json")
+    rec = record.load(path)
+    assert rec.ops_per_sec and rec.ops_per_sec > 0
+    assert "MariaDB row lock (InnoDB)" in [lk.name for lk in rec.locks if lk.component == "MariaDB"]
+    assert set(_servers()) <= before, "a mariadbd lockscope started is still running"
+    assert "lockscope" not in open("/proc/mounts").read()
+
+
+def _servers() -> list[int]:
+    out = subprocess.run(["pgrep", "-x", "mariadbd"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
