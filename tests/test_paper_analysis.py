@@ -145,6 +145,17 @@ def test_time_view_intervals_add_up_to_the_locks_total_wait():
     assert any(s.name.startswith("off-CPU: preempted") and s.type == "nonlock" for s in tv.series)
 
 
+def test_time_view_moves_a_waits_excess_back_to_the_intervals_it_covered():
+    """A wait is counted when it ends: 2 workers, 0.25 s intervals, a 0.6 s
+    wait of each ending in the third interval is 1.2 s there, more than its
+    0.5 s of worker time; the excess belongs to the intervals before."""
+    times = [0.25e9, 0.5e9, 0.75e9]
+    shares = timeview._shares([0.0, 0.0, 1.2e9], times, 2)
+    assert shares == pytest.approx([0.4, 1.0, 1.0])
+    assert all(s <= 1.0 for s in timeview._shares([0.0, 0.0, 9e9], times, 2))     # never above 100%
+    assert timeview._shares([0.1e9, 0.2e9, 0.3e9], times, 2) == pytest.approx([0.2, 0.2, 0.2])   # as before
+
+
 def test_time_view_is_unavailable_for_records_without_intervals():
     tv = timeview.timeview(load("mwrm_mmap_tmpfs/MWRM-tmpfs-w2"))
     assert "no per-interval data" in tv.reason
