@@ -16,6 +16,7 @@ import mariadbserver
 from conftest import e2e_missing, leaked_progs, lockscope
 from lockscope import record
 from lockscope.analyzer.user import usdt
+from lockscope.measure import apps
 
 CLIENTS = 4
 WINDOW_S = 4
@@ -94,7 +95,6 @@ def test_the_sysbench_mariadb_workload_names_the_row_lock_and_leaves_nothing(e2e
     mysql on the point's tmpfs, sysbench's hot-row updates as the load; the
     server's connection threads are the work; the row lock is named; no
     server left running, nothing mounted."""
-    from lockscope.measure import apps
     why = apps.get("sysbench-mariadb").missing()
     if why:
         pytest.skip(f"the sysbench-mariadb workload needs mariadb-server and sysbench: {why}")

@@ -228,10 +228,14 @@ _REGION_NAMES = {"heap": "heap", "stack": "stack", "anon": "anonymous memory", "
 
 
 def _futexes(raw: RawProbe) -> dict[tuple, list[FutexWait]]:
-    """The aggregates of each futex (tgid, uaddr, op)."""
+    """The aggregates of each futex (tgid, uaddr, op), without the sleeps of
+    a wait the program's probes name (usdt.bpf.c's table waits: MariaDB's
+    thd_wait_begin row-lock wait sleeping on a condition variable, `in_usdt`):
+    those are counted there, by name."""
     per_futex: dict[tuple, list[FutexWait]] = defaultdict(list)
     for e in raw.futex or []:
-        per_futex[(e.tgid, e.uaddr, e.op)].append(e)
+        if e.in_usdt is None:
+            per_futex[(e.tgid, e.uaddr, e.op)].append(e)
     return per_futex
 
 
@@ -264,13 +268,6 @@ def _futex_lock(e: FutexWait, kind: str, frames: list[str], raw: RawProbe, group
     return acc
 
 
-def own_sleeps(es: list[FutexWait]) -> list[FutexWait]:
-    """The futex waits that are not the sleep of a wait the program's probes
-    name (usdt.bpf.c's table waits: MariaDB's thd_wait_begin row-lock wait
-    sleeping on a condition variable): those are counted there, by name."""
-    return [e for e in es if e.in_usdt is None]
-
-
 def lock_words(raw: RawProbe, folded=None) -> set[tuple[int, int]]:
     """The futex words (tgid, uaddr) that name_futexes counts under a lock
     whatever the roles say: the word of a lock primitive (a mutex, a rwlock;
@@ -282,10 +279,9 @@ def lock_words(raw: RawProbe, folded=None) -> set[tuple[int, int]]:
     table = sleepkinds.default()
     out = set()
     for (tgid, uaddr, op), es in _futexes(raw).items():
-        es = own_sleeps(es)
         framed = [e for e in es if raw.user_frames(e)]
         top = max(framed, key=lambda e: e.total_ns, default=None)
-        if not es or not sum(e.total_ns for e in es) or \
+        if not sum(e.total_ns for e in es) or \
                 table.primitive_kind(primitive_of(raw, top or es[0], raw.user_frames(top) if top else [])) \
                 != sleepkinds.LOCK:
             continue
@@ -322,7 +318,7 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
 
     Waits counted without a stack (sampling) take the frames of their
     futex's sampled waits, in proportion to those waits' time. `folded(e,
-    frames)` true, or a wait begun inside such a wait (`own_sleeps`): the
+    frames)` true, or a wait begun inside such a wait (`in_usdt`): the
     sleep of a lock the program named itself (a USDT or exported-function
     wait, analyzer/user/usdt.py), counted there, left out here.
 
@@ -334,9 +330,6 @@ def name_futexes(raw: RawProbe, workers: int, window_ns: int, roles=None, folded
     groups: dict[str, LockAcc] = {}
     words: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))   # (tgid, uaddr) -> lock -> wait
     for key, es in _futexes(raw).items():
-        es = own_sleeps(es)
-        if not es:
-            continue
         if roles is not None:
             prim = roles.primitive.get(key, sleepkinds.UNKNOWN_PRIMITIVE)
             part = {id(e): roles.lock_fraction(e, prim) * e.total_ns for e in es}
