@@ -8,12 +8,14 @@ PYTHON  ?= python3
 RESULTS ?= results/default
 # libc6-dbg: the C library's full symbol table (user stacks through glibc)
 # binutils: c++filt, the demangler of C++ and Rust names in user stacks
-# rocksdb-tools, dbench: the application workloads (lockscope/measure/apps.toml)
+# rocksdb-tools, dbench, exim4-daemon-light: the application workloads (lockscope/measure/apps.toml); Exim's
+#   package also starts the machine's own MTA (Debian's default: loopback only, local delivery); lockscope's
+#   exim workload runs a private server per point and never touches that one
 # texlive-latex-recommended: pdflatex and booktabs, to compile-test the exported bottlenecks.tex
 # g++, rustc: the C++ and Rust test programs of tests/test_langs.py (a rustc already on PATH, e.g. rustup's, is used first)
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
                 linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg kmod binutils \
-                chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc
+                chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc exim4-daemon-light
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps tools install build report test bench clean

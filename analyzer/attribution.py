@@ -92,13 +92,14 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
     return out
 
 
-def _lock_wait(lk, ns: float, workers: int, window_ns: float) -> Wait:
+def _lock_wait(lk, ns: float, workers: int, window_ns: float, capacity: float | None = None) -> Wait:
+    """`capacity`: the workers the share is of (see capacity()), else `workers`."""
     we = ns / window_ns
-    return Wait(lk.name, LOCK, we, we / workers, int(ns), lk.tier, lk.kind, lk.lock_class, lk.instances,
-                sharing.clause(lk, workers))
+    return Wait(lk.name, LOCK, we, we / (capacity or workers), int(ns), lk.tier, lk.kind, lk.lock_class,
+                lk.instances, sharing.clause(lk, workers))
 
 
-def _add_nonlock(out: dict[str, Wait], by_class: dict[str, int], workers: int, window_ns: float) -> None:
+def _add_nonlock(out: dict[str, Wait], by_class: dict[str, int], workers: float, window_ns: float) -> None:
     for cls, ns in by_class.items():
         name = WAIT_LABELS.get(cls, f"off-CPU: {cls}")
         we = ns / window_ns
@@ -119,16 +120,29 @@ def other_roles_cpu(rec: RunRecord) -> dict[str, int]:
     return {name: int(min(ns, preempted * ns / total)) for name, ns in others.items()}
 
 
+def capacity(rec: RunRecord) -> float:
+    """The workers a share of worker time is a share of: the point's
+    workers, or the worker roles' tasks counted together where they lived
+    longer than workers x window (a server forking a process per connection
+    and per message, e.g. Exim, has more tasks at once than it has clients,
+    and their waits would read above 100%)."""
+    window_ns = rec.probe.window_s * 1e9
+    lived = sum(r.on_cpu_ns + r.lock_ns + r.idle_ns + r.io_ns + r.storage_ns + r.preempted_ns + r.other_ns
+                for r in rec.roles if r.worker)
+    return max(float(rec.workers), lived / window_ns if window_ns > 0 else 0.0)
+
+
 def _role_waits(rec: RunRecord) -> dict[str, Wait]:
     window_ns = rec.probe.window_s * 1e9
     workers, path = rec.worker_roles, {r.name for r in rec.roles if r.path}
+    cap = capacity(rec)
     out: dict[str, Wait] = {}
     for lk in rec.locks:
         # user-space locks by the waiting thread's role; kernel locks have no
         # per-thread split and count whole
         ns = sum(v for role, v in lk.roles.items() if role in path) if lk.roles else lk.wait_ns
         if ns > 0:
-            out[lk.name] = _lock_wait(lk, ns, rec.workers, window_ns)
+            out[lk.name] = _lock_wait(lk, ns, rec.workers, window_ns, cap)
     by_class: dict[str, int] = {}
     for o in rec.offcpu:
         if o.role not in workers or o.in_lock_wait or o.kind in (sleepkinds.IDLE, sleepkinds.FUTEX, sleepkinds.LOCK):
@@ -138,13 +152,13 @@ def _role_waits(rec: RunRecord) -> dict[str, Wait]:
     stolen = other_roles_cpu(rec)
     if stolen and "preempted" in by_class:
         by_class["preempted"] = max(0, by_class["preempted"] - sum(stolen.values()))
-    _add_nonlock(out, {c: ns for c, ns in by_class.items() if ns > 0}, rec.workers, window_ns)
+    _add_nonlock(out, {c: ns for c, ns in by_class.items() if ns > 0}, cap, window_ns)
     for role, ns in stolen.items():
         if ns < MIN_SHOWN * window_ns:
             continue
         name = f"CPU used by {role}"
         we = ns / window_ns
-        out[name] = Wait(name, NONLOCK, we, we / rec.workers, ns, lock_class=OTHER_CPU)
+        out[name] = Wait(name, NONLOCK, we, we / cap, ns, lock_class=OTHER_CPU)
     return out
 
 

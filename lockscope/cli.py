@@ -190,7 +190,10 @@ def cmd_compare(args) -> int:
 
 def _list_params(w: dict) -> None:
     for p in w.get("params", []):
-        print(f"         --param {p['name']}=N  {p['help']} (default {p['default']}, {p['min']}..{p['max']})")
+        if "choices" in p:
+            print(f"         --param {p['name']}={'|'.join(p['choices'])}  {p['help']} (default {p['default']})")
+        else:
+            print(f"         --param {p['name']}=N  {p['help']} (default {p['default']}, {p['min']}..{p['max']})")
 
 
 def cmd_list(args) -> int:

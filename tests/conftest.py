@@ -9,6 +9,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -93,6 +94,36 @@ def scratch(tmp_path):
     yield root
     left = left_under(root)
     assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
+
+
+@pytest.fixture
+def server_scratch():
+    """A private scratch root an unprivileged server's user (postgres,
+    Debian-exim) can reach (pytest's tmp_path is root's, mode 700); asserts
+    that nothing is left mounted under it."""
+    root = Path(tempfile.mkdtemp(prefix="lksc-server-test-", dir="/tmp"))
+    root.chmod(0o755)
+    yield root
+    left = left_under(root)
+    shutil.rmtree(root, ignore_errors=True)
+    assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
+
+
+def servers_under(root: Path) -> list[str]:
+    """Live processes whose command line names `root` (a server lockscope
+    started there; the machine's own PostgreSQL or Exim is not counted)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            args = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if str(root) in args and state != "Z":
+            out.append(f"{d.name}: {args}")
+    return out
 
 
 def left_under(root) -> dict[str, list[str]]:

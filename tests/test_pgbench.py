@@ -8,17 +8,14 @@ a normal end and after SIGTERM in the window."""
 from __future__ import annotations
 
 import pwd
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO, left_under, lockscope
+from conftest import REPO, lockscope, servers_under
 from lockscope import record
 from lockscope.analyzer.user import usdt
 from lockscope.measure import apps
@@ -36,39 +33,10 @@ def postgres(e2e):
         pytest.skip("the pgbench experiment needs the user postgres (made by the Debian package postgresql)")
 
 
-@pytest.fixture
-def pgscratch():
-    """A private scratch root the user postgres can reach (pytest's tmp_path
-    is root's, mode 700); asserts that nothing is left mounted under it."""
-    root = Path(tempfile.mkdtemp(prefix="lksc-pgbench-test-", dir="/tmp"))
-    root.chmod(0o755)
-    yield root
-    left = left_under(root)
-    shutil.rmtree(root, ignore_errors=True)
-    assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
-
-
-def servers_under(root: Path) -> list[str]:
-    """Live processes whose command line names `root` (a server lockscope
-    started there; the machine's other PostgreSQL is not counted)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            args = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if str(root) in args and state != "Z":
-            out.append(f"{d.name}: {args}")
-    return out
-
-
-def test_pgbench_point(postgres, pgscratch, tmp_path):
+def test_pgbench_point(postgres, server_scratch, tmp_path):
     out = tmp_path / "out"
     r = lockscope("run", "pgbench", "--fs", "tmpfs", "--workers", "2", "--duration", "3",
-                  "--scratch", str(pgscratch), "--out", str(out))
+                  "--scratch", str(server_scratch), "--out", str(out))
     assert r.returncode == 0, r.stderr
     rec = record.load(out / "runs" / "pgbench-tmpfs-w2.json")
     assert rec.ops_per_sec and rec.ops_per_sec > 0 and rec.throughput_unit == "tps (pgbench)"
@@ -96,22 +64,22 @@ def test_pgbench_point(postgres, pgscratch, tmp_path):
         top = held[0]
         assert any(h.site in ("CommitTransactionCommand", "heap_update", "heap_lock_tuple") for h in top.holders), \
             (top.name, [h.site for h in top.holders])
-    assert servers_under(pgscratch) == []        # the pgscratch fixture checks that nothing is mounted
+    assert servers_under(server_scratch) == []        # the server_scratch fixture checks that nothing is mounted
 
 
-def test_sigterm_stops_the_server(postgres, pgscratch, tmp_path):
+def test_sigterm_stops_the_server(postgres, server_scratch, tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "lockscope", "run", "pgbench", "--fs", "tmpfs", "--workers", "2",
-                          "--duration", "20", "--scratch", str(pgscratch), "--out", str(tmp_path / "out")],
+                          "--duration", "20", "--scratch", str(server_scratch), "--out", str(tmp_path / "out")],
                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not any("pgbench -h" in s and " -c 2 " in s for s in servers_under(pgscratch)):
+    while not any("pgbench -h" in s and " -c 2 " in s for s in servers_under(server_scratch)):
         assert p.poll() is None and time.monotonic() < deadline, p.communicate()
         time.sleep(0.2)
-    assert any("postgres -D" in s for s in servers_under(pgscratch))
+    assert any("postgres -D" in s for s in servers_under(server_scratch))
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and "interrupted (SIGTERM)" in err, err
-    assert servers_under(pgscratch) == []
+    assert servers_under(server_scratch) == []
 
 
 def test_unreachable_scratch_is_explained(postgres, tmp_path):

@@ -10,6 +10,7 @@ import functools
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,12 @@ from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 TABLE = Path(__file__).resolve().with_name("apps.toml")
 KIND = "application"
 DEFAULT_MAX_WORKERS = 1024
-# placeholders every command may use besides its parameters
-BUILTIN_PLACEHOLDERS = ("n", "dir", "duration")
+# placeholders every command may use besides its parameters; {python} (only
+# as a command's first word) is lockscope's own interpreter, running a load
+# generator of lockscope's (python -m lockscope.measure....)
+BUILTIN_PLACEHOLDERS = ("n", "dir", "duration", "python")
+PYTHON = "{python}"
+APPFILES = TABLE.with_name("appfiles")     # [app.server] write: the files a server's configuration is made from
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PARAM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -29,8 +34,10 @@ _REQUIRED = ("name", "package", "binary", "operation", "sharing", "component", "
              "throughput_regex", "unit")
 _OPTIONAL = ("prepare", "files", "params", "max_workers", "server", "target")
 _PARAM_KEYS = ("name", "default", "min", "max", "help")
+_CHOICE_KEYS = ("name", "default", "choices", "help")     # a parameter that is one of some words
 # [app.server]: a server the command is a client of, started for each point
-_SERVER_KEYS = ("user", "init", "start", "ready", "stop")
+_SERVER_KEYS = ("user", "init", "start", "ready")
+_SERVER_OPTIONAL = ("stop", "write")
 SERVER_PLACEHOLDERS = ("port",)           # a free port lockscope picks for each point
 
 
@@ -63,8 +70,8 @@ class App:
 
     def _server_args(self) -> tuple[str, ...]:
         s = self.server or {}
-        return tuple(a for argv in [*s.get("init", []), s.get("start", []), s.get("ready", []), s.get("stop", [])]
-                     for a in argv)
+        return tuple(a for argv in [*s.get("init", []), s.get("start", []), s.get("ready", []), s.get("stop", []),
+                                    *s.get("write", [])] for a in argv)
 
     @property
     def install_command(self) -> str:
@@ -93,7 +100,7 @@ class App:
             raise UsageError(f"--duration {duration:g}: {self.name} ({self.binary}) takes whole seconds, at least 1")
         return int(duration)
 
-    def values(self, params: dict[str, int]) -> dict[str, int]:
+    def values(self, params: dict[str, int | str]) -> dict[str, int | str]:
         """Its parameters, the defaults filled in for those not given."""
         return {p["name"]: params.get(p["name"], p["default"]) for p in self.params}
 
@@ -101,7 +108,7 @@ class App:
         """What the runner's PointSpec needs to run it: the command and its
         preparation ({n} and {dir} left for each point), the throughput
         regex and unit, the parameters and the application's identity."""
-        values = {"duration": self.check_duration(duration), **self.values(params)}
+        values = {"duration": self.check_duration(duration), "python": sys.executable, **self.values(params)}
 
         def fill(argv: tuple[str, ...]) -> list[str]:
             return [_PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], a) for a in argv]
@@ -109,7 +116,11 @@ class App:
         server = None
         if self.server:
             server = {"user": self.server["user"], "init": [fill(a) for a in self.server["init"]],
-                      **{k: fill(self.server[k]) for k in ("start", "ready", "stop")}}
+                      **{k: fill(self.server[k]) for k in ("start", "ready")},
+                      "stop": fill(self.server["stop"]) if self.server.get("stop") else None,
+                      # [path, text]: the text is the shipped file, its parameters filled in
+                      "write": [[fill((path,))[0], fill_text((APPFILES / source).read_text(), values)]
+                                for path, source in self.server.get("write", ())]}
         return {"command": fill(self.command), "prepare": fill(self.prepare) or None,
                 "throughput_regex": self.throughput_regex, "throughput_unit": self.unit, "self_timed": True,
                 "params": self.values(params), "application": self.identity(), "server": server,
@@ -136,6 +147,15 @@ class App:
                 "kind": KIND, "package": self.package, "binary": self.binary, "installed": why is None,
                 "missing": why, "install": self.install_command, "unit": self.unit,
                 "command": list(self.command), "prepare": list(self.prepare) or None}
+
+
+def fill_text(text: str, values: dict) -> str:
+    """A shipped configuration file with the placeholders in `values`
+    filled in; any other brace (the server's own syntax, e.g. Exim's
+    ${...}) is left as it is."""
+    for k, v in values.items():
+        text = text.replace("{" + k + "}", str(v))
+    return text
 
 
 def parse_throughput(regex: str, output: str) -> float | None:
@@ -171,15 +191,23 @@ def _strings(value, where: str, key: str, allow_empty: bool = False) -> tuple[st
 
 
 def _param(p, where: str) -> dict:
-    if not isinstance(p, dict) or set(p) != set(_PARAM_KEYS):
-        raise _bad(where, f"each [[app.params]] has exactly {', '.join(_PARAM_KEYS)}")
+    if not isinstance(p, dict) or set(p) not in (set(_PARAM_KEYS), set(_CHOICE_KEYS)):
+        raise _bad(where, f"each [[app.params]] has exactly {', '.join(_PARAM_KEYS)} "
+                          f"(or {', '.join(_CHOICE_KEYS)})")
     name = p["name"]
     if not isinstance(name, str) or not _PARAM_NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
         raise _bad(where, f"parameter name {name!r}: lower-case letters, digits and _, not "
                           f"{', '.join(BUILTIN_PLACEHOLDERS)}")
-    nums = [p[k] for k in ("min", "default", "max")]
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in nums) or not nums[0] <= nums[1] <= nums[2]:
-        raise _bad(where, f"parameter {name}: min <= default <= max, integers")
+    if "choices" in p:
+        choices = p["choices"]
+        if not isinstance(choices, list) or not choices or \
+                not all(isinstance(c, str) and _PARAM_NAME.match(c) for c in choices) or p["default"] not in choices:
+            raise _bad(where, f"parameter {name}: choices are words (lower-case letters, digits, _), "
+                              "the default one of them")
+    else:
+        nums = [p[k] for k in ("min", "default", "max")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in nums) or not nums[0] <= nums[1] <= nums[2]:
+            raise _bad(where, f"parameter {name}: min <= default <= max, integers")
     if not isinstance(p["help"], str) or not p["help"]:
         raise _bad(where, f"parameter {name}: help is required")
     return dict(p)
@@ -208,8 +236,11 @@ def _entry(e, i: int) -> App:
     if any(not f.startswith("/") for f in files):
         raise _bad(where, "files are absolute paths")
     for key, argv in (("command", command), ("prepare", prepare)):
-        if argv and argv[0] != e["binary"]:
-            raise _bad(where, f"{key} must run its binary {e['binary']!r}, not {argv[0]!r}")
+        if argv and argv[0] not in (e["binary"], PYTHON):
+            raise _bad(where, f"{key} must run its binary {e['binary']!r} (or {PYTHON}, a load generator of "
+                              f"lockscope's), not {argv[0]!r}")
+        if PYTHON in argv[1:]:
+            raise _bad(where, f"{key}: {PYTHON} is only a command's first word")
     params = tuple(_param(p, where) for p in e.get("params", []))
     names = [p["name"] for p in params]
     if len(set(names)) != len(names):
@@ -247,16 +278,24 @@ def _entry(e, i: int) -> App:
 def _server(s, where: str, known: set[str]) -> dict:
     """[app.server]: the server's user, its init commands (run once on the
     fresh file system), and its start, ready (polled until it exits 0) and
-    stop commands."""
-    if not isinstance(s, dict) or set(s) != set(_SERVER_KEYS):
-        raise _bad(where, f"[app.server] has exactly {', '.join(_SERVER_KEYS)}")
+    stop (optional: else SIGTERM to its process group) commands; write:
+    [path, file] pairs, each file of appfiles/ written to path, its
+    placeholders filled in, before init."""
+    if not isinstance(s, dict) or not set(_SERVER_KEYS) <= set(s) <= set(_SERVER_KEYS + _SERVER_OPTIONAL):
+        raise _bad(where, f"[app.server] has {', '.join(_SERVER_KEYS)} and may have {', '.join(_SERVER_OPTIONAL)}")
     if not isinstance(s["user"], str) or not s["user"]:
         raise _bad(where, "server.user is a user name")
-    if not isinstance(s["init"], list):
-        raise _bad(where, "server.init is a list of commands")
+    if not isinstance(s["init"], list) or not isinstance(s.get("write", []), list):
+        raise _bad(where, "server.init is a list of commands, server.write a list of [path, file] pairs")
     out = {"user": s["user"], "init": tuple(_strings(a, where, "server.init") for a in s["init"]),
-           **{k: _strings(s[k], where, f"server.{k}") for k in ("start", "ready", "stop")}}
-    for argv in (*out["init"], out["start"], out["ready"], out["stop"]):
+           **{k: _strings(s[k], where, f"server.{k}") for k in ("start", "ready") + (("stop",) if "stop" in s else ())},
+           "write": tuple(_strings(w, where, "server.write") for w in s.get("write", []))}
+    for path, *source in out["write"]:
+        if len(source) != 1 or "/" in source[0] or not (APPFILES / source[0]).is_file():
+            raise _bad(where, f"server.write [{path!r}, ...]: the second is a file of {APPFILES}")
+        if not path.startswith("{dir}/") or "/../" in path + "/":
+            raise _bad(where, f"server.write {path!r}: a path on the point's file system, {{dir}}/...")
+    for argv in (*out["init"], out["start"], out["ready"], out.get("stop", ()), *out["write"]):
         used = {m for a in argv for m in _PLACEHOLDER.findall(a)}
         if used - known:
             raise _bad(where, f"server uses unknown placeholders {', '.join('{' + u + '}' for u in sorted(used - known))}")

@@ -69,24 +69,38 @@ def _forget_if_gone(proc: subprocess.Popen) -> None:
 
 
 def kill_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
-    """SIGTERM the child's process group, SIGKILL after `grace` seconds, reap."""
-    if proc.poll() is not None:
-        _forget_if_gone(proc)
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
+    """SIGTERM the child's process group, SIGKILL after `grace` seconds, reap;
+    then SIGKILL what is left of the group it recorded (a server's workers
+    outliving their leader)."""
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
             try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    proc.send_signal(sig)
+                except ProcessLookupError:
+                    pass
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    _kill_stragglers(proc)
+    _forget_if_gone(proc)
+
+
+def _kill_stragglers(proc: subprocess.Popen) -> None:
+    item = _guarded.get(proc.pid)
+    if item is None or proc.poll() is None:
+        return
+    deadline = time.monotonic() + 5.0
+    while ownership.group_members(item["pgid"], item["start"]) and time.monotonic() < deadline:
         try:
-            proc.wait(timeout=wait)
-            _forget_if_gone(proc)
+            os.killpg(item["pgid"], signal.SIGKILL)       # its members started after it: the group is the one made
+        except ProcessLookupError:
             return
-        except subprocess.TimeoutExpired:
-            continue
+        time.sleep(0.05)
 
 
 class JsonLinesProcess:

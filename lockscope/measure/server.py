@@ -98,6 +98,11 @@ class ServerSession:
                                      f"give --scratch a directory {self.spec['user']} can reach, e.g. "
                                      "--scratch /tmp/lockscope-scratch")
         os.chown(self.directory, self.uid, self.gid)       # the scratch file system is the server's
+        for path, text in self.spec.get("write") or ():
+            path = Path(_fill([path], self.values)[0])
+            self.progress(f"server configuration: {path}")
+            path.write_text(_fill([text], self.values)[0])     # root's, 0644: a server checks its config is not
+            path.chmod(0o644)                                  # writable by its own user (Exim does)
         for argv in self.spec["init"]:
             argv = _fill(argv, self.values)
             self.progress(f"server init, not measured: {shlex.join(argv)}")
@@ -147,7 +152,7 @@ class ServerSession:
         """The stop command, then the process group if it is still there."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and self.spec.get("stop"):
             argv = _fill(self.spec["stop"], self.values)
             self.progress(f"stopping the server: {shlex.join(argv)}")
             try:
@@ -155,7 +160,7 @@ class ServerSession:
                 self.proc.wait(timeout=STOP_GRACE_S)
             except (subprocess.TimeoutExpired, LockscopeError):
                 pass
-        kill_group(self.proc)
+        kill_group(self.proc, grace=STOP_GRACE_S if not self.spec.get("stop") else 2.0)
         self.proc = None
         self._log.close()
 

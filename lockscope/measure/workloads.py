@@ -27,9 +27,10 @@ def catalog() -> dict[str, dict]:
     return {w["name"]: w for w in json.loads(out.stdout)["workloads"]}
 
 
-def check_params(name: str, given: dict[str, str]) -> dict[str, int]:
+def check_params(name: str, given: dict[str, str]) -> dict[str, int | str]:
     """--param KEY=VALUE of workload `name`, checked against its catalog
-    entry (integer in [min, max]); returns them as integers."""
+    entry (integer in [min, max], or one of its choices); returns them as
+    integers (or the chosen word)."""
     specs = {p["name"]: p for p in check_workload(name).get("params", [])}
     out = {}
     for key, text in given.items():
@@ -38,6 +39,11 @@ def check_params(name: str, given: dict[str, str]) -> dict[str, int]:
             raise UsageError(f"--param {key}: workload {name} has no parameter '{key}' ({valid})",
                              "see `lockscope list` for each workload's parameters")
         p = specs[key]
+        if "choices" in p:
+            if text not in p["choices"]:
+                raise UsageError(f"--param {key}={text}: must be one of {', '.join(p['choices'])}")
+            out[key] = text
+            continue
         try:
             value = int(text)
         except ValueError:
