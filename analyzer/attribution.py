@@ -122,14 +122,15 @@ def other_roles_cpu(rec: RunRecord) -> dict[str, int]:
 
 def capacity(rec: RunRecord) -> float:
     """The workers a share of worker time is a share of: the point's
-    workers, or the worker roles' tasks counted together where they lived
-    longer than workers x window (a server forking a process per connection
-    and per message, e.g. Exim, has more tasks at once than it has clients,
-    and their waits would read above 100%)."""
+    workers, or the worker roles' busy time (on CPU or waiting, not idle)
+    where it exceeds workers x window. A server forking a process per
+    connection and per message (Exim) keeps more tasks busy at once than it
+    has clients, and their waits would read above 100%; a server's idle
+    background threads (PostgreSQL's, MariaDB's) change nothing."""
     window_ns = rec.probe.window_s * 1e9
-    lived = sum(r.on_cpu_ns + r.lock_ns + r.idle_ns + r.io_ns + r.storage_ns + r.preempted_ns + r.other_ns
-                for r in rec.roles if r.worker)
-    return max(float(rec.workers), lived / window_ns if window_ns > 0 else 0.0)
+    busy = sum(r.on_cpu_ns + r.lock_ns + r.io_ns + r.storage_ns + r.preempted_ns + r.other_ns
+               for r in rec.roles if r.worker)
+    return max(float(rec.workers), busy / window_ns if window_ns > 0 else 0.0)
 
 
 def _role_waits(rec: RunRecord) -> dict[str, Wait]:

@@ -10,12 +10,13 @@ kernel: the load generator's messages and its count of deliveries."""
 from __future__ import annotations
 
 import pwd
+import re
 import socket
 from pathlib import Path
 
 import pytest
 
-from conftest import lockscope, servers_under
+from conftest import DATA, load, lockscope, servers_under
 from lockscope import record
 from lockscope.analyzer import attribution
 from lockscope.errors import LockscopeError
@@ -65,6 +66,45 @@ def test_a_server_that_is_not_there_fails_the_load_with_its_reason(tmp_path, cap
         code = smtpload.main(["--port", str(port), "--clients", "2", "--duration", "1", "--mail", str(tmp_path)])
     err = capfd.readouterr().err
     assert code == 1 and "Connection refused" in err and "2 of 2 clients failed" in err, err
+
+
+# ---- a recorded run: 4 clients on ext4 (tests/data/exim_ext4, 1 s) ----------
+
+def test_the_recorded_run_names_the_spool_directories_and_the_rename_of_delivery():
+    rec = load("exim_ext4/exim-ext4-w4")
+    names = [lk.name for lk in rec.locks]
+    # creating, renaming and unlinking the spool files of each message in one of the 62 split
+    # spool directories (FxMark's MWCL/MWUL-like finding), and the maildir delivery's rename of
+    # tmp/ to new/: two directories, so the file system's rename mutex (FxMark's rename finding)
+    spool = [lk for lk in rec.locks if re.fullmatch(r"inode->i_rwsem of <scratch>/spool/input/\w \(ext4, dir\)",
+                                                    lk.name)]
+    assert spool and spool[0].tier == "verified" and spool[0].kind == "rwsem", names
+    assert {st.syscall for lk in spool for st in lk.stacks} >= {"openat", "unlink"}, names
+    rename = next(lk for lk in rec.locks if lk.name == "sb->s_vfs_rename_mutex of ext4 at <scratch>")
+    assert rename.stacks[0].site == "do_renameat2"
+    assert "inode->i_rwsem of <scratch>/log/mainlog (ext4, file)" in names       # every process appends to it
+
+
+def test_the_recorded_run_counts_exims_processes_as_the_work_and_no_share_exceeds_100_percent():
+    rec = load("exim_ext4/exim-ext4-w4")
+    assert rec.worker_roles == {"exim4"} and {r.name for r in rec.roles if r.driver} == {"python3 (driver)"}
+    exim4 = next(r for r in rec.roles if r.name == "exim4")
+    # hundreds of processes in one second for 4 clients: together they were busy (on CPU or
+    # waiting) longer than 4 workers x the window, so shares are of their busy time
+    assert exim4.pids > 100
+    cap = attribution.capacity(rec)
+    busy = sum(getattr(exim4, f) for f in ("on_cpu_ns", "lock_ns", "io_ns", "storage_ns", "preempted_ns",
+                                           "other_ns")) / (rec.probe.window_s * 1e9)
+    assert cap == pytest.approx(busy) and cap > rec.workers
+    waits = attribution.waits(rec).values()
+    assert all(0 <= w.wait_share <= 1.0 for w in waits), [(w.name, w.wait_share) for w in waits]
+    pre = next(w for w in waits if w.lock_class == "preempted")
+    assert pre.worker_equivalents > rec.workers * 0.5 and pre.wait_share == pytest.approx(pre.worker_equivalents / cap)
+
+
+def test_shares_of_a_record_whose_workers_fit_their_window_stay_as_they_were():
+    rec = load("pgbench_ext4/pgbench-ext4-w4")
+    assert attribution.capacity(rec) == rec.workers
 
 
 # ---- end to end --------------------------------------------------------------

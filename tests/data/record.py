@@ -43,9 +43,14 @@ SWEEPS = {
     "owners_ext4": ("DWOM", "ext4", "4"),
     # issue 27: PostgreSQL's locks by their holders (USDT-named waits, their releasers), 4 clients
     "pgbench_ext4": ("pgbench", "ext4", "4"),
+    # issue 30: Exim (FxMark's third application), 4 clients: its spool directories' i_rwsem,
+    # the rename mutex of maildir deliveries, more processes at once than clients
+    "exim_ext4": ("exim", "ext4", "4"),
 }
 # the run options of a job, where they are not --duration 2 --warmup 0.5
-OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1"]}
+OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1"],
+           # a process per connection and per message: every one of them is a task of the record
+           "exim_ext4": ["--duration", "1", "--warmup", "0.5"]}
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
     # small files written with fsync: jbd2 commits, j_state_lock
@@ -128,6 +133,8 @@ def trim(rec: dict) -> dict:
                                    or any(v in kept for v in t.values() if isinstance(v, str))]
     if raw.get("waiters") is not None:
         raw["waiters"] = [e for e in raw["waiters"] if e["lock"] in kept]
+    if raw.get("owners") is not None:
+        raw["owners"] = [e for e in raw["owners"] if e["lock"] in kept]
     if "slab" in raw:
         raw["slab"]["entries"] = [e for e in raw["slab"].get("entries", []) if e["addr"] in kept]
     if "objlocks" in raw:
