@@ -1,7 +1,6 @@
 """The probe's raw data as kept in a run record (`probe.raw`): the declared
 schema of what probes/loader.c, objects.c, kmem.c and futex.c emit, after
 the runner has kept the heaviest aggregates and symbolized their stacks.
-
 Built once from JSON (`jsondata.from_dict(RawProbe, ...)`, or of one part);
 every reader (naming, userlocks, folded, timeview) reads these attributes.
 Addresses are ints here and `"0x..."` text in JSON (jsondata.parse_addr).
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from lockscope.holddata import OwnerLook, Release, ReleaseActivity
+from lockscope.ktextdata import TextCall
 from lockscope.jsondata import HEX, format_addr, optional, parse_addr
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
@@ -367,6 +367,7 @@ class KernelImage:
     modules: list[ModuleRange] = field(default_factory=list)
     symbols: dict[str, str] = field(default_factory=dict)   # "0x..." -> "var" or "var+0x8"
     symbols_from: Optional[str] = optional()      # /proc/kallsyms, or the --vmlinux file
+    text_calls: list[TextCall] = field(default_factory=list, metadata={"omit_empty": True})  # since issue 29
 
 
 @dataclass
@@ -389,8 +390,7 @@ class RawProbe:
     futex: Optional[list[FutexWait]] = optional()
     user_stacks: Optional[dict[str, list[str]]] = optional()   # "pid:stack", or "pid:cfiN" (FutexWait.user_stack)
     futex_addresses: Optional[dict[str, FutexAddress]] = optional()  # "pid:0x..."
-    # kernel lock waits spun inside futex syscalls, by futex word (issue 25)
-    futex_kernel: Optional[list[FutexKernelWait]] = optional()
+    futex_kernel: Optional[list[FutexKernelWait]] = optional()  # kernel waits spun in futex calls, by word (issue 25)
     tasks: Optional[list[TaskTimes]] = optional()      # per-thread times (since issue 9)
     wakeups: Optional[list[Wakeup]] = optional()       # who woke whom (since issue 9)
     kernel_image: Optional[KernelImage] = optional()   # static data bounds, symbols (since issue 11)

@@ -22,6 +22,7 @@
 #include "gomutex.h"
 #include "tasks.h"
 #include "kmem.h"
+#include "ktext.h"
 #include "usdt.h"
 #include "collect.h"
 #include "contention.skel.h"
@@ -30,6 +31,8 @@ static const char *counter_names[CNT__MAX] = { CONTENTION_COUNTERS(COUNTER_NAME)
 
 /* stack ids referenced by the emitted entries, per stack map */
 static struct id_set wait_stack_ids, sample_stack_ids;
+/* stacks of waits on static kernel locks: the kernel text around their calls is read (ktext.c) */
+static struct id_set static_stack_ids;
 
 struct lock_entry {
 	struct lock_key key;
@@ -173,6 +176,8 @@ static unsigned int emit_lock_stats(struct jw *w, const struct probe *p,
 			jw_ku64(w, "untimed", e.arr[i].s.untimed);
 		jw_obj_end(w);
 		id_set_add(&wait_stack_ids, e.arr[i].key.stack_id);
+		if (e.arr[i].key.lock >= KTEXT_STATIC_MIN)
+			id_set_add(&static_stack_ids, e.arr[i].key.stack_id);
 	}
 	jw_arr_end(w);
 	free(e.arr);
@@ -453,6 +458,8 @@ void collect_json(struct probe *p, struct jw *w)
 	nsamp = emit_cpu_samples(w, p);
 	nwait = emit_waiters(w, p);
 	nown = emit_owners(w, p);
+	ktext_json(w, bpf_map__fd(p->cskel->maps.stacks), &static_stack_ids);
+	static_stack_ids.n = 0;
 	emit_stack_map(w, "stacks", p->cskel->maps.stacks, &wait_stack_ids);
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
 	objects_json(w);

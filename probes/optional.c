@@ -4,7 +4,7 @@
  * it with --futex), then wake-ups and the per-thread times' iterator
  * (tasks.c), which read contention.bpf.c's open futex waits and per-thread
  * times, and slab caches
- * (kmem.c), with the futex waits Go sync.Mutex waits (gomutex.c), and application lock waits
+ * (kmem.c), the kernel text around waits on globals (ktext.c), with the futex waits Go sync.Mutex waits (gomutex.c), and application lock waits
  * from USDT probes (usdt.c, attached later, by command, to the binaries the probe table names).
  * Each may fail to load without failing lockscope-probe: the data
  * event says why it is missing. */
@@ -14,6 +14,7 @@
 #include "futex.h"
 #include "tasks.h"
 #include "kmem.h"
+#include "ktext.h"
 #include "gomutex.h"
 #include "usdt.h"
 #include "optional.h"
@@ -42,6 +43,7 @@ void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, i
 		   futex_open_fd(), bpf_map__fd(cskel->maps.tstate), bpf_map__fd(cskel->maps.usdt_waiting),
 		   bpf_map__fd(cskel->maps.usdt_held), ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */
+	ktext_load();         /* without it, globals taken through wrappers stay call sites */
 	usdt_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.usdt_waiting), ncpus, usdt_on);
 }
 
@@ -51,6 +53,7 @@ void optional_destroy(void)
 	tasks_destroy();
 	futex_destroy();
 	kmem_destroy();
+	ktext_destroy();
 	gomutex_destroy();
 	usdt_destroy();
 }

@@ -173,6 +173,16 @@ struct obj_task {
 };
 
 /* slab cache of a lock address (kmem.bpf.c): addr in, the rest out */
+/* kernel text read by ktext.bpf.c: KTEXT_BYTES at each address */
+#define KTEXT_BATCH 64
+#define KTEXT_BYTES 32
+struct ktext_ent {
+	__u64 addr;
+	__u32 ok;             /* 1: bytes read */
+	__u32 pad;
+	__u8 bytes[KTEXT_BYTES];
+};
+
 #define KMEM_BATCH 128
 struct kmem_ent {
 	__u64 addr;

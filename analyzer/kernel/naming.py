@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import sleepkinds
-from . import kimage, lockfields, objlocks, sharing
+from . import kimage, ktext, lockfields, objlocks, sharing
 from .lockdesc import display_path, file_names, lock_kind  # noqa: F401 (display_path: naming's API)
 from ..user import futexspin, usdt, userlocks
 from .knowledge import Knowledge, default as default_knowledge
@@ -185,6 +185,10 @@ def _lock_of(addr: int, entries: list[Contention], raw: RawProbe, groups: dict[s
     sym = raw.kernel_image.symbols.get(format_addr(addr)) if static else None
     if sym:
         return _symbol_lock(addr, sym, kind, rule, raw, groups)
+    found = ktext.find(addr, [raw.frames(e.stack) for e in with_stack], raw.kernel_image.text_calls) \
+        if static else None
+    if found:
+        return ktext.lock_acc(found, kind, groups)
     if rule and rule.fits(static):
         acc = groups.get(rule.name) or LockAcc(rule.name, rule.lock_class, "inferred", kind)
         acc.component, acc.rule = rule.component, rule.ref or rule.name

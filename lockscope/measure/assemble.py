@@ -16,10 +16,10 @@ from lockscope import __version__
 from lockscope.measure import hwcounters
 from lockscope.machine import scratch
 from lockscope.analyzer import holders, owners, probeeffect, roles
-from lockscope.analyzer.kernel import kimage, naming, objlocks, slab
+from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, userlocks, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
-from lockscope.jsondata import from_dict, from_list
+from lockscope.jsondata import from_dict, from_list, parse_addr
 from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
 from lockscope.record import Cpi, Host, Interval, Latency, ProbeInfo, RunRecord
@@ -68,6 +68,11 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     table = scratch.mounts_by_dev()
     mounts = {d: table[d] for d in {f.dev for f in objects.files} if d in table}
     where = str(mountpoint) if mountpoint else None
+    image_ = (image or kernel_image)({e.lock for e in contention}, vmlinux)
+    if image_ is not None and data.get("ktext"):
+        # the text around the calls that led to waits on static locks (probes/ktext.c)
+        image_.text_calls = ktext.text_calls({parse_addr(k): bytes.fromhex(v) for k, v in data["ktext"].items()},
+                                             sym.symbolize)
     return RawProbe(
         contention=contention, offcpu=offcpu, cpu_samples=samples,
         sample_period_ns=data.get("sample_period_ns", 0),
@@ -83,7 +88,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         # per-thread times and wake-ups (absent when the per-thread probe did not load)
         tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
         wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,
-        kernel_image=(image or kernel_image)({e.lock for e in contention}, vmlinux),
+        kernel_image=image_,
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
         **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
