@@ -31,6 +31,7 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "loader.h"
+#include "tasks.h"
 #include "commands.h"
 #include "collect.h"
 #include "layout.h"
@@ -303,6 +304,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 	uint64_t now = now_ns();
 
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));  /* Go programs exec'd since */
+	tasks_drain();                                      /* wake-up edges out of their map */
 	if (p->series_ms)
 		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),
 				bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, now - p->t_start);

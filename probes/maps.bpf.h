@@ -23,7 +23,7 @@
  * futex key of a sampled wait; 4 MiB at most, allocated as they come */
 #define USTACK_COPY_ENTRIES   2048
 #define TASK_ENTRIES         16384   /* threads with times (tasks.bpf.c) */
-#define WAKEUP_ENTRIES       16384   /* (waker, wakee, futex) wake-up edges */
+#define WAKEUP_ENTRIES       16384   /* (waker, wakee, futex) wake-up edges: drained by the loader at a quarter full */
 
 /* the tgids to trace: filled by the loader (track, untrack) and by
  * fork-following (contention.bpf.c) */

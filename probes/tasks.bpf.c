@@ -48,6 +48,7 @@ const volatile long nr_futex_waitv = -1;
 
 bool enabled = false;
 __u64 t_start = 0;                         /* the window's start (bpf_ktime_get_ns) */
+__u64 wakeup_inserts = 0;                  /* entries put in `wakeups` (the loader drains it: tasks.c) */
 
 #include "tasktimes.bpf.h"
 #include "holders.bpf.h"
@@ -113,7 +114,8 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 			fresh.waker_tgid = bpf_get_current_pid_tgid() >> 32;
 			bpf_get_current_comm(fresh.waker_comm, sizeof(fresh.waker_comm));
 		}
-		bpf_map_update_elem(&wakeups, &key, &fresh, BPF_NOEXIST);
+		if (bpf_map_update_elem(&wakeups, &key, &fresh, BPF_NOEXIST) == 0)
+			__sync_fetch_and_add(&wakeup_inserts, 1);
 		w = bpf_map_lookup_elem(&wakeups, &key);
 		if (!w) {
 			tcount(TCNT_WAKEUPS_FULL);

@@ -35,12 +35,19 @@ struct task_row {
 static struct task_row *trows;
 static size_t ntrows;
 
+/* the wake-ups of the window, merged by key: the map is drained into them
+ * while the window runs (tasks_drain), so that a program that forks and
+ * exits all the time (a new edge per child) does not fill it */
 struct wakeup_row {
 	struct wakeup_key k;
 	struct wakeup_stat s;
 };
 static struct wakeup_row *wrows;
-static size_t nwrows;
+static size_t nwrows, wcap;
+static uint32_t *wslots;             /* open addressing: 0 empty, else row index + 1 */
+static size_t nwslots;               /* a power of two, at least twice nwrows */
+static uint64_t wdrained;            /* entries taken out of the map in this window */
+#define WAKEUPS_EMITTED 8192         /* rows in the data event, most counted first */
 
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
 	       int tstate_fd, int usdt_waiting_fd, int usdt_held_fd, int ncpus)
@@ -101,9 +108,12 @@ static void free_rows(void)
 	holders_free();
 	free(trows);
 	free(wrows);
+	free(wslots);
 	trows = NULL;
 	wrows = NULL;
-	ntrows = nwrows = 0;
+	wslots = NULL;
+	ntrows = nwrows = wcap = nwslots = 0;
+	wdrained = 0;
 }
 
 void tasks_start(uint64_t t_start)
@@ -125,6 +135,7 @@ void tasks_start(uint64_t t_start)
 		bpf_map_update_elem(bpf_map__fd(tskel->maps.task_counters), &i, zero, BPF_ANY);
 	free(zero);
 	free_rows();
+	tskel->bss->wakeup_inserts = 0;
 	tskel->bss->t_start = t_start;
 	tskel->bss->enabled = true;
 }
@@ -183,29 +194,105 @@ static void read_tasks(uint64_t t_stop)
 	}
 }
 
-static void read_wakeups(void)
+static size_t wakeup_hash(const struct wakeup_key *k)
+{
+	uint64_t h = ((uint64_t)k->waker_tid << 32 | k->wakee_tid) * 0x9e3779b97f4a7c15ULL ^ k->uaddr * 0xff51afd7ed558ccdULL;
+
+	return (size_t)(h ^ h >> 29);
+}
+
+static bool wakeup_slots_grow(void)
+{
+	size_t n = nwslots ? nwslots * 2 : 4096;
+	uint32_t *slots = calloc(n, sizeof(*slots));
+
+	if (!slots)
+		return false;
+	for (size_t r = 0; r < nwrows; r++) {
+		size_t i = wakeup_hash(&wrows[r].k) & (n - 1);
+
+		while (slots[i])
+			i = (i + 1) & (n - 1);
+		slots[i] = (uint32_t)r + 1;
+	}
+	free(wslots);
+	wslots = slots;
+	nwslots = n;
+	return true;
+}
+
+/* add a map entry to the rows: a new row, or counts added to its key's */
+static void add_wakeup(const struct wakeup_key *k, const struct wakeup_stat *s)
+{
+	size_t i;
+
+	if (2 * (nwrows + 1) > nwslots && !wakeup_slots_grow())
+		return;
+	for (i = wakeup_hash(k) & (nwslots - 1); wslots[i]; i = (i + 1) & (nwslots - 1)) {
+		struct wakeup_row *r = &wrows[wslots[i] - 1];
+
+		if (memcmp(&r->k, k, sizeof(*k)) == 0) {
+			r->s.count += s->count;
+			r->s.wait_ns += s->wait_ns;
+			return;
+		}
+	}
+	if (nwrows == wcap) {
+		size_t c = wcap ? wcap * 2 : 1024;
+		struct wakeup_row *p = realloc(wrows, c * sizeof(*p));
+
+		if (!p)
+			return;
+		wrows = p;
+		wcap = c;
+	}
+	wrows[nwrows].k = *k;
+	wrows[nwrows].s = *s;
+	wrows[nwrows].s.waker_comm[sizeof(wrows[nwrows].s.waker_comm) - 1] = '\0';
+	wslots[i] = (uint32_t)++nwrows;
+}
+
+/* move the map's entries into the rows: up to `max` keys, taken out with
+ * lookup-and-delete so that a wake-up counted meanwhile makes a new entry
+ * rather than being lost */
+static void drain_wakeups(size_t max)
 {
 	int fd = bpf_map__fd(tskel->maps.wakeups);
-	struct wakeup_key k, *prev = NULL;
-	size_t cap = 0;
+	struct wakeup_key *keys = calloc(max, sizeof(*keys)), k, *prev = NULL;
+	struct wakeup_stat st;
+	size_t n = 0;
 
-	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
-		prev = &k;
-		if (nwrows == cap) {
-			size_t c = cap ? cap * 2 : 256;
-			struct wakeup_row *p = realloc(wrows, c * sizeof(*p));
-
-			if (!p)
-				return;
-			wrows = p;
-			cap = c;
-		}
-		if (bpf_map_lookup_elem(fd, &k, &wrows[nwrows].s))
-			continue;
-		wrows[nwrows].k = k;
-		wrows[nwrows].s.waker_comm[sizeof(wrows[nwrows].s.waker_comm) - 1] = '\0';
-		nwrows++;
+	if (!keys)
+		return;
+	while (n < max && bpf_map_get_next_key(fd, prev, &k) == 0) {
+		keys[n] = k;
+		prev = &keys[n++];
 	}
+	for (size_t i = 0; i < n; i++)
+		if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &st) == 0) {
+			add_wakeup(&keys[i], &st);
+			wdrained++;
+		}
+	free(keys);
+}
+
+void tasks_drain(void)
+{
+	/* entries in the map now: those put in, less those taken out */
+	size_t max;
+
+	if (!tskel || !tskel->bss->enabled)
+		return;
+	max = bpf_map__max_entries(tskel->maps.wakeups);
+	if (tskel->bss->wakeup_inserts - wdrained >= max / 4)
+		drain_wakeups(max);
+}
+
+static int by_count_desc(const void *a, const void *b)
+{
+	const struct wakeup_row *x = a, *y = b;
+
+	return x->s.count < y->s.count ? 1 : x->s.count > y->s.count ? -1 : 0;
 }
 
 void tasks_stop(uint64_t t_stop)
@@ -216,12 +303,15 @@ void tasks_stop(uint64_t t_stop)
 	if (!tskel)
 		return;
 	tskel->bss->enabled = false;
-	free_rows();
+	free(trows);                 /* the wake-ups drained while the window ran stay */
+	trows = NULL;
+	ntrows = 0;
 	err = run_iterator();
 	if (err)
 		emit_error("tasks", err, "the task iterator failed: %s", strerror(-err));
 	read_tasks(t_stop < now ? t_stop : now);
-	read_wakeups();
+	drain_wakeups(bpf_map__max_entries(tskel->maps.wakeups));
+	qsort(wrows, nwrows, sizeof(*wrows), by_count_desc);
 	{
 		struct holder_maps m = holder_maps();
 
@@ -267,7 +357,7 @@ void tasks_json(struct jw *w)
 
 	jw_key(w, "wakeups");
 	jw_arr(w);
-	for (size_t i = 0; i < nwrows; i++) {
+	for (size_t i = 0; i < nwrows && i < WAKEUPS_EMITTED; i++) {
 		const struct wakeup_row *r = &wrows[i];
 
 		jw_obj(w);

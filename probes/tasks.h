@@ -20,6 +20,9 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 void tasks_usdt_on(void);
 /* clear the maps and count from t_start */
 void tasks_start(uint64_t t_start);
+/* while the window runs (every tick): move the wake-up edges out of their
+ * map when it is a quarter full, so that it never fills */
+void tasks_drain(void);
 /* stop counting; threads on or off CPU at stop count up to t_stop */
 void tasks_stop(uint64_t t_stop);
 /* "tasks_probe", "tasks", "wakeups" keys of the data event */

@@ -209,7 +209,7 @@ def _track_targets(probe: ProbeSession | None, spec: PointSpec, server) -> tg.Ta
 
 
 def _wait_command(proc: subprocess.Popen, timeout: float | None, drivers: set[int] | None,
-                  rescan: Callable[[], None] | None = None) -> int | None:
+                  rescan: Callable[[], None] | None = None, since: float | None = None) -> int | None:
     """The command's exit code, or None at the timeout; meanwhile, with
     --target (or system-wide), its processes are collected in `drivers` (the
     command and what it forks: with --target they drive the load and are not
@@ -217,8 +217,10 @@ def _wait_command(proc: subprocess.Popen, timeout: float | None, drivers: set[in
     USDT rescan) runs at RESCAN_AT_S after the start: the command was tracked
     before its exec, and a program maps the library with the probes later
     (a JVM's libjvm.so). Not all along: reading /proc/PID/maps takes the
-    measured process's mmap_lock."""
-    start = time.monotonic()
+    measured process's mmap_lock. The timeout counts from `since` (the
+    window's start, so that the window ends on time however long the
+    command took to start), else from now."""
+    start = time.monotonic() if since is None else since
     deadline = None if timeout is None else start + timeout
     next_tree = 0.0
     scans = list(RESCAN_AT_S) if rescan else []
@@ -295,7 +297,8 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
             raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
         stack.callback(kill_group, proc)      # the command only: never the --target
         rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration,
-                           drivers if drivers is not None else work, probe.rescan_usdt if probe else None)
+                           drivers if drivers is not None else work, probe.rescan_usdt if probe else None,
+                           since=window.t0)
         completed = rc is not None
         data = window.stop()
         elapsed = window.elapsed
