@@ -67,6 +67,9 @@ PROGRAM_SWEEPS = {
     # issue 10: the same pool, --system-wide: every task traced; the work is pool's threads, never a
     # kernel thread or another program (name: program, then extra options of the sweep)
     "pool_systemwide": ("1,2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)", "pool", ["--system-wide"]),
+    # issue 29: workers send to and receive from one POSIX message queue: its
+    # mqueue_inode_info->lock, named through the queue's descriptor (fileobjects.toml [fs.mqueue])
+    "mqueue": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
     # issue 29: workers set the MTU of the loopback of a network namespace each: the global
     # rtnl_mutex, taken through rtnl_lock(), named from the kernel's text (no data symbols here)
     "netdev": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
