@@ -206,6 +206,22 @@ def kill_with_watchdog(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
+def run_program(name: str, tmp_path: Path, *args: str, workers: str = "2") -> record.RunRecord:
+    """`lockscope run --workers W --duration 2 -- PROGRAM {n} ARGS` of a C
+    program of tests/programs that prints "ops/s: X", built here; its
+    record (end-to-end tests: skipped where they cannot run)."""
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+    exe = build_c(REPO / "tests" / "programs" / f"{name}.c", tmp_path / name, ("-O2",))
+    out = tmp_path / "out"
+    p = lockscope("run", "--workers", workers, "--duration", "2", "--throughput-regex", r"ops/s: ([0-9.]+)",
+                  "--out", str(out), "--", str(exe), "{n}", *args)
+    assert p.returncode == 0, p.stderr
+    [f] = (out / "runs").glob("*.json")
+    return record.load(f)
+
+
 def build_c(source: Path, exe: Path, flags: tuple[str, ...] = ("-O2", "-pthread"), cwd: Path | None = None) -> Path:
     """A C test program compiled with gcc (or cc) into `exe`, or the test
     skipped saying that no compiler is there."""

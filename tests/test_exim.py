@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, load, lockscope, servers_under
+from conftest import load, lockscope, servers_under
 from lockscope import record
 from lockscope.analyzer import attribution
 from lockscope.errors import LockscopeError

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO, build_c, e2e_missing, load, lockscope
-from lockscope import record
+from conftest import load, run_program
 from lockscope.analyzer.kernel import ktext, naming
 from lockscope.ktextdata import TextCall
 
@@ -96,16 +95,7 @@ def test_the_recorded_run_names_rtnl_mutex_from_the_kernels_text():
 
 @pytest.mark.e2e
 def test_netdev_names_rtnl_mutex_end_to_end(tmp_path):
-    why = e2e_missing()
-    if why:
-        pytest.skip(why)
-    exe = build_c(REPO / "tests" / "programs" / "netdev.c", tmp_path / "netdev", ("-O2",))
-    out = tmp_path / "out"
-    p = lockscope("run", "--workers", "2", "--duration", "2", "--throughput-regex", r"ops/s: ([0-9.]+)",
-                  "--out", str(out), "--", str(exe), "{n}", "2")
-    assert p.returncode == 0, p.stderr
-    [f] = (out / "runs").glob("*.json")
-    rec = record.load(f)
+    rec = run_program("netdev", tmp_path, "2")
     top = rec.locks[0]
     assert top.name == "rtnl_mutex" and top.tier == "verified", [(lk.name, lk.tier) for lk in rec.locks[:5]]
     assert top.wait_share > 0.1 and rec.ops_per_sec > 0

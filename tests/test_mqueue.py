@@ -14,8 +14,7 @@ import re
 
 import pytest
 
-from conftest import REPO, build_c, e2e_missing, load, lockscope
-from lockscope import record
+from conftest import load, run_program
 from lockscope.analyzer.kernel import naming
 
 
@@ -31,16 +30,7 @@ def test_the_recorded_run_names_the_queues_lock():
 
 @pytest.mark.e2e
 def test_mqueue_names_the_queues_lock_end_to_end(tmp_path):
-    why = e2e_missing()
-    if why:
-        pytest.skip(why)
-    exe = build_c(REPO / "tests" / "programs" / "mqueue.c", tmp_path / "mqueue", ("-O2",))
-    out = tmp_path / "out"
-    p = lockscope("run", "--workers", "2", "--duration", "2", "--throughput-regex", r"ops/s: ([0-9.]+)",
-                  "--out", str(out), "--", str(exe), "{n}", "2")
-    assert p.returncode == 0, p.stderr
-    [f] = (out / "runs").glob("*.json")
-    rec = record.load(f)
+    rec = run_program("mqueue", tmp_path, "2")
     assert re.fullmatch(r"mqueue_inode_info->lock of /lksc-mq-\d+", rec.locks[0].name), \
         [(lk.name, lk.wait_share) for lk in rec.locks[:5]]
     assert rec.locks[0].tier == "verified" and rec.ops_per_sec > 0
