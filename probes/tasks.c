@@ -252,28 +252,46 @@ static void add_wakeup(const struct wakeup_key *k, const struct wakeup_stat *s)
 	wslots[i] = (uint32_t)++nwrows;
 }
 
-/* move the map's entries into the rows: up to `max` keys, taken out with
- * lookup-and-delete so that a wake-up counted meanwhile makes a new entry
- * rather than being lost */
+/* move the map's entries into the rows, taken out with lookup-and-delete
+ * (a wake-up counted meanwhile makes a new entry rather than being lost):
+ * in batches of DRAIN_BATCH, one system call each, so that the loader stays
+ * quick to answer (a fork storm drains thousands of edges a second); one
+ * key at a time where the kernel has no batch operations, up to `max` */
+#define DRAIN_BATCH 1024
 static void drain_wakeups(size_t max)
 {
+	static struct wakeup_key keys[DRAIN_BATCH];
+	static struct wakeup_stat vals[DRAIN_BATCH];
 	int fd = bpf_map__fd(tskel->maps.wakeups);
-	struct wakeup_key *keys = calloc(max, sizeof(*keys)), k, *prev = NULL;
-	struct wakeup_stat st;
-	size_t n = 0;
+	__u32 in = 0, out = 0;
+	bool first = true;
 
-	if (!keys)
-		return;
-	while (n < max && bpf_map_get_next_key(fd, prev, &k) == 0) {
-		keys[n] = k;
-		prev = &keys[n++];
-	}
-	for (size_t i = 0; i < n; i++)
-		if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &st) == 0) {
-			add_wakeup(&keys[i], &st);
+	for (;;) {
+		__u32 n = DRAIN_BATCH;
+		int err = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out, keys, vals, &n, NULL);
+		int e = errno;
+
+		for (__u32 i = 0; i < n && (!err || e == ENOENT); i++) {
+			add_wakeup(&keys[i], &vals[i]);
 			wdrained++;
 		}
-	free(keys);
+		if (err) {
+			if (e != ENOENT && first)
+				break;                      /* no batch operations: one key at a time */
+			return;
+		}
+		in = out;
+		first = false;
+	}
+	for (size_t got = 0; got < max; got++) {
+		struct wakeup_key k;
+		struct wakeup_stat st;
+
+		if (bpf_map_get_next_key(fd, NULL, &k) || bpf_map_lookup_and_delete_elem(fd, &k, &st))
+			return;
+		add_wakeup(&k, &st);
+		wdrained++;
+	}
 }
 
 void tasks_drain(void)
