@@ -17,6 +17,10 @@ from pathlib import Path
 from lockscope import atomicio
 
 VMLINUX = Path("/sys/kernel/btf/vmlinux")
+# elements of a trailing flexible array (struct sem_array's sems[]) walked for their locks
+FLEXIBLE_ELEMS = 64
+TABLES_VERSION = 2           # the cached tables' layout (2: flexible arrays walked)
+
 # lock types by struct or typedef name: a field of one of these is a lock
 LOCK_TYPES = {
     "spinlock": "spinlock", "spinlock_t": "spinlock", "raw_spinlock": "spinlock", "raw_spinlock_t": "spinlock",
@@ -115,7 +119,8 @@ class Types:
     def _walk(self, t: dict, base: int, path: str, out: list, depth: int) -> None:
         if depth > MAX_DEPTH:
             return
-        for m in t.get("members", []):
+        members = t.get("members", [])
+        for m in members:
             mt, lock = self._strip(m["type_id"])
             off = base + int(m["bits_offset"]) // 8
             name = m.get("name")
@@ -128,6 +133,8 @@ class Types:
                 et, elock = self._strip(mt["type_id"])
                 es = self.size(et)
                 n = int(mt.get("nr_elems", 0))
+                if not n and m is members[-1]:
+                    n = FLEXIBLE_ELEMS                  # a trailing flexible array: its first elements
                 if es and (elock or et.get("kind") in ("STRUCT", "UNION")) and n <= 64:
                     for i in range(n):
                         ep = f"{p}[{i}]"
@@ -140,7 +147,7 @@ class Types:
 @functools.lru_cache(maxsize=4)
 def _lock_tables(path: str, structs: tuple[str, ...]) -> dict[str, list]:
     p = Path(path)
-    cache = _cache_dir() / f"{_btf_key(p)}.json"
+    cache = _cache_dir() / f"{_btf_key(p)}-{TABLES_VERSION}.json"
     try:
         tables = json.loads(cache.read_text())
     except (OSError, ValueError):

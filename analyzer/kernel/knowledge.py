@@ -90,6 +90,20 @@ class Knowledge:
                              for r in data.get("offcpu", [])]
         # slab cache name -> the struct type of its objects
         self.slab_types: dict[str, str] = dict(data.get("slab", {}))
+        # objects of the generic kmalloc caches, typed by the functions their waits pass through
+        self.slab_sites: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in data.get("slab_site", {}).items()}
+
+    def slab_type(self, cache: str, functions: set[str]) -> str | None:
+        """The struct of an object of `cache`: by the cache's name, or, for
+        a generic kmalloc cache, by the functions its lock's waits passed
+        through ([slab_site])."""
+        if cache in self.slab_types:
+            return self.slab_types[cache]
+        if cache.startswith("kmalloc-"):
+            for struct, patterns in self.slab_sites.items():
+                if any(self._any(fn, patterns) for fn in functions):
+                    return struct
+        return None
 
     @staticmethod
     def _any(name: str, patterns: tuple[str, ...]) -> bool:

@@ -26,16 +26,20 @@ def consistent(btf_lock: str, family: str) -> bool:
 
 
 def resolve(slab: Slab, addresses: set[int] | None = None, kb: Knowledge | None = None,
-            path=btf.VMLINUX) -> Slab:
+            path=btf.VMLINUX, functions: dict[int, set[str]] | None = None) -> Slab:
     """The probe's `slab` output with, per entry, the object type, the
     offset and the lock field there (when the cache has a known type and a
-    lock field starts at the offset). Only `addresses` are kept if given."""
+    lock field starts at the offset). Only `addresses` are kept if given.
+    `functions`: per address, the functions in its waits' stacks (an object
+    of a generic kmalloc cache is typed by them: locks.toml [slab_site])."""
     kb = kb or default_knowledge()
+    functions = functions or {}
     out = Slab(status=slab.status, reason=slab.reason)
     entries = [dataclasses.replace(e) for e in slab.entries if addresses is None or e.addr in addresses]
-    wanted = tuple(sorted({kb.slab_types[e.cache] for e in entries if e.cache in kb.slab_types}))
+    types = {e.addr: kb.slab_type(e.cache, functions.get(e.addr, set())) for e in entries}
+    wanted = tuple(sorted({t for t in types.values() if t}))
     for e in entries:
-        typ = kb.slab_types.get(e.cache)
+        typ = types[e.addr]
         if typ and e.base:
             e.type = typ
             e.offset = e.addr - e.base

@@ -82,7 +82,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         mounts=mounts, scratch=where,
         # cumulative wait per lock address every --series-ms (the time view)
         series=from_dict(Series, data["series"]) if "series" in data else None,
-        slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention}),
+        slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention},
+                          functions=_functions(contention, data.get("stacks", {}), sym)),
         # the lock members of the objects behind the files, typed by f_op and BTF
         objlocks=objlocks.resolve(objects, contention, mounts, where, sym.symbolize),
         # per-thread times and wake-ups (absent when the per-thread probe did not load)
@@ -93,6 +94,14 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         waiter_every=data.get("waiter_every"),
         **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
         **owners.resolve(data))
+
+
+def _functions(contention: list[Contention], stacks: dict, sym: Symbolizer) -> dict[int, set[str]]:
+    """Per lock address, the functions its waits' stacks pass through."""
+    out: dict[int, set[str]] = defaultdict(set)
+    for e in contention:
+        out[e.lock] |= {f.split("+", 1)[0] for f in sym.stack(stacks.get(str(e.stack), []))}
+    return out
 
 
 def tasks_warnings(data: dict) -> list[str]:

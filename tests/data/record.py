@@ -70,6 +70,9 @@ PROGRAM_SWEEPS = {
     # issue 29: workers send to and receive from one POSIX message queue: its
     # mqueue_inode_info->lock, named through the queue's descriptor (fileobjects.toml [fs.mqueue])
     "mqueue": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
+    # issue 29: workers raise and lower one SysV semaphore: sem_array's sems[0].lock, in an object of a
+    # generic kmalloc cache typed by the functions its waits pass through (locks.toml [slab_site])
+    "sysvsem": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
     # issue 29: workers set the MTU of the loopback of a network namespace each: the global
     # rtnl_mutex, taken through rtnl_lock(), named from the kernel's text (no data symbols here)
     "netdev": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
