@@ -9,22 +9,11 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <mqueue.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "workers.h"
 
-static double now(void)
+static unsigned long send_receive(int index, double deadline, void *arg)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static unsigned long worker(mqd_t q, double deadline)
-{
+	mqd_t q = *(mqd_t *)arg;
 	char msg[64] = "lockscope";
 	unsigned long ops = 0;
 	unsigned prio;
@@ -48,41 +37,20 @@ static unsigned long worker(mqd_t q, double deadline)
 int main(int argc, char **argv)
 {
 	struct mq_attr attr = { .mq_maxmsg = 10, .mq_msgsize = 64 };
-	int n, fds[2];
-	double seconds, start, deadline;
-	unsigned long total = 0, ops;
+	int n, rc;
+	double seconds;
 	char name[64];
 	mqd_t q;
 
-	if (argc != 3 || (n = atoi(argv[1])) < 1 || (seconds = atof(argv[2])) <= 0) {
-		fprintf(stderr, "usage: mqueue N SECONDS\n");
+	if (!workers_args(argc, argv, "mqueue", &n, &seconds))
 		return 2;
-	}
 	snprintf(name, sizeof(name), "/lksc-mq-%d", (int)getpid());
 	q = mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, &attr);
 	if (q == (mqd_t)-1) {
 		perror("mqueue: mq_open");
 		return 2;
 	}
-	if (pipe(fds))
-		return 2;
-	start = now();
-	deadline = start + seconds;
-	for (int i = 0; i < n; i++) {
-		if (fork() == 0) {
-			close(fds[0]);
-			ops = worker(q, deadline);
-			if (write(fds[1], &ops, sizeof(ops)) != sizeof(ops))
-				_exit(2);
-			_exit(0);
-		}
-	}
-	close(fds[1]);
-	while (read(fds[0], &ops, sizeof(ops)) == sizeof(ops))
-		total += ops;
-	while (wait(NULL) > 0)
-		;
+	rc = run_workers(n, seconds, send_receive, &q);
 	mq_unlink(name);
-	printf("ops/s: %.1f\n", total / (now() - start));
-	return 0;
+	return rc;
 }

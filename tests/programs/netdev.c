@@ -11,24 +11,12 @@
 #define _GNU_SOURCE
 #include <net/if.h>
 #include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "workers.h"
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static unsigned long worker(double deadline)
+static unsigned long set_mtu(int index, double deadline, void *arg)
 {
 	struct ifreq ifr;
 	unsigned long ops = 0;
@@ -58,36 +46,10 @@ static unsigned long worker(double deadline)
 
 int main(int argc, char **argv)
 {
-	int n, fds[2];
-	double seconds, start, deadline;
-	unsigned long total = 0, ops;
+	int n;
+	double seconds;
 
-	if (argc != 3 || (n = atoi(argv[1])) < 1 || (seconds = atof(argv[2])) <= 0) {
-		fprintf(stderr, "usage: netdev N SECONDS\n");
+	if (!workers_args(argc, argv, "netdev", &n, &seconds))
 		return 2;
-	}
-	if (pipe(fds))
-		return 2;
-	start = now();
-	deadline = start + seconds;
-	for (int i = 0; i < n; i++) {
-		if (fork() == 0) {
-			close(fds[0]);
-			ops = worker(deadline);
-			if (write(fds[1], &ops, sizeof(ops)) != sizeof(ops))
-				_exit(2);
-			_exit(0);
-		}
-	}
-	close(fds[1]);
-	while (read(fds[0], &ops, sizeof(ops)) == sizeof(ops))
-		total += ops;
-	for (int i = 0; i < n; i++) {
-		int st;
-
-		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
-			return 1;
-	}
-	printf("ops/s: %.1f\n", total / (now() - start));
-	return 0;
+	return run_workers(n, seconds, set_mtu, NULL);
 }

@@ -8,63 +8,37 @@
  *   sysvsem N SECONDS     prints "ops/s: X" (up+down pairs) at the end
  */
 #define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "workers.h"
 
-static double now(void)
+static unsigned long up_down(int index, double deadline, void *arg)
 {
-	struct timespec ts;
+	int id = *(int *)arg;
+	struct sembuf up = { 0, 1, 0 }, down = { 0, -1, 0 };
+	unsigned long ops = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	while (now() < deadline) {
+		if (semop(id, &up, 1) || semop(id, &down, 1))
+			_exit(2);
+		ops++;
+	}
+	return ops;
 }
 
 int main(int argc, char **argv)
 {
-	int n, id, fds[2];
-	double seconds, start, deadline;
-	unsigned long total = 0, ops;
+	int n, id, rc;
+	double seconds;
 
-	if (argc != 3 || (n = atoi(argv[1])) < 1 || (seconds = atof(argv[2])) <= 0) {
-		fprintf(stderr, "usage: sysvsem N SECONDS\n");
+	if (!workers_args(argc, argv, "sysvsem", &n, &seconds))
 		return 2;
-	}
 	id = semget(IPC_PRIVATE, 4, IPC_CREAT | 0600);
 	if (id < 0) {
 		perror("sysvsem: semget");
 		return 2;
 	}
-	if (pipe(fds))
-		return 2;
-	start = now();
-	deadline = start + seconds;
-	for (int i = 0; i < n; i++) {
-		if (fork() == 0) {
-			struct sembuf up = { 0, 1, 0 }, down = { 0, -1, 0 };
-
-			close(fds[0]);
-			ops = 0;
-			while (now() < deadline) {
-				if (semop(id, &up, 1) || semop(id, &down, 1))
-					_exit(2);
-				ops++;
-			}
-			if (write(fds[1], &ops, sizeof(ops)) != sizeof(ops))
-				_exit(2);
-			_exit(0);
-		}
-	}
-	close(fds[1]);
-	while (read(fds[0], &ops, sizeof(ops)) == sizeof(ops))
-		total += ops;
-	while (wait(NULL) > 0)
-		;
+	rc = run_workers(n, seconds, up_down, &id);
 	semctl(id, 0, IPC_RMID);
-	printf("ops/s: %.1f\n", total / (now() - start));
-	return 0;
+	return rc;
 }
