@@ -22,6 +22,7 @@ from typing import Callable
 
 from lockscope.ktextdata import TextCall
 from ..lockacc import LockAcc
+from .knowledge import function
 
 TABLE = Path(__file__).resolve().with_name("globals.toml")
 KTEXT_BYTES = 32                 # probes/probe.h: the bytes read at each address
@@ -118,7 +119,8 @@ def text_calls(regions: dict[int, bytes], symbolize: Callable[[int], str]) -> li
         tcode = regions.get(target, b"")
         if rdi_before_call(code) is None and (not tcode or wrapper_loads(tcode) is None):
             continue
-        out.append(TextCall(ret=ret, caller=symbolize(ret), target=target, function=symbolize(target).split("+")[0],
+        out.append(TextCall(ret=ret, caller=symbolize(ret), target=target,
+                            function=function(symbolize(target)),
                             caller_bytes=code.hex(), target_bytes=tcode.hex()))
     return out
 
@@ -139,7 +141,7 @@ def find(addr: int, frames: list[list[str]], calls: list[TextCall]) -> Found | N
                 continue
             if c.function in rules and c.target_bytes and wrapper_loads(bytes.fromhex(c.target_bytes)) == addr:
                 return Found(rules[c.function], c.function, frame, wrapper=True)
-            fn = frame.split("+")[0]
+            fn = function(frame)
             if fn in rules and rdi_before_call(bytes.fromhex(c.caller_bytes)) == addr:
                 return Found(rules[fn], fn, frame, wrapper=False)
     return None
@@ -152,7 +154,7 @@ def lock_acc(found: Found, kind: str, groups: dict[str, LockAcc]) -> LockAcc:
     acc = groups.get(g.variable) or LockAcc(g.variable, g.variable, "verified", kind)
     acc.object = acc.object or "kernel image (static data)"
     acc.component, acc.rule = acc.component or g.component, acc.rule or f"globals.toml: {g.variable}"
-    who = f"{found.function}() (called in {found.site.split('+')[0]})" if found.wrapper else f"{found.function}()"
+    who = f"{found.function}() (called in {function(found.site)})" if found.wrapper else f"{found.function}()"
     acc.explain = acc.explain or (f"static variable {g.variable} of the kernel image: the kernel's text shows "
                                   f"{who} loading this address for its lock: {g.explain}")
     return acc

@@ -19,6 +19,7 @@ from lockscope.analyzer import holders, owners, probeeffect, roles
 from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, userlocks, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
+from lockscope.analyzer.kernel.knowledge import function
 from lockscope.jsondata import from_dict, from_list, parse_addr
 from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
@@ -68,39 +69,40 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     table = scratch.mounts_by_dev()
     mounts = {d: table[d] for d in {f.dev for f in objects.files} if d in table}
     where = str(mountpoint) if mountpoint else None
-    image_ = (image or kernel_image)({e.lock for e in contention}, vmlinux)
-    if image_ is not None and data.get("ktext"):
+    img = (image or kernel_image)({e.lock for e in contention}, vmlinux)
+    if img is not None and data.get("ktext"):
         # the text around the calls that led to waits on static locks (probes/ktext.c)
-        image_.text_calls = ktext.text_calls({parse_addr(k): bytes.fromhex(v) for k, v in data["ktext"].items()},
-                                             sym.symbolize)
+        img.text_calls = ktext.text_calls({parse_addr(k): bytes.fromhex(v) for k, v in data["ktext"].items()},
+                                          sym.symbolize)
+    stacks = {int(k): sym.stack(v) for k, v in data.get("stacks", {}).items() if int(k) in used}
     return RawProbe(
         contention=contention, offcpu=offcpu, cpu_samples=samples,
         sample_period_ns=data.get("sample_period_ns", 0),
-        stacks={int(k): sym.stack(v) for k, v in data.get("stacks", {}).items() if int(k) in used},
+        stacks=stacks,
         sample_stacks={int(k): sym.stack(v) for k, v in data.get("sample_stacks", {}).items()},
         objects=objects, layout=data.get("layout", {}),
         mounts=mounts, scratch=where,
         # cumulative wait per lock address every --series-ms (the time view)
         series=from_dict(Series, data["series"]) if "series" in data else None,
         slab=slab.resolve(from_dict(Slab, data.get("slab", {})), {e.lock for e in contention},
-                          functions=_functions(contention, data.get("stacks", {}), sym)),
+                          functions=_functions(contention, stacks)),
         # the lock members of the objects behind the files, typed by f_op and BTF
         objlocks=objlocks.resolve(objects, contention, mounts, where, sym.symbolize),
         # per-thread times and wake-ups (absent when the per-thread probe did not load)
         tasks=heaviest(from_list(TaskTimes, data["tasks"]), "total_ns") if "tasks" in data else None,
         wakeups=heaviest(from_list(Wakeup, data["wakeups"]), "count") if "wakeups" in data else None,
-        kernel_image=image_,
+        kernel_image=img,
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
         **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
         **owners.resolve(data))
 
 
-def _functions(contention: list[Contention], stacks: dict, sym: Symbolizer) -> dict[int, set[str]]:
-    """Per lock address, the functions its waits' stacks pass through."""
+def _functions(contention: list[Contention], stacks: dict[int, list[str]]) -> dict[int, set[str]]:
+    """Per lock address, the functions its waits' (symbolized) stacks pass through."""
     out: dict[int, set[str]] = defaultdict(set)
     for e in contention:
-        out[e.lock] |= {f.split("+", 1)[0] for f in sym.stack(stacks.get(str(e.stack), []))}
+        out[e.lock] |= {function(f) for f in stacks.get(e.stack, [])}
     return out
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope.errors import EnvironmentProblem, LockscopeError
+from lockscope.measure.apps import fill_text
 from lockscope.measure.jsonlines import kill_group, spawn_gated
 
 READY_TIMEOUT_S = 60.0
@@ -38,12 +39,7 @@ def free_port() -> int:
 
 
 def _fill(argv: list[str], values: dict[str, str]) -> list[str]:
-    out = []
-    for a in argv:
-        for k, v in values.items():
-            a = a.replace("{" + k + "}", v)
-        out.append(a)
-    return out
+    return [fill_text(a, values) for a in argv]
 
 
 class ServerSession:
@@ -99,9 +95,9 @@ class ServerSession:
                                      "--scratch /tmp/lockscope-scratch")
         os.chown(self.directory, self.uid, self.gid)       # the scratch file system is the server's
         for path, text in self.spec.get("write") or ():
-            path = Path(_fill([path], self.values)[0])
+            path = Path(fill_text(path, self.values))
             self.progress(f"server configuration: {path}")
-            path.write_text(_fill([text], self.values)[0])     # root's, 0644: a server checks its config is not
+            path.write_text(fill_text(text, self.values))     # root's, 0644: a server checks its config is not
             path.chmod(0o644)                                  # writable by its own user (Exim does)
         for argv in self.spec["init"]:
             argv = _fill(argv, self.values)
