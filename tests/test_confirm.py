@@ -344,7 +344,7 @@ def test_most_waited_lock_limited_by_cpus_is_not_confirmed(e2e, tmp_path):
     if (os.cpu_count() or 1) > 2:
         pytest.skip("the program oversubscribes 2 CPUs; this machine has more")
     exe, res = _program_sweep(tmp_path, "cpubound", "2,4", 10, 200)
-    r = lockscope("confirm", str(res), "--workers", "4", "--lock", "pthread_mutex lock in confirm", "--rounds", "1",
+    r = lockscope("confirm", str(res), "--workers", "4", "--lock", "pthread_mutex lock in confirm", "--rounds", "2",
                   "--phase", "1", "--ops-regex", OPS, "--json", "--", str(exe), "{n}", "10", "200", "{duration}",
                   timeout=240)
     assert r.returncode == 0, r.stderr
