@@ -299,8 +299,18 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 		LOCKFIELDS_FILES(&r, files);
 	fs = BPF_CORE_READ(task, fs);
 	r.fs = (__u64)fs;
-	if (fs)
+	if (fs) {
+		struct super_block *sb = BPF_CORE_READ(fs, pwd.dentry, d_sb);
+
 		LOCKFIELDS_FS(&r, fs);
+		if (sb) {
+			r.cwd_sb = (__u64)sb;
+			r.cwd_fs_info = (__u64)BPF_CORE_READ(sb, s_fs_info);
+			r.cwd_dev = BPF_CORE_READ(sb, s_dev);
+			bpf_probe_read_kernel_str(r.cwd_fstype, sizeof(r.cwd_fstype), BPF_CORE_READ(sb, s_type, name));
+		}
+	}
+	r.ipc_ns = (__u64)BPF_CORE_READ(task, nsproxy, ipc_ns);
 	sighand = BPF_CORE_READ(task, sighand);
 	r.sighand = (__u64)sighand;
 	if (sighand)

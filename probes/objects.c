@@ -268,6 +268,13 @@ void objects_json(struct jw *w)
 			jw_khex(w, "files", r->files);
 			jw_khex(w, "fs", r->fs);
 			jw_khex(w, "sighand", r->sighand);
+			jw_khex(w, "ipc_ns", r->ipc_ns);
+		}
+		if (r->cwd_sb) {
+			jw_khex(w, "cwd_sb", r->cwd_sb);
+			jw_khex(w, "cwd_fs_info", r->cwd_fs_info);
+			jw_ku64(w, "cwd_dev", r->cwd_dev);
+			jw_kstr(w, "cwd_fstype", r->cwd_fstype);
 		}
 		lockfields_json(w, r, task_keys, sizeof(task_keys) / sizeof(task_keys[0]));
 		jw_obj_end(w);

@@ -169,6 +169,14 @@ struct obj_task {
 	__u64 files;
 	__u64 fs;
 	__u64 sighand;
+	__u64 ipc_ns;         /* task->nsproxy->ipc_ns: SysV IPC ids (their rwsems) */
+	/* the file system of the working directory (fs->pwd): a program's
+	 * files live there even when none is open (tmpfs used_blocks, ...) */
+	__u64 cwd_sb;
+	__u64 cwd_fs_info;    /* its s_fs_info */
+	__u32 cwd_dev;        /* its s_dev, a key of the record's mounts */
+	__u32 pad;
+	char cwd_fstype[16];
 	LOCKFIELD_KEYS_TASK(LOCKFIELD_MEMBER)
 };
 

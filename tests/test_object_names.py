@@ -90,6 +90,38 @@ def test_top_kernel_lock_named_by_object_and_member(objstress, scratch, tmp_path
                                    or "its address is static data of the kernel image" in lk.explain), lk
 
 
+def _tmpfs_shm() -> bool:
+    try:
+        return any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in open("/proc/self/mounts"))
+    except OSError:
+        return False
+
+
+@pytest.mark.e2e
+def test_the_file_system_of_the_working_directory_is_reached_with_no_file_open(objstress, tmp_path):
+    """Issue 29: a percpu_counter by the field that holds it, on a file
+    system outside the scratch fs that no open file reaches: statfs(".")
+    in a directory of /dev/shm gives the tmpfs's used_blocks counter,
+    reached through the threads' working directory (fs->pwd's super block)."""
+    if not _tmpfs_shm():
+        pytest.skip("/dev/shm is not a tmpfs here")
+    import tempfile
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="lockscope-test-") as cwd:
+        for attempt in range(ATTEMPTS):
+            out = tmp_path / f"out{attempt}"
+            r = lockscope("run", "--workers", "2", "--duration", "2", "--out", str(out), "--name", "statfs",
+                          "--", "sh", "-c", f"cd {cwd} && exec {objstress} statfs {{n}} .")
+            assert r.returncode == 0, r.stderr
+            rec = record.load(out / "runs" / "statfs-none-w2.json")
+            kernel = [lk for lk in rec.locks if not BACKGROUND.match(lk.name)]
+            if sum(lk.wait_ns for lk in kernel) >= MIN_WAIT_NS["*"]:
+                break
+        else:
+            pytest.fail(f"the 2 threads hardly contended in {ATTEMPTS} runs: {[(lk.name, lk.wait_ns) for lk in rec.locks[:5]]}")
+    assert kernel[0].name == "shmem_sb_info->used_blocks.lock of tmpfs at /dev/shm", [lk.name for lk in kernel[:3]]
+    assert kernel[0].tier == "verified"
+
+
 # ---- the parts, on this machine's kernel --------------------------------
 
 def _btf_missing() -> str | None:
@@ -136,6 +168,8 @@ RECORDED = [
      "file_lock_context->flc_lock (instance not verified)"),
     ("objstress/statfs-ext4-w2", r"ext4_sb_info->s_(free|dirty)clusters_counter\.lock of ext4 at <scratch>",
      "percpu_counter->lock"),
+    # issue 29: the working directory's file system (/dev/shm), no file open
+    ("statfs_cwd/objstress-none-w2", r"shmem_sb_info->used_blocks\.lock of tmpfs at /dev/shm", "percpu_counter->lock"),
 ]
 
 

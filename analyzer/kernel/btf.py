@@ -159,6 +159,8 @@ def _lock_tables(path: str, structs: tuple[str, ...]) -> dict[str, list]:
             if s.startswith("@"):      # "@struct.member": a member's offset
                 struct, member = s[1:].split(".", 1)
                 tables[s] = types.member_offset(struct, member)
+            elif s.startswith("%"):    # "%struct": its size in bytes
+                tables[s] = types.size(types.structs[s[1:]]) if s[1:] in types.structs else None
             else:
                 tables[s] = types.locks(s) if s in types.structs else None
         try:
@@ -178,6 +180,12 @@ def lock_at(struct: str, offset: int, structs: tuple[str, ...] = (), path: Path 
         if off == offset:
             return p, lock
     return None
+
+
+def struct_size(struct: str, path: Path = VMLINUX) -> int | None:
+    """sizeof(struct) by the kernel's BTF (cached per kernel), None where
+    the kernel lacks it."""
+    return _lock_tables(str(path), (f"%{struct}",)).get(f"%{struct}")
 
 
 def struct_locks(structs: tuple[str, ...], offsets: tuple[tuple[str, str], ...] = (),

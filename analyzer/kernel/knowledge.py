@@ -24,6 +24,17 @@ def function(frame: str) -> str:
     return _SUFFIX.sub("", frame.split("+", 1)[0])
 
 
+def own_functions(frames: list[str]) -> list[str]:
+    """The functions of a stack (innermost first) up to an interrupt or
+    softirq entry: the code that took the lock, not the code it interrupted."""
+    out = []
+    for fn in map(function, frames):
+        if fn.startswith(_IRQ_ENTRY):
+            break
+        out.append(fn)
+    return out
+
+
 @dataclass(frozen=True)
 class OffCpuRule:
     wait_class: str

@@ -53,14 +53,18 @@ def _file_type(mode: int) -> str:
     return "inode"
 
 
+def fs_label(fstype: str, dev: int, mounts: dict[int, str], scratch: str | None) -> str:
+    """A file system as named: `tmpfs at /dev/shm` (its mount point, from
+    the record's mounts), or by its device where it is not mounted there."""
+    where = mounts.get(dev)
+    return f"{fstype} at {display_path(where, scratch)}" if where else f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
+
+
 def file_names(f: FileObject, mounts: dict[int, str], scratch: str | None) -> dict[str, tuple[str, str] | None]:
     """What a file's lock fields are named after (lockfields.NAMED): the
     object and the suffix of the name; None where the record cannot say."""
     path, fstype = f.path, f.fstype
-    dev = f.dev
-    where = mounts.get(dev)
-    sb = f"{fstype} at {display_path(where, scratch)}" if where else \
-        f"{fstype} (dev {dev >> 20}:{dev & 0xFFFFF})"
+    sb = fs_label(fstype, f.dev, mounts, scratch)
     shown = display_path(path, scratch)
     parent = display_path(os.path.dirname(path.rstrip("/")) or "/", scratch) if path.startswith("/") else None
     return {"file": (shown, f" ({fstype}, {_file_type(f.mode)})"), "file_name": (shown, ""),

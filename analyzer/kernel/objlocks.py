@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import btf
-from .lockdesc import display_path, file_names, lock_kind
+from .lockdesc import display_path, file_names, fs_label, lock_kind
 from .slab import consistent
 from lockscope.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
 
@@ -145,16 +145,28 @@ TASK_OBJECTS = (("task", "task_struct"), ("signal", "signal_struct"), ("mm", "mm
                 ("files", "files_struct"), ("fs", "fs_struct"), ("sighand", "sighand_struct"))
 
 
-def _task_views(objects: Objects) -> list[View]:
+def _task_views(objects: Objects, table: Table, mounts: dict[int, str], scratch: str | None) -> list[View]:
     """The objects the workload's threads hold, named after the command (as
-    naming's per-task names: the same in every run of a sweep)."""
+    naming's per-task names: the same in every run of a sweep); their IPC
+    namespace (SysV IPC's ids); the file system of their working directory,
+    where a program's files live even while none is open."""
     out, seen = [], set()
     for t in objects.tasks:
-        for key, struct in TASK_OBJECTS:
-            a = t.addresses.get(key)
-            if a and a not in seen:
-                seen.add(a)
-                out.append(View(struct, a, t.comm, "task", "sched" if key == "task" else None))
+        views = [View(struct, t.addresses.get(key, 0), t.comm, "task", "sched" if key == "task" else None)
+                 for key, struct in TASK_OBJECTS]
+        ns = t.addresses.get("ipc_ns", 0)
+        label = "the initial IPC namespace" if ns >= KERNEL_IMAGE else f"the IPC namespace of {t.comm}"
+        views.append(View("ipc_namespace", ns, label, "IPC namespace", "IPC"))
+        fstype = t.extra.get("cwd_fstype", "")
+        fst = table.fs.get(fstype)
+        if fst and t.addresses.get("cwd_sb"):
+            fs = fs_label(fstype, t.extra.get("cwd_dev", 0), mounts, scratch)
+            views += [View("super_block", t.addresses["cwd_sb"], fs, "fs"),
+                      View(fst.sb, t.addresses.get("cwd_fs_info", 0), fs, "fs", fstype)]
+        for v in views:
+            if v.base and v.base not in seen:
+                seen.add(v.base)
+                out.append(v)
     return out
 
 
@@ -181,7 +193,7 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
         return out
     structs = {k.struct for _, k in kinds if k and k.struct} | {s.struct for s in table.sockets} | \
         {"sock", "socket", "file_lock_context", "inode", "super_block", "file"} | \
-        {struct for _, struct in TASK_OBJECTS} | \
+        {struct for _, struct in TASK_OBJECTS} | {"ipc_namespace"} | \
         {t.sb for t in table.fs.values()} | {t.inode for t in table.fs.values()}
     offsets = {(t.inode, t.vfs_inode) for t in table.fs.values()}
     try:
@@ -198,7 +210,7 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
     span = {s: max(d, default=-1) for s, d in by_off.items()}
     views = [v for f, kind in kinds
              for v in _views(f, kind, table, comms.get(f.tgid), file_names(f, mounts, scratch), offs, scratch)]
-    for v in views + _task_views(objects):
+    for v in views + _task_views(objects, table, mounts, scratch):
         members = by_off.get(v.struct) or {}
         lo = bisect.bisect_left(addrs, v.base)
         hi = bisect.bisect_right(addrs, v.base + span.get(v.struct, -1))
@@ -233,7 +245,7 @@ def not_found_reason(objlocks: ObjLocks | None, addr: int | None = None) -> str 
     if not objlocks.kinds:
         return ("not a lock member of any object reached: no file of the workload was open at the object "
                 "snapshots (start, every interval, stop), and it is no lock of its threads' task, mm, files, "
-                "fs, signal or sighand objects")
+                "fs, signal or sighand objects, their IPC namespace or their working directory's file system")
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(objlocks.kinds.items(), key=lambda x: (-x[1], x[0])))
     return ("not a lock member of any object reached from the workload's files "
             f"({kinds}), their inodes, file systems or tasks")

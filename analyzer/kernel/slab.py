@@ -37,6 +37,9 @@ def resolve(slab: Slab, addresses: set[int] | None = None, kb: Knowledge | None 
     out = Slab(status=slab.status, reason=slab.reason)
     entries = [dataclasses.replace(e) for e in slab.entries if addresses is None or e.addr in addresses]
     types = {e.addr: kb.slab_type(e.cache, functions.get(e.addr, set())) for e in entries}
+    for e in entries:
+        if types[e.addr] and e.cache.startswith("kmalloc-") and not _fits(types[e.addr], e.object_size, path):
+            types[e.addr] = None        # typed by its waits' functions, but too big for the object
     wanted = tuple(sorted({t for t in types.values() if t}))
     for e in entries:
         typ = types[e.addr]
@@ -52,3 +55,12 @@ def resolve(slab: Slab, addresses: set[int] | None = None, kb: Knowledge | None 
                 e.lock_field, e.lock = hit
         out.entries.append(e)
     return out
+
+
+def _fits(struct: str, object_size: int, path) -> bool:
+    """Whether a struct fits an object of `object_size` bytes (unknown: yes)."""
+    try:
+        size = btf.struct_size(struct, path)
+    except btf.BtfUnavailable:
+        return True
+    return not size or not object_size or size <= object_size

@@ -19,7 +19,7 @@ from lockscope.analyzer import holders, owners, probeeffect, roles
 from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, userlocks, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
-from lockscope.analyzer.kernel.knowledge import function
+from lockscope.analyzer.kernel.knowledge import own_functions
 from lockscope.jsondata import from_dict, from_list, parse_addr
 from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
@@ -67,7 +67,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
-    mounts = {d: table[d] for d in {f.dev for f in objects.files} if d in table}
+    devs = {f.dev for f in objects.files} | {t.extra.get("cwd_dev") for t in objects.tasks}
+    mounts = {d: table[d] for d in devs if d in table}
     where = str(mountpoint) if mountpoint else None
     img = (image or kernel_image)({e.lock for e in contention}, vmlinux)
     if img is not None and data.get("ktext"):
@@ -99,10 +100,12 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
 
 
 def _functions(contention: list[Contention], stacks: dict[int, list[str]]) -> dict[int, set[str]]:
-    """Per lock address, the functions its waits' (symbolized) stacks pass through."""
+    """Per lock address, the functions its waits' (symbolized) stacks pass
+    through, up to an interrupt entry (an interrupt's lock is not typed by
+    the system call it interrupted)."""
     out: dict[int, set[str]] = defaultdict(set)
     for e in contention:
-        out[e.lock] |= {function(f) for f in stacks.get(e.stack, [])}
+        out[e.lock] |= set(own_functions(stacks.get(e.stack, [])))
     return out
 
 

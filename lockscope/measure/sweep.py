@@ -188,7 +188,9 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
             continue
         record.save(rec, record_path(out, p.id))
         outcome.done.append(p.id)
-        print(f"    {rec.ops_per_sec or 0:,.0f} {rec.throughput_unit}" +
+        tput = f"{rec.ops_per_sec:,.0f} {rec.throughput_unit}" if rec.ops_per_sec is not None else \
+            "throughput unknown (" + "; ".join(rec.warnings[:1] or ["not measured"]) + ")"
+        print(f"    {tput}" +
               (f"; top lock: {rec.locks[0].name} ({rec.locks[0].wait_share:.1%} of worker time)"
                if rec.locks else ""), file=log, flush=True)
     manifest["failures"] = outcome.failed

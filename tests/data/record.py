@@ -73,6 +73,17 @@ PROGRAM_SWEEPS = {
     # issue 29: workers raise and lower one SysV semaphore: sem_array's sems[0].lock, in an object of a
     # generic kmalloc cache typed by the functions its waits pass through (locks.toml [slab_site])
     "sysvsem": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
+    # issue 29: workers send to and receive from one SysV message queue: msg_queue's q_perm.lock
+    # (a kmalloc object typed by do_msgsnd/do_msgrcv)
+    "sysvmsg": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
+    # issue 29: 4 workers attach and detach one SysV shared memory segment: shmid_kernel's
+    # shm_perm.lock, and the rwsem of the IPC namespace's shm ids (ids[2].rwsem of init_ipc_ns, a
+    # static object reached through task->nsproxy->ipc_ns)
+    "sysvshm": ("4", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
+    # issue 29: statfs of the working directory, a tmpfs outside the scratch fs (/dev/shm), no file
+    # open: shmem_sb_info->used_blocks.lock, the percpu_counter reached through the task's cwd
+    "statfs_cwd": ("2", ["sh", "-c", "cd /dev/shm && exec {program} statfs {n} ."], "ops/s: ([0-9.]+)",
+                   "objstress", ["--duration", "2"]),
     # issue 29: workers set the MTU of the loopback of a network namespace each: the global
     # rtnl_mutex, taken through rtnl_lock(), named from the kernel's text (no data symbols here)
     "netdev": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
