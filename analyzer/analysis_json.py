@@ -51,7 +51,8 @@ def _point(p: PointView) -> dict:
     return {"workers": p.workers, "record_id": p.record_id, "ops_per_sec": p.ops_per_sec, "speedup": p.speedup,
             "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity,
             "oversubscribed": p.oversubscribed, "cpu": asdict(p.cpu), "waits": [_wait(w) for w in p.waits],
-            "explained": p.lock_waits, "warnings": p.warnings, "named_share": p.named_share}
+            "explained": p.lock_waits, "warnings": p.warnings, "named_share": p.named_share,
+            "time_sharing": p.time_sharing, "cpus": p.cpus}
 
 
 def _curve_point(p: PointView) -> dict:

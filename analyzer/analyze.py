@@ -74,7 +74,7 @@ def load_confirmations(path: Path) -> dict[tuple[str, str], ConfirmRecord]:
 
 def _curve(recs: list[RunRecord]) -> list[scaling.CurvePoint]:
     # ideal speedup is capped by the CPUs the workers ran on
-    cpus = [len(r.cpus) or r.host.cpus_allowed or r.workers for r in recs]
+    cpus = [attribution.cpus_of(r) for r in recs]
     return scaling.curve([(r.workers, r.ops_per_sec or 0.0, c) for r, c in zip(recs, cpus)])
 
 
@@ -95,7 +95,8 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint]) -> list[P
             lock_waits=sum(w.worker_equivalents for w in ws if w.is_lock),
             attribution=attribution.attribute(r, p.lost_capacity), cpi=_cpi(r),
             warnings=_warnings(r),
-            named_share=naming.named_share(r.locks) if r.probe.attached else None))
+            named_share=naming.named_share(r.locks) if r.probe.attached else None,
+            time_sharing=attribution.time_sharing(r), cpus=attribution.cpus_of(r)))
     return views
 
 

@@ -72,6 +72,13 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
     out: dict[str, Wait] = {}
     for lk in rec.locks:
         out[lk.name] = _lock_wait(lk, lk.wait_ns, rec.workers, window_ns)
+    _add_nonlock(out, _nonlock(rec)[0], rec.workers, window_ns)
+    return out
+
+
+def _plain_nonlock(rec: RunRecord) -> dict[str, int]:
+    """Off-CPU time outside lock waits by class, of a record without roles
+    (every traced task a worker)."""
     by_class: dict[str, int] = {}
     for o in rec.offcpu:
         if o.in_lock_wait or o.wait_class == "lock":
@@ -88,8 +95,7 @@ def waits(rec: RunRecord) -> dict[str, Wait]:
         by_class[FUTEX_WAIT] = max(0, by_class[FUTEX_WAIT] - user_ns)
         if not by_class[FUTEX_WAIT]:
             del by_class[FUTEX_WAIT]
-    _add_nonlock(out, by_class, rec.workers, window_ns)
-    return out
+    return by_class
 
 
 def _lock_wait(lk, ns: float, workers: int, window_ns: float, capacity: float | None = None) -> Wait:
@@ -133,9 +139,53 @@ def capacity(rec: RunRecord) -> float:
     return max(float(rec.workers), busy / window_ns if window_ns > 0 else 0.0)
 
 
+def cpus_of(rec: RunRecord) -> int:
+    """The CPUs a point's workers could run on (the ideal speedup's cap)."""
+    return len(rec.cpus) or rec.host.cpus_allowed or rec.workers
+
+
+def _nonlock(rec: RunRecord) -> tuple[dict[str, int], dict[str, int], int]:
+    """Off-CPU time of the workers outside lock waits by class, the CPU
+    other roles took from them (by role), and the time-sharing taken out of
+    their preemption (see time_sharing)."""
+    if rec.roles:
+        workers = rec.worker_roles
+        by_class: dict[str, int] = {}
+        for o in rec.offcpu:
+            if o.role not in workers or o.in_lock_wait or o.kind in (sleepkinds.IDLE, sleepkinds.FUTEX,
+                                                                     sleepkinds.LOCK):
+                continue             # idle, or a futex sleep (counted under its lock or idle)
+            cls = nonlock_class(o)
+            by_class[cls] = by_class.get(cls, 0) + o.wait_ns
+        stolen = other_roles_cpu(rec)
+        if stolen and "preempted" in by_class:
+            by_class["preempted"] = max(0, by_class["preempted"] - sum(stolen.values()))
+    else:
+        by_class, stolen = _plain_nonlock(rec), {}
+    over = capacity(rec) - cpus_of(rec)
+    shared = int(min(by_class.get("preempted", 0), over * rec.probe.window_s * 1e9)) if over > 0 else 0
+    if shared:
+        by_class["preempted"] -= shared
+    return {c: ns for c, ns in by_class.items() if ns > 0}, stolen, shared
+
+
+def time_sharing(rec: RunRecord) -> float:
+    """The share of worker time the workers spent preempted because more of
+    them were runnable than there are CPUs: with W busy workers on C CPUs,
+    W - C of them wait for a CPU at any moment, up to (W - C) x window in
+    all. That time is not lost capacity (the ideal speedup counts the CPUs,
+    not the workers) and no lock caused it; it is left out of the waits and
+    the attribution (so "preempted" there is what is left: preemption by
+    wake-ups, by untraced tasks), and shown apart. 0 where W <= C."""
+    window_ns = rec.probe.window_s * 1e9
+    if not rec.probe.attached or window_ns <= 0:
+        return 0.0
+    return _nonlock(rec)[2] / window_ns / capacity(rec)
+
+
 def _role_waits(rec: RunRecord) -> dict[str, Wait]:
     window_ns = rec.probe.window_s * 1e9
-    workers, path = rec.worker_roles, {r.name for r in rec.roles if r.path}
+    path = {r.name for r in rec.roles if r.path}
     cap = capacity(rec)
     out: dict[str, Wait] = {}
     for lk in rec.locks:
@@ -144,16 +194,8 @@ def _role_waits(rec: RunRecord) -> dict[str, Wait]:
         ns = sum(v for role, v in lk.roles.items() if role in path) if lk.roles else lk.wait_ns
         if ns > 0:
             out[lk.name] = _lock_wait(lk, ns, rec.workers, window_ns, cap)
-    by_class: dict[str, int] = {}
-    for o in rec.offcpu:
-        if o.role not in workers or o.in_lock_wait or o.kind in (sleepkinds.IDLE, sleepkinds.FUTEX, sleepkinds.LOCK):
-            continue             # idle, or a futex sleep (counted under its lock or idle)
-        cls = nonlock_class(o)
-        by_class[cls] = by_class.get(cls, 0) + o.wait_ns
-    stolen = other_roles_cpu(rec)
-    if stolen and "preempted" in by_class:
-        by_class["preempted"] = max(0, by_class["preempted"] - sum(stolen.values()))
-    _add_nonlock(out, {c: ns for c, ns in by_class.items() if ns > 0}, cap, window_ns)
+    by_class, stolen, _ = _nonlock(rec)
+    _add_nonlock(out, by_class, cap, window_ns)
     for role, ns in stolen.items():
         if ns < MIN_SHOWN * window_ns:
             continue

@@ -70,6 +70,8 @@ class PointView:
     cpi: float | Unavailable
     warnings: list[str] = field(default_factory=list)
     named_share: float | None = None  # lock wait with a verified or inferred name; None: no lock wait
+    time_sharing: float = 0.0        # share of worker time preempted by more runnable workers than CPUs
+    cpus: int = 0                    # the CPUs the workers could run on
 
 
 @dataclass

@@ -167,7 +167,9 @@ def experiment_lines(e: Experiment) -> list[str]:
                    (f"{'throughput unknown':>20}" if p.record_id in unknown else
                     f"{p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  efficiency {p.efficiency:4.0%}") +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
-                   (f"  top wait: {top.name} {top.wait_share:.1%}" if top else ""))
+                   (f"  top wait: {top.name} {top.wait_share:.1%}" if top else "") +
+                   (f"  time-sharing {p.time_sharing:.1%} ({p.workers} workers on {p.cpus} CPUs: not a loss)"
+                    if p.time_sharing >= 0.001 else ""))
         slowed = probeeffect.warning(by_id[p.record_id]) if p.record_id in by_id else None
         if slowed:
             out.append(f"        warning: {slowed}")

@@ -98,8 +98,10 @@ def test_the_recorded_run_counts_exims_processes_as_the_work_and_no_share_exceed
     assert cap == pytest.approx(busy) and cap > rec.workers
     waits = attribution.waits(rec).values()
     assert all(0 <= w.wait_share <= 1.0 for w in waits), [(w.name, w.wait_share) for w in waits]
-    pre = next(w for w in waits if w.lock_class == "preempted")
-    assert pre.worker_equivalents > rec.workers * 0.5 and pre.wait_share == pytest.approx(pre.worker_equivalents / cap)
+    # 6-10 runnable processes on 2 CPUs: their preemption is time-sharing, not a wait (not lost
+    # capacity: the ideal counts the CPUs), shown apart, a share of the same capacity
+    assert not [w for w in waits if w.lock_class == "preempted"]
+    assert attribution.time_sharing(rec) * cap > rec.workers * 0.5
 
 
 def test_shares_of_a_record_whose_workers_fit_their_window_stay_as_they_were():
