@@ -16,6 +16,7 @@ import pytest
 
 from conftest import load, run_program
 from lockscope.analyzer.kernel import ktext, naming
+from lockscope.analyzer.kernel.knowledge import function
 from lockscope.ktextdata import TextCall
 
 RTNL_LOCK = bytes.fromhex("0f1f44000048c7c7a05a1f83e9cf3238000f1f400066662e0f1f840000000000")
@@ -99,3 +100,21 @@ def test_netdev_names_rtnl_mutex_end_to_end(tmp_path):
     top = rec.locks[0]
     assert top.name == "rtnl_mutex" and top.tier == "verified", [(lk.name, lk.tier) for lk in rec.locks[:5]]
     assert top.wait_share > 0.1 and rec.ops_per_sec > 0
+
+
+def test_globals_a_function_takes_directly_are_named_from_its_own_text():
+    """A fork storm (tests/programs/forkstorm.c, 2 workers vfork/exit/wait):
+    tasklist_lock, css_set_lock and pidmap_lock are taken directly
+    (write_lock_irq(&tasklist_lock) in copy_process, spin_lock_irq(&css_set_lock)
+    in cgroup_exit, ... in alloc_pid): the mov before the call loads the
+    contended address. Before, the rules of locks.toml inferred them."""
+    rec = load("forkstorm/forkstorm-none-w2")
+    locks = {lk.name: lk for lk in naming.name_locks(rec.probe.raw, rec.workers, int(rec.probe.window_s * 1e9))}
+    for name, kind in (("tasklist_lock", "rwlock"), ("css_set_lock", "spinlock"), ("pidmap_lock", "spinlock")):
+        lk = locks[name]
+        assert lk.tier == "verified" and lk.kind == kind, (name, lk.tier, lk.explain)
+        assert "the kernel's text shows" in lk.explain and lk.rule == f"globals.toml: {name}"
+        [addr] = lk.addresses
+        assert any(ktext.rdi_before_call(bytes.fromhex(c.caller_bytes)) == int(addr, 16)
+                   for c in rec.probe.raw.kernel_image.text_calls
+                   if ktext.table().get(function(c.caller), None) and ktext.table()[function(c.caller)].variable == name)

@@ -84,6 +84,9 @@ PROGRAM_SWEEPS = {
     # open: shmem_sb_info->used_blocks.lock, the percpu_counter reached through the task's cwd
     "statfs_cwd": ("2", ["sh", "-c", "cd /dev/shm && exec {program} statfs {n} ."], "ops/s: ([0-9.]+)",
                    "objstress", ["--duration", "2"]),
+    # issue 29: workers vfork, exit and wait in a loop: the global tasklist_lock, css_set_lock and
+    # pidmap_lock, taken directly by copy_process, cgroup_exit, alloc_pid...: named from the kernel's text
+    "forkstorm": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
     # issue 29: workers set the MTU of the loopback of a network namespace each: the global
     # rtnl_mutex, taken through rtnl_lock(), named from the kernel's text (no data symbols here)
     "netdev": ("2", ["{program}", "{n}", "2"], "ops/s: ([0-9.]+)"),
@@ -106,6 +109,7 @@ CXX_RUNS = {
     "bank_cpp": ("2", ["{program}", "{n}"]),
 }
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
+MAX_TASKS = 1000         # the per-thread times kept (a fork storm makes thousands)
 # records with per-thread data (schema /2) keep what the roles are computed
 # from: every thread, and more of the per-thread off-CPU and futex aggregates
 KEEP_ROLES = {"offcpu": 200, "futex": 80, "wakeups": 80}
@@ -151,6 +155,12 @@ def trim(rec: dict) -> dict:
         workers = {p for r in rec.get("roles", []) if r.get("worker") for p in r.get("processes", [])}
         raw["objects"]["tasks"] = [t for t in raw["objects"]["tasks"] if t.get("comm") in workers
                                    or any(v in kept for v in t.values() if isinstance(v, str))]
+    if len(raw.get("tasks") or []) > MAX_TASKS:
+        # a fork storm: thousands of short-lived children; the record's roles are computed already
+        busy = lambda t: t.get("on_cpu_ns", 0) + t.get("preempted_ns", 0) + t.get("sleep_ns", 0)
+        raw["tasks"] = sorted(raw["tasks"], key=lambda t: -busy(t))[:MAX_TASKS]
+        tids = {t["tid"] for t in raw["tasks"]}
+        raw["waiters"] = [e for e in raw.get("waiters") or [] if e["tid"] in tids]
     if raw.get("waiters") is not None:
         raw["waiters"] = [e for e in raw["waiters"] if e["lock"] in kept]
     if raw.get("owners") is not None:
