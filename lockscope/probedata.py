@@ -157,6 +157,9 @@ class SlabEntry:
     offset: Optional[int] = optional()    # of addr in the object
     lock_field: Optional[str] = optional(json="field")
     lock: Optional[str] = optional()      # the BTF lock type there
+    head: Optional[str] = optional()      # the object's first bytes, hex (kmem.c)
+    object: Optional[str] = optional()    # what the object is, where its head says: a SysV IPC object's kind and key
+    object_id: Optional[int] = optional()  # and its id (one per run where the key is IPC_PRIVATE)
 
 
 @dataclass

@@ -159,6 +159,22 @@ static inline void jw_knull(struct jw *w, const char *k) { jw_key(w, k); jw_null
 static inline void jw_kdouble(struct jw *w, const char *k, double v) { jw_key(w, k); jw_double(w, v); }
 static inline void jw_kutf8(struct jw *w, const char *k, const char *v) { jw_key(w, k); jw_utf8(w, v); }
 
+/* bytes as a string of hex digits ("48c7c7..."), at most 64 bytes */
+static inline void jw_kbytes(struct jw *w, const char *k, const uint8_t *b, unsigned int n)
+{
+	static const char digits[] = "0123456789abcdef";
+	char hex[2 * 64 + 1];
+
+	if (n > 64)
+		n = 64;
+	for (unsigned int i = 0; i < n; i++) {
+		hex[2 * i] = digits[b[i] >> 4];
+		hex[2 * i + 1] = digits[b[i] & 15];
+	}
+	hex[2 * n] = '\0';
+	jw_kstr(w, k, hex);
+}
+
 /* one event per line */
 static inline void jw_event_begin(struct jw *w, FILE *f, const char *event)
 {

@@ -58,6 +58,7 @@ int lksc_kmem_resolve(void *ctx)
 		if (e->addr < first)
 			continue;
 		e->base = first + (e->addr - first) / size * size;
+		e->head_ok = !bpf_probe_read_kernel(e->head, sizeof(e->head), (void *)e->base);
 	}
 	return 0;
 }

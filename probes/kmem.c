@@ -122,6 +122,8 @@ void kmem_json(struct jw *w)
 		jw_ku64(w, "object_size", e->object_size);
 		if (e->base)
 			jw_khex(w, "base", e->base);
+		if (e->head_ok)
+			jw_kbytes(w, "head", e->head, KMEM_HEAD);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -73,21 +73,15 @@ static void read_regions(unsigned int from)
 
 static void emit(struct jw *w)
 {
-	static const char digits[] = "0123456789abcdef";
-	char hex[2 * KTEXT_BYTES + 1], key[24];
+	char key[24];
 
 	jw_key(w, "ktext");
 	jw_obj(w);
 	for (unsigned int i = 0; i < nregions; i++) {
 		if (!regions[i].ok)
 			continue;
-		for (int b = 0; b < KTEXT_BYTES; b++) {
-			hex[2 * b] = digits[regions[i].bytes[b] >> 4];
-			hex[2 * b + 1] = digits[regions[i].bytes[b] & 15];
-		}
-		hex[2 * KTEXT_BYTES] = '\0';
 		snprintf(key, sizeof(key), "0x%llx", (unsigned long long)regions[i].addr);
-		jw_kstr(w, key, hex);
+		jw_kbytes(w, key, regions[i].bytes, KTEXT_BYTES);
 	}
 	jw_obj_end(w);
 }

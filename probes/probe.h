@@ -192,6 +192,7 @@ struct ktext_ent {
 };
 
 #define KMEM_BATCH 128
+#define KMEM_HEAD 32
 struct kmem_ent {
 	__u64 addr;
 	__u64 cache;          /* struct kmem_cache *; 0: not a slab object */
@@ -199,6 +200,9 @@ struct kmem_ent {
 	__u32 size;           /* slab stride (object and metadata) */
 	__u32 object_size;
 	char name[32];        /* cache name */
+	__u32 head_ok;        /* 1: head read */
+	__u32 pad;
+	__u8 head[KMEM_HEAD]; /* the object's first bytes (a SysV IPC object's id and key) */
 };
 
 /* per-CPU state of contention.bpf.c: open spin waits, finished waits not

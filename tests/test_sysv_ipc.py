@@ -30,9 +30,11 @@ from lockscope.analyzer.kernel.knowledge import default, own_functions
 from lockscope.analyzer.kernel.slab import resolve as slab_resolve
 from lockscope.probedata import Slab, SlabEntry
 
-NAME = re.compile(r"sem_array\.sems\[0\]\.lock \(kmalloc-(cg-)?\d+ object\)")
-MSG = re.compile(r"msg_queue\.q_perm\.lock \(kmalloc-(cg-)?\d+ object\)")
-SHM = re.compile(r"shmid_kernel\.shm_perm\.lock \(kmalloc-(cg-)?\d+ object\)")
+# named by kind and key (the programs use IPC_PRIVATE); the id is in the object
+NAME = re.compile(r"sem_array\.sems\[0\]\.lock of a SysV semaphore set \(key IPC_PRIVATE\)")
+MSG = re.compile(r"msg_queue\.q_perm\.lock of a SysV message queue \(key IPC_PRIVATE\)")
+SHM = re.compile(r"shmid_kernel\.shm_perm\.lock of a SysV shared memory segment \(key IPC_PRIVATE\)")
+OBJECT = re.compile(r"SysV [a-z ]+ \(key IPC_PRIVATE\), id \d+, a kmalloc-(cg-)?\d+ object")
 SHM_IDS = "ipc_namespace->ids[2].rwsem of the initial IPC namespace"
 
 
@@ -53,7 +55,10 @@ def test_a_kmalloc_object_too_small_for_the_struct_is_not_typed():
     call's functions nor by a struct larger than the object."""
     slab = Slab(status="ok", entries=[
         SlabEntry(addr=0x1000, cache="kmalloc-64", size=64, object_size=64, base=0x1000),
-        SlabEntry(addr=0x2000, cache="kmalloc-cg-256", size=256, object_size=256, base=0x2000)])
+        SlabEntry(addr=0x2000, cache="kmalloc-cg-256", size=256, object_size=256, base=0x2000,
+                  # struct kern_ipc_perm: lock, deleted, id 32829 at 8, key 0x5100abcd at 12
+                  head=(bytes(8) + (32829).to_bytes(4, "little") + (0x5100abcd).to_bytes(4, "little")
+                        + bytes(16)).hex())])
     irq = ["_raw_spin_lock_irqsave+0x4d", "barn_put_empty_sheaf+0x1c", "rcu_do_batch+0x1b7", "handle_softirqs+0xcd",
            "asm_sysvec_apic_timer_interrupt+0x16", "do_shmat+0x508", "__x64_sys_shmat+0x2e"]
     assert own_functions(irq) == ["_raw_spin_lock_irqsave", "barn_put_empty_sheaf", "rcu_do_batch"]
@@ -61,6 +66,9 @@ def test_a_kmalloc_object_too_small_for_the_struct_is_not_typed():
     typed = {e.addr: (e.type, e.lock_field) for e in out.entries}
     assert typed[0x1000] == (None, None)                     # shmid_kernel is 256 bytes here
     assert typed[0x2000] == ("shmid_kernel", "shmid_kernel.shm_perm.lock")
+    # the key and id, from the object's first bytes (ipcs -m shows the same)
+    shm = out.entries[1]
+    assert (shm.object, shm.object_id) == ("SysV shared memory segment (key 0x5100abcd)", 32829)
 
 
 def test_the_recorded_run_names_the_semaphores_own_lock():
@@ -69,6 +77,7 @@ def test_the_recorded_run_names_the_semaphores_own_lock():
     sem = [lk for lk in locks if NAME.fullmatch(lk.name)]
     assert sem and sem[0].tier == "verified" and sem[0].kind == "spinlock", [lk.name for lk in locks[:6]]
     assert sem[0] is locks[0] or sem[0].wait_share > 0.01, [(lk.name, lk.wait_share) for lk in locks[:6]]
+    assert OBJECT.fullmatch(sem[0].object), sem[0].object
     assert not [lk for lk in locks if "__do_semtimedop" in lk.name], [lk.name for lk in locks]
 
 
@@ -76,6 +85,7 @@ def test_the_recorded_runs_name_a_message_queues_and_a_segments_locks():
     rec = load("sysvmsg/sysvmsg-none-w2")
     locks = naming.name_locks(rec.probe.raw, rec.workers, int(rec.probe.window_s * 1e9))
     assert MSG.fullmatch(locks[0].name) and locks[0].tier == "verified", [lk.name for lk in locks[:4]]
+    assert OBJECT.fullmatch(locks[0].object), locks[0].object
     rec = load("sysvshm/sysvshm-none-w4")
     locks = naming.name_locks(rec.probe.raw, rec.workers, int(rec.probe.window_s * 1e9))
     top = {lk.name: lk for lk in locks[:4]}

@@ -103,6 +103,7 @@ class Knowledge:
         self.slab_types: dict[str, str] = dict(data.get("slab", {}))
         # objects of the generic kmalloc caches, typed by the functions their waits pass through
         self.slab_sites: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in data.get("slab_site", {}).items()}
+        self.slab_objects: dict[str, dict[str, str]] = dict(data.get("slab_object", {}))
 
     def slab_type(self, cache: str, functions: set[str]) -> str | None:
         """The struct of an object of `cache`: by the cache's name, or, for

@@ -101,6 +101,11 @@ def _slab_verified(e: SlabEntry | None, family: str) -> Verified | None:
     offset is a lock of the family the contention event reported."""
     if not e or not e.lock_field or not slab_consistent(e.lock or "", family):
         return None
+    if e.object:
+        # named by kind and key, not by id: the same in every run of a sweep where the key is
+        # fixed (one id per run otherwise); the id is in the object
+        return Verified(e.lock_field, f"{e.lock_field} of a {e.object}",
+                        f"{e.object}, id {e.object_id}, a {e.cache} object")
     return Verified(e.lock_field, f"{e.lock_field} ({e.cache} object)", f"{e.cache} object")
 
 

@@ -53,8 +53,27 @@ def resolve(slab: Slab, addresses: set[int] | None = None, kb: Knowledge | None 
                 hit = None
             if hit:
                 e.lock_field, e.lock = hit
+            if typ in kb.slab_objects and e.head:
+                e.object, e.object_id = _ipc_object(bytes.fromhex(e.head), typ, kb.slab_objects[typ], path)
         out.entries.append(e)
     return out
+
+
+def _ipc_object(head: bytes, struct: str, spec: dict[str, str], path) -> tuple[str | None, int | None]:
+    """(`SysV message queue (key IPC_PRIVATE)`, its id): the kind, the key
+    and the id of the struct kern_ipc_perm at `spec["perm"]` of a SysV IPC
+    object, from its first bytes (None where they do not reach them)."""
+    perm = spec["perm"]
+    try:
+        _, offs = btf.struct_locks((), ((struct, perm), ("kern_ipc_perm", "id"), ("kern_ipc_perm", "key")), path)
+    except btf.BtfUnavailable:
+        return None, None
+    base, id_at, key_at = offs[(struct, perm)], offs[("kern_ipc_perm", "id")], offs[("kern_ipc_perm", "key")]
+    if base is None or id_at is None or key_at is None or base + max(id_at, key_at) + 4 > len(head):
+        return None, None
+    ipc_id = int.from_bytes(head[base + id_at:base + id_at + 4], "little", signed=True)
+    key = int.from_bytes(head[base + key_at:base + key_at + 4], "little")
+    return f"{spec['label']} (key {'IPC_PRIVATE' if key == 0 else f'0x{key:08x}'})", ipc_id
 
 
 def _fits(struct: str, object_size: int, path) -> bool:
