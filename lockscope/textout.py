@@ -173,6 +173,8 @@ def experiment_lines(e: Experiment) -> list[str]:
         slowed = probeeffect.warning(by_id[p.record_id]) if p.record_id in by_id else None
         if slowed:
             out.append(f"        warning: {slowed}")
+        # lost events: the point's waits are low by what was lost
+        out += [f"        warning: {w}" for w in p.warnings if w.startswith("probe:")]
     return out + analysis_lines(e)
 
 
