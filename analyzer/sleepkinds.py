@@ -52,6 +52,8 @@ class SleepKinds:
                                       tuple(sorted(r.get("words", [0]), reverse=True)), r.get("align", 4),
                                       tuple(r.get("within", ())), bool(r.get("own_word", False)))
                             for r in data["futex"]]
+        self.spin_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r.get("kind", LOCK),
+                                     within=tuple(r.get("within", ()))) for r in data.get("spin", [])]
         bad = {k for k in self.classes.values() if k not in KINDS + (FUTEX,)} | \
             {r.kind for r in self.futex_rules if r.kind not in (LOCK, IDLE, HANDOFF)}
         if bad:
@@ -73,6 +75,17 @@ class SleepKinds:
                 if rule.matches(name, runtime_functions[i + 1:]):
                     return rule.primitive, rule.kind
         return UNKNOWN_PRIMITIVE, HANDOFF
+
+    def spinning(self, runtime_functions: list[str]) -> str | None:
+        """The primitive whose acquire path a CPU sample spins in, by the
+        library functions on top of its user stack (innermost first), or
+        None: [[spin]]."""
+        for i, fn in enumerate(runtime_functions):
+            name = fn.lstrip("_")
+            for rule in self.spin_rules:
+                if rule.matches(name, runtime_functions[i + 1:]):
+                    return rule.primitive if rule.kind == LOCK else None
+        return None
 
     def object_start(self, primitive: str, addr: int) -> int:
         """The start of the lock object a futex word at `addr` (an address,

@@ -14,6 +14,7 @@ A class may define `to_json(self)` and `from_json(cls, data)` instead.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import fields
 import types
 import typing
 from typing import Any
@@ -143,3 +144,34 @@ def from_dict(cls: type, data: dict) -> Any:
 
 def from_list(cls: type, rows: list[dict]) -> list:
     return [from_dict(cls, r) for r in rows]
+
+
+def _split(cls: type, data: dict) -> dict:
+    """The typed identity fields of an object, and its other keys: hex text
+    is a lock (or object) address, anything else is kept as it came."""
+    typed = {f.name for f in fields(cls)} - {"addresses", "extra"}
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in typed}
+    rest = {k: v for k, v in data.items() if k not in typed}
+    kwargs["addresses"] = {k: parse_addr(v) for k, v in rest.items() if isinstance(v, str) and v.startswith("0x")}
+    kwargs["extra"] = {k: v for k, v in rest.items() if k not in kwargs["addresses"]}
+    return kwargs
+
+
+def _join(obj: Any) -> dict:
+    out = {f.name: getattr(obj, f.name) for f in fields(obj)
+           if f.name not in ("addresses", "extra") and getattr(obj, f.name) is not None}
+    return {**out, **{k: format_addr(a) for k, a in obj.addresses.items()}, **obj.extra}
+
+
+class KernelObject:
+    """An object with typed identity fields, its lock-field addresses by the
+    probe's key (`addresses`) and any other key as it came (`extra`)."""
+    addresses: dict[str, int]
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict) -> Any:
+        return cls(**_split(cls, data))
+
+    def to_json(self) -> dict:
+        return _join(self)

@@ -7,12 +7,12 @@ Addresses are ints here and `"0x..."` text in JSON (jsondata.parse_addr).
 Documented in README.md, "Run record"."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lockscope.holddata import OwnerLook, Release, ReleaseActivity
 from lockscope.ktextdata import TextCall
-from lockscope.jsondata import HEX, format_addr, optional, parse_addr
+from lockscope.jsondata import HEX, KernelObject, format_addr, optional, parse_addr
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
 
@@ -47,37 +47,10 @@ class CpuSample:
     stack: int = -1              # a key of RawProbe.sample_stacks; -3: in user space
     in_lock_wait: bool = False
     count: int = 0
-
-
-def _split(cls: type, data: dict) -> dict:
-    """The typed identity fields of an object, and its other keys: hex text
-    is a lock (or object) address, anything else is kept as it came."""
-    typed = {f.name for f in fields(cls)} - {"addresses", "extra"}
-    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in typed}
-    rest = {k: v for k, v in data.items() if k not in typed}
-    kwargs["addresses"] = {k: parse_addr(v) for k, v in rest.items() if isinstance(v, str) and v.startswith("0x")}
-    kwargs["extra"] = {k: v for k, v in rest.items() if k not in kwargs["addresses"]}
-    return kwargs
-
-
-def _join(obj: Any) -> dict:
-    out = {f.name: getattr(obj, f.name) for f in fields(obj)
-           if f.name not in ("addresses", "extra") and getattr(obj, f.name) is not None}
-    return {**out, **{k: format_addr(a) for k, a in obj.addresses.items()}, **obj.extra}
-
-
-class KernelObject:
-    """An object with typed identity fields, its lock-field addresses by the
-    probe's key (`addresses`) and any other key as it came (`extra`)."""
-    addresses: dict[str, int]
-    extra: dict[str, Any]
-
-    @classmethod
-    def from_json(cls, data: dict) -> Any:
-        return cls(**_split(cls, data))
-
-    def to_json(self) -> dict:
-        return _join(self)
+    tgid: int = field(default=0, metadata={"omit_empty": True})
+    tid: int = field(default=0, metadata={"omit_empty": True})
+    # its user stack: a key of RawProbe.sample_user_stacks ("tgid:id"; user-space locks traced)
+    user_stack: Optional[str] = optional()
 
 
 @dataclass
@@ -382,6 +355,7 @@ class RawProbe:
     sample_period_ns: int = 0
     stacks: dict[int, list[str]] = field(default_factory=dict)          # kernel stacks, symbolized
     sample_stacks: dict[int, list[str]] = field(default_factory=dict)
+    sample_user_stacks: Optional[dict[str, list[str]]] = optional()   # CpuSample.user_stack -> frames (issue 28)
     objects: Objects = field(default_factory=Objects)
     layout: dict[str, int] = field(default_factory=dict)                # "mutex.wait_lock": offset
     mounts: dict[int, str] = field(default_factory=dict)                # dev -> mount point
@@ -421,6 +395,9 @@ class RawProbe:
 
     def sample_frames(self, stack: int) -> list[str]:
         return self.sample_stacks.get(stack, [])
+
+    def sample_user_frames(self, smp: CpuSample) -> list[str]:
+        return (self.sample_user_stacks or {}).get(smp.user_stack or "", [])
 
     def user_frames(self, e: FutexWait) -> list[str]:
         return (self.user_stacks or {}).get(e.user_stack or f"{e.tgid}:{e.stack}", [])

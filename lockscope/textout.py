@@ -70,6 +70,9 @@ def summarize(rec: RunRecord) -> str:
             lines.append(f"  {lk.wait_share:7.2%}  {lk.name}  ({lk.kind}, {lk.tier}, {inst}){where}")
             if lk.kernel_spin:
                 lines.append(f"           {kernel_spin_note(lk)}")
+            if lk.sampled_spin_ns and lk.component == "user space":
+                lines.append(f"           of which spinning on CPU in its acquire path (CPU samples): "
+                             f"{lk.sampled_spin_ns / max(lk.wait_ns, 1):.0%}, {latency(lk.sampled_spin_ns)}")
             if lk.holders:
                 lines.append(f"           {holders_note(lk)}")
             if lk.owners:

@@ -30,7 +30,7 @@
 static const char *counter_names[CNT__MAX] = { CONTENTION_COUNTERS(COUNTER_NAME) };
 
 /* stack ids referenced by the emitted entries, per stack map */
-static struct id_set wait_stack_ids, sample_stack_ids;
+static struct id_set wait_stack_ids, sample_stack_ids, sample_user_stack_ids;
 /* stacks of waits on static kernel locks: the kernel text around their calls is read (ktext.c) */
 static struct id_set static_stack_ids;
 
@@ -56,6 +56,9 @@ void collect_clear(struct probe *p)
 	clear_map(p->cskel->maps.cpu_samples);
 	clear_map(p->cskel->maps.stacks);
 	clear_map(p->cskel->maps.sample_stacks);
+	clear_map(p->cskel->maps.sample_user_stacks);
+	clear_map(p->cskel->maps.sample_copies);
+	p->cskel->bss->sample_copies_taken = 0;
 	clear_map(p->cskel->maps.waiters);
 	clear_map(p->cskel->maps.owners);
 	if (zero)
@@ -315,6 +318,35 @@ static unsigned int emit_offcpu_stats(struct jw *w, const struct probe *p)
 	return c.n;
 }
 
+static void sample_copy_key(struct jw *w, const void *key)
+{
+	jw_ku64(w, "copy", *(const __u32 *)key);
+}
+
+/* the memory maps of the processes whose CPU samples carry user stacks, read
+ * while they live (every interval and at stop), to symbolize those stacks */
+void collect_sample_maps(struct probe *p)
+{
+	int fd = bpf_map__fd(p->cskel->maps.cpu_samples);
+	struct sample_key key, *prev = NULL;
+	__u32 seen[64];
+	int nseen = 0;
+
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		int i;
+
+		prev = &key;
+		if (key.user_stack < 0)
+			continue;
+		for (i = 0; i < nseen && seen[i] != key.tgid; i++)
+			;
+		if (i < nseen || nseen == 64)
+			continue;
+		seen[nseen++] = key.tgid;
+		futex_read_maps(key.tgid);
+	}
+}
+
 /* "sample_period_ns" and "cpu_samples"; how many entries */
 static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
 {
@@ -333,6 +365,14 @@ static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
 		jw_obj(w);
 		jw_ki64(w, "stack", key.stack_id);
 		jw_kbool(w, "in_lock_wait", key.in_lock_wait);
+		if (key.user_stack >= 0) {
+			jw_ku64(w, "tgid", key.tgid);
+			jw_ku64(w, "tid", key.tid);
+			jw_ki64(w, "user_stack", key.user_stack);
+			if (key.copy)
+				jw_ku64(w, "copy", key.copy);
+			id_set_add(&sample_user_stack_ids, key.user_stack);
+		}
 		jw_ku64(w, "count", u64_sum(vals, p->ncpus));
 		jw_obj_end(w);
 		id_set_add(&sample_stack_ids, key.stack_id);
@@ -452,6 +492,8 @@ void collect_json(struct probe *p, struct jw *w)
 	struct cpu_state *cpu_st = read_cpu_states(p);
 	__u64 merged;
 
+	collect_sample_maps(p);
+
 	nlock = emit_lock_stats(w, p, cpu_st, &merged);
 	nfutex = emit_futex_lock_stats(w, p, cpu_st);
 	noff = emit_offcpu_stats(w, p);
@@ -462,6 +504,9 @@ void collect_json(struct probe *p, struct jw *w)
 	static_stack_ids.n = 0;
 	emit_stack_map(w, "stacks", p->cskel->maps.stacks, &wait_stack_ids);
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
+	emit_stack_map(w, "sample_user_stacks", p->cskel->maps.sample_user_stacks, &sample_user_stack_ids);
+	emit_ustack_copies(w, "sample_copies", bpf_map__fd(p->cskel->maps.sample_copies), sizeof(__u32),
+			   sample_copy_key);
 	objects_json(w);
 	futex_json(w);
 	gomutex_json(w);

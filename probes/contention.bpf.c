@@ -105,6 +105,30 @@ STACK_MAP(stacks, STACK_ENTRIES);
  * never push lock-wait stacks out of theirs */
 STACK_MAP(sample_stacks, SAMPLE_STACK_ENTRIES);
 
+/* user stacks of CPU samples (frame pointers): user-space spinning, charged
+ * offline to the lock whose acquire path it is in (analyzer/user/userspin.py) */
+STACK_MAP(sample_user_stacks, USER_STACK_ENTRIES);
+
+/* and the user registers and stack top of the first SAMPLE_COPY_ENTRIES of
+ * them (a leaf like pthread_spin_lock keeps no frame, and code built without
+ * frame pointers breaks the walk): unwound offline with the ELF CFI */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SAMPLE_COPY_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct ustack_copy);
+} sample_copies SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ustack_copy);
+} sample_copy_buf SEC(".maps");
+
+__u32 sample_copies_taken;      /* reset by the loader with the maps */
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static __always_inline struct cpu_state *this_cpu(void)
@@ -488,6 +512,28 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 
 /* ---- CPU samples ---------------------------------------------------------- */
 
+/* the current task's user registers and stack top into sample_copies, while
+ * it has room: its number (1..), or 0. The count is not atomic (clang's BPF
+ * v1 target has no fetch-and-add): two CPUs may draw one number, and the
+ * second copy is then not kept (BPF_NOEXIST) */
+static __always_inline __u32 copy_sample_stack(void)
+{
+	__u32 zero = 0, n = sample_copies_taken + 1;
+	struct ustack_copy *c;
+
+	sample_copies_taken = n;
+	if (n > SAMPLE_COPY_ENTRIES)
+		return 0;
+	c = bpf_map_lookup_elem(&sample_copy_buf, &zero);
+	if (!c)
+		return 0;
+	/* interrupted in user space or in a system call: its saved user registers */
+	copy_stack_top(c, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+	if (bpf_map_update_elem(&sample_copies, &n, c, BPF_NOEXIST))
+		return 0;
+	return n;
+}
+
 SEC("perf_event")
 int lksc_cpu_sample(struct bpf_perf_event_data *ctx)
 {
@@ -508,6 +554,17 @@ int lksc_cpu_sample(struct bpf_perf_event_data *ctx)
 	else if (sid < 0)
 		count(cs, CNT_STACK_LOST);
 	key.stack_id = sid;
+	key.user_stack = -1;
+	if (futex_on) {
+		key.user_stack = bpf_get_stackid(ctx, &sample_user_stacks, BPF_F_USER_STACK);
+		if (key.user_stack < 0) {
+			key.user_stack = -1;
+		} else {
+			key.tgid = id >> 32;
+			key.tid = (__u32)id;
+			key.copy = copy_sample_stack();
+		}
+	}
 	if (cs && mutex_open_here(cs)) {
 		key.in_lock_wait = 1;
 	} else {

@@ -148,6 +148,12 @@ static void note_tgid(uint32_t tgid, uint32_t *seen, int *nseen)
 		seen[(*nseen)++] = tgid;
 }
 
+void futex_read_maps(uint32_t tgid)
+{
+	if (fskel)
+		read_maps(tgid);
+}
+
 void futex_snapshot_maps(void)
 {
 	uint32_t seen[MAX_PROCS];

@@ -26,6 +26,8 @@ void futex_stop(uint64_t t_stop);
 /* read /proc/PID/maps of the processes seen waiting (periodically and at
  * stop, while they are alive) */
 void futex_snapshot_maps(void);
+/* read (again) the memory maps of one process, for its user stacks */
+void futex_read_maps(uint32_t tgid);
 /* "futex_probe", "futex", "user_stacks", "user_stack_copies", "user_maps"
  * keys of the data event */
 void futex_json(struct jw *w);

@@ -22,6 +22,9 @@
 /* copies of the top of the user stack (struct ustack_copy, 2 KiB): one per
  * futex key of a sampled wait; 4 MiB at most, allocated as they come */
 #define USTACK_COPY_ENTRIES   2048
+/* the same for CPU samples (user-space spinning, unwound with the CFI where
+ * frame pointers are missing): the first ones of a window, 2 MiB at most */
+#define SAMPLE_COPY_ENTRIES   1024
 #define TASK_ENTRIES         16384   /* threads with times (tasks.bpf.c) */
 #define WAKEUP_ENTRIES       16384   /* (waker, wakee, futex) wake-up edges: drained by the loader at a quarter full */
 

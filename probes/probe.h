@@ -71,6 +71,12 @@ struct offcpu_key {
 struct sample_key {
 	__s32 stack_id;
 	__u32 in_lock_wait;
+	/* with user-space locks traced (--futex): the user stack (frame
+	 * pointers, sample_user_stacks) and its process; -1: none */
+	__s32 user_stack;
+	__u32 tgid;
+	__u32 tid;            /* with a user stack: the thread (its role) */
+	__u32 copy;           /* its registers and stack top in sample_copies (CFI unwinding); 0: none */
 };
 
 /* counters of events, drops and map-full conditions (per CPU array index),

@@ -172,6 +172,10 @@ class Knowledge:
                 return "(kernel thread)" + (" (interrupt)" if in_irq else "")
         return "(interrupt)" if in_irq else None
 
+    def in_locking(self, frames: list[str]) -> bool:
+        """Whether a kernel stack is inside the kernel's locking code."""
+        return any(self._any(fn, self.lock_internal) for fn in self.functions(frames))
+
     def untraced_spinning(self, frames: list[str]) -> bool:
         return any(self._any(fn, self.untraced_spin) for fn in self.functions(frames))
 

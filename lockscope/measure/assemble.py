@@ -17,7 +17,7 @@ from lockscope.measure import hwcounters
 from lockscope.machine import scratch
 from lockscope.analyzer import holders, owners, probeeffect, roles
 from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
-from lockscope.analyzer.user import golocks, userlocks, usdt
+from lockscope.analyzer.user import golocks, userlocks, userspin, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.analyzer.kernel.knowledge import own_functions
 from lockscope.jsondata import from_dict, from_list, parse_addr
@@ -60,6 +60,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     `image` (kernel_image's signature) let a caller naming many windows
     (lockscope top) read /proc/kallsyms once instead of every time."""
     sym = sym or Symbolizer()
+    user_spin = userspin.resolve(data)          # the CPU samples' user stacks (before their rows are read)
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
     samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
@@ -95,7 +96,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         kernel_image=img,
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
-        **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
+        **user_spin, **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
         **owners.resolve(data))
 
 
@@ -210,6 +211,8 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         # semaphore sleeps are not counted again as futex locks)
         folded = usdt.folded_futexes(raw)
         user = userlocks.name_futexes(raw, rec.workers, window, rs, folded, naming.futex_spin(raw, folded))
+        # and the user-space spinning in their acquire paths, from CPU samples' user stacks
+        user = userspin.add_spin(user, raw, rec.workers, window, rs.role_of if rs else None)
         rec.locks = sorted(rec.locks + user +
                            golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window),
                            key=lambda lk: -lk.wait_ns)

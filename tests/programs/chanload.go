@@ -5,13 +5,16 @@
 // /sync/mutex/wait/total:seconds), printed as "ops/s: N" and "mutex wait: S s"
 // to stderr, and to the file $GOCHAN_OUT when set. A probe that changes the
 // runtime's locking (a uprobe fired while a channel's lock is held) shows as
-// more mutex wait and fewer sends than without lockscope.
+// more mutex wait and fewer sends than without lockscope. With
+// $GOCHAN_CPUPROFILE set, Go's own CPU profile of the window is written there
+// (the independent figure for the time spent spinning in runtime.lock2).
 package main
 
 import (
 	"fmt"
 	"os"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -45,7 +48,17 @@ func main() {
 	s := []metrics.Sample{{Name: "/sync/mutex/wait/total:seconds"}}
 	metrics.Read(s)
 	w0 := s[0].Value.Float64()
+	var prof *os.File
+	if p := os.Getenv("GOCHAN_CPUPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil && pprof.StartCPUProfile(f) == nil {
+			prof = f
+		}
+	}
 	time.Sleep(time.Duration(secs * float64(time.Second)))
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	metrics.Read(s)
 	w1 := s[0].Value.Float64()
 	close(done)

@@ -1,0 +1,123 @@
+"""User-space spinning, charged to the lock it spins on (issue 28).
+
+Runtimes spin before they sleep (Go's runtime.lock2 spins in procyield and
+osyield before its futex sleep), and some locks never sleep at all (glibc's
+pthread_spin_lock). That time is on CPU, in no futex wait: without this it
+lands in "no wait". With user-space locks traced, every CPU sample carries
+the thread's user stack (frame pointers: probes/contention.bpf.c,
+`sample_user_stacks`), symbolized here at record time with the process's
+memory maps (read by the loader while it lives).
+
+A sample whose library frames on top of its user stack fit a [[spin]] rule
+of sleepkinds.toml is one sample period spent spinning on that primitive,
+named as that primitive's futex waits are: `Go channel @ main.main.func1`,
+the program's first frame outside the libraries. It is added to the lock of
+that name (`Lock.sampled_spin_ns`, mode "spinning (sampled)", and the
+sampled thread's role), or makes one where the lock never slept. A sample
+inside a traced wait is counted there already and is left out."""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import sleepkinds
+from ..kernel.knowledge import default as default_knowledge
+from ..lockacc import MAX_FRAMES, heaviest_first, wait_share
+from . import unwind
+from .addrspace import AddressSpace, parse_maps
+from .userlocks import COMPONENT, demangle_stacks, runtime_functions, site
+from lockscope.jsondata import parse_addr
+from lockscope.probedata import RawProbe
+from lockscope.record import Lock, StackSummary
+
+SPIN_MODE = "spinning (sampled)"
+EXPLAIN = ("user-space lock: CPU time its threads spun in its acquire path, from CPU samples of their "
+           "user stacks (sleepkinds.toml [[spin]])")
+
+
+def resolve(data: dict) -> dict[str, Any]:
+    """The user stacks of the probe's CPU samples symbolized with their
+    processes' maps, as the record keeps them (RawProbe.sample_user_stacks):
+    a sample with a copy of its registers and stack top (the first ones of
+    the window: `sample_copies`) unwound with the ELF CFI and spliced with
+    its frame-pointer stack ("tgid:cfiN" keys, one per distinct stack of a
+    process), the others by frame pointers ("tgid:id"). The probe's rows
+    (`data["cpu_samples"]`) are rewritten: `user_stack` becomes that key,
+    and the rows of one key and thread are merged."""
+    rows = data.get("cpu_samples", [])
+    if not any(isinstance(r.get("user_stack"), int) for r in rows):
+        return {}
+    spaces = {int(tgid): AddressSpace(parse_maps(maps)) for tgid, maps in data.get("user_maps", {}).items()}
+    fp = data.get("sample_user_stacks", {})
+    copies = {int(c["copy"]): c for c in data.get("sample_copies") or [] if "copy" in c}
+    stacks: dict[str, list[str]] = {}
+    unwound: dict[tuple, str] = {}
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        if isinstance(r.get("user_stack"), int):
+            tgid = int(r["tgid"])
+            space = spaces.get(tgid)
+            ips = [parse_addr(a) for a in fp.get(str(r["user_stack"]), [])]
+            key = f"{tgid}:{r['user_stack']}"
+            c = copies.get(int(r.pop("copy", 0)))
+            if c is not None and space is not None:
+                ips = unwind.unwind(space, parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)),
+                                    bytes.fromhex(c["bytes"]), ips)
+                key = unwound.setdefault((tgid, tuple(ips)), f"{tgid}:cfi{len(unwound)}")
+            if key not in stacks:
+                stacks[key] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
+            r["user_stack"] = key
+        same = (r.get("stack"), r.get("in_lock_wait"), r.get("tgid"), r.get("tid"), r.get("user_stack"))
+        if same in merged:
+            merged[same]["count"] += r.get("count", 0)
+        else:
+            merged[same] = r
+    data["cpu_samples"] = list(merged.values())
+    demangle_stacks(stacks)
+    return {"sample_user_stacks": stacks}
+
+
+def spinning_samples(raw: RawProbe):
+    """(sample, primitive, its user frames) of the CPU samples spinning in
+    a user-space lock's acquire path, outside any traced wait: in user
+    space, or in the kernel outside its locking code (a yield; a kernel
+    lock spun on inside a futex call is a traced wait, charged to the lock
+    as kernel spinning by analyzer/user/futexspin.py)."""
+    table, kb = sleepkinds.default(), default_knowledge()
+    for smp in raw.cpu_samples:
+        frames = raw.sample_user_frames(smp)
+        if smp.in_lock_wait or not frames or kb.in_locking(raw.sample_frames(smp.stack)):
+            continue
+        prim = table.spinning(runtime_functions(frames))
+        if prim:
+            yield smp, prim, frames
+
+
+def add_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
+             role_of=None) -> list[Lock]:
+    """`locks` (the user-space ones) with the sampled spinning added: to
+    the lock of the same name, or to a new one; `role_of(tid)` gives the
+    sampled thread's role where the locks are split by role."""
+    period = raw.sample_period_ns or 0
+    if not period:
+        return locks
+    by_name = {lk.name: lk for lk in locks}
+    for smp, prim, frames in spinning_samples(raw):
+        where = site(frames)
+        name = f"{prim} @ {where}"
+        lk = by_name.get(name)
+        if lk is None:
+            lk = by_name[name] = Lock(name=name, lock_class=name, tier="site", kind=prim, component=COMPONENT,
+                                      explain=EXPLAIN, instances=0,
+                                      stacks=[StackSummary(frames=frames[:MAX_FRAMES], site=where,
+                                                           syscall=None, count=0, wait_ns=0)])
+            locks.append(lk)
+        ns = smp.count * period
+        lk.sampled_spin_ns += ns
+        lk.wait_ns += ns
+        lk.modes[SPIN_MODE] = lk.modes.get(SPIN_MODE, 0) + ns
+        role = role_of(smp.tid) if role_of and smp.tid else None
+        if role and (lk.roles or lk.count == 0):
+            lk.roles[role] = lk.roles.get(role, 0) + ns
+    for lk in locks:
+        lk.wait_share = wait_share(lk.wait_ns, workers, window_ns)
+    return heaviest_first(locks)
