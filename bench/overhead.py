@@ -74,7 +74,10 @@ def measure(workload: str, fs: str, workers: int, phases: int, phase: float, fut
                     time.sleep(phase)
                     alone.append(prog.rate(t0, time.monotonic_ns()))
                 else:
-                    on = bool((i // 2) % 2 == 0) if futex is None or other_probe else futex
+                    # the two kinds in ABBA order (this, other, other, this, ...): neither always
+                    # comes first (the same binary on both sides read 1.007 against 0.938 in
+                    # strict alternation, this tree's phases always the earlier ones)
+                    on = bool((i // 2) % 4 in (0, 3)) if futex is None or other_probe else futex
                     with_futex.append(on)
                     if other_probe:          # "on": this tree's binary
                         _use_probe(own_probe if on else other_probe)
