@@ -24,6 +24,7 @@ LABELS = {LOCK: "lock waits", IDLE: "idle", IO: "block I/O", STORAGE: "page/jour
           PREEMPTED: "preempted", OTHER: "other waits"}
 
 FUTEX_LOCK_PI, FUTEX_LOCK_PI2 = 6, 13
+SPIN_DEPTH = 2           # a spin is the innermost frame, or the one a helper it calls returns to
 UNKNOWN_PRIMITIVE = "futex"   # a futex wait no rule recognises (a program's own futex)
 
 
@@ -54,6 +55,10 @@ class SleepKinds:
                             for r in data["futex"]]
         self.spin_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r.get("kind", LOCK),
                                      within=tuple(r.get("within", ()))) for r in data.get("spin", [])]
+        # primitives whose spin goes to the heaviest lock of that kind ([[spin]] attach = "kind")
+        self.spin_by_kind = {r["primitive"] for r in data.get("spin", []) if r.get("attach") == "kind"}
+        # files whose frames count as a runtime's when looking for a spin ([[spin]] files)
+        self.spin_files = {f for r in data.get("spin", []) for f in r.get("files", ())}
         bad = {k for k in self.classes.values() if k not in KINDS + (FUTEX,)} | \
             {r.kind for r in self.futex_rules if r.kind not in (LOCK, IDLE, HANDOFF)}
         if bad:
@@ -80,11 +85,11 @@ class SleepKinds:
         """The primitive whose acquire path a CPU sample spins in, by the
         library functions on top of its user stack (innermost first), or
         None: [[spin]]."""
-        for i, fn in enumerate(runtime_functions):
+        for i, fn in enumerate(runtime_functions[:SPIN_DEPTH]):
             name = fn.lstrip("_")
             for rule in self.spin_rules:
                 if rule.matches(name, runtime_functions[i + 1:]):
-                    return rule.primitive if rule.kind == LOCK else None
+                    return rule.primitive if rule.kind == LOCK else None      # idle, or traced already
         return None
 
     def object_start(self, primitive: str, addr: int) -> int:

@@ -55,3 +55,32 @@ def test_a_glibc_spinlock_is_named_by_its_caller_and_timed_from_samples(tmp_path
     share = float(re.search(r"spin share: ([0-9.]+)", log.read_text()).group(1))
     print(f"lockscope {top.wait_share:.1%}, the program's clock {share:.1%}")
     assert share > 0.05 and abs(top.wait_share - share) < 0.15, (top.wait_share, share)
+
+
+def test_a_monitors_spin_goes_to_the_monitor_the_probes_named():
+    """HotSpot spins in ObjectMonitor::enter before its contended__enter
+    probe fires; JIT frames name no site, so the spin goes to the heaviest
+    Java monitor of the record (attach = "kind"). Inside EnterI the probe's
+    wait has it already; a sample in the uprobe's own trap is the probe's."""
+    from lockscope.analyzer import sleepkinds
+    from lockscope.probedata import CpuSample, RawProbe
+    from lockscope.record import Lock
+    table = sleepkinds.default()
+    assert table.spinning(["ObjectMonitor::enter(JavaThread*)", "ObjectSynchronizer::enter(...)"]) == "Java monitor"
+    assert table.spinning(["ObjectMonitor::TrySpin(JavaThread*)", "ObjectMonitor::EnterI(JavaThread*)"]) is None
+    # a park under EnterI: a futex sleep, no spin (the spin must be on top of the stack)
+    assert table.spinning(["__futex_abstimed_wait_common", "pthread_cond_timedwait", "os::PlatformEvent::park(long)",
+                           "ObjectMonitor::EnterI(JavaThread*)", "ObjectMonitor::enter(JavaThread*)"]) is None
+    jvm = "[libjvm.so]"
+    raw = RawProbe(sample_period_ns=10_000_000, sample_user_stacks={
+        "9:1": [f"ObjectMonitor::enter(JavaThread*)+0x6a5 {jvm}", f"ObjectSynchronizer::enter(Handle)+0xa4 {jvm}",
+                "[unknown]"],
+        "9:2": [f"ObjectMonitor::TrySpin(JavaThread*)+0x1c6 {jvm}", f"ObjectMonitor::EnterI(JavaThread*)+0x49 {jvm}"]},
+        sample_stacks={7: ["irqentry_exit_to_user_mode+0x105", "asm_exc_int3+0x35"]},
+        cpu_samples=[CpuSample(stack=-3, count=3, tgid=9, tid=10, user_stack="9:1"),
+                     CpuSample(stack=-3, count=5, tgid=9, tid=10, user_stack="9:2"),       # in the probe's wait
+                     CpuSample(stack=7, count=4, tgid=9, tid=10, user_stack="9:1")])      # the uprobe's trap
+    monitor = Lock(name="Java monitor of Monitor$Counter", lock_class="Java monitor", kind="Java monitor",
+                   count=10, wait_ns=400_000_000)
+    [lk] = userspin.add_spin([monitor], raw, 2, 1_000_000_000)
+    assert lk is monitor and lk.sampled_spin_ns == 30_000_000 and lk.wait_ns == 430_000_000

@@ -13,10 +13,13 @@ of sleepkinds.toml is one sample period spent spinning on that primitive,
 named as that primitive's futex waits are: `Go channel @ main.main.func1`,
 the program's first frame outside the libraries. It is added to the lock of
 that name (`Lock.sampled_spin_ns`, mode "spinning (sampled)", and the
-sampled thread's role), or makes one where the lock never slept. A sample
+sampled thread's role), or makes one where the lock never slept. A
+primitive whose frames name no site (HotSpot's monitors: JIT code) goes to
+the heaviest lock of its kind ([[spin]] attach = "kind"). A sample
 inside a traced wait is counted there already and is left out."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .. import sleepkinds
@@ -24,7 +27,7 @@ from ..kernel.knowledge import default as default_knowledge
 from ..lockacc import MAX_FRAMES, heaviest_first, wait_share
 from . import unwind
 from .addrspace import AddressSpace, parse_maps
-from .userlocks import COMPONENT, demangle_stacks, runtime_functions, site
+from .userlocks import COMPONENT, demangle_stacks, frame_file, frame_function, in_runtime, site
 from lockscope.jsondata import parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import Lock, StackSummary
@@ -85,11 +88,30 @@ def spinning_samples(raw: RawProbe):
     table, kb = sleepkinds.default(), default_knowledge()
     for smp in raw.cpu_samples:
         frames = raw.sample_user_frames(smp)
-        if smp.in_lock_wait or not frames or kb.in_locking(raw.sample_frames(smp.stack)):
+        kframes = raw.sample_frames(smp.stack)
+        if smp.in_lock_wait or not frames or kb.in_locking(kframes) or _in_uprobe(kframes):
             continue
-        prim = table.spinning(runtime_functions(frames))
+        prim = table.spinning(_runtime_frames(frames, table.spin_files))
         if prim:
             yield smp, prim, frames
+
+
+def _runtime_frames(frames: list[str], files: set[str]) -> list[str]:
+    """The functions on top of a user stack that are a library's or a
+    runtime's ([[spin]] files: libjvm.so), innermost first."""
+    out = []
+    for fr in frames:
+        if not in_runtime(fr) and os.path.basename(frame_file(fr)) not in files:
+            break
+        out.append(frame_function(fr))
+    return out
+
+
+def _in_uprobe(kframes: list[str]) -> bool:
+    """A sample taken while the kernel ran a uprobe (the probe's own cost at
+    the program's probe sites: HotSpot's monitor__contended__enter), not the
+    program's spinning."""
+    return any(f.startswith(("uprobe_", "handle_swbp", "arch_uprobe_", "asm_exc_int3", "exc_int3")) for f in kframes)
 
 
 def add_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
@@ -101,10 +123,13 @@ def add_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
     if not period:
         return locks
     by_name = {lk.name: lk for lk in locks}
+    by_kind = sleepkinds.default().spin_by_kind
     for smp, prim, frames in spinning_samples(raw):
         where = site(frames)
         name = f"{prim} @ {where}"
         lk = by_name.get(name)
+        if lk is None and prim in by_kind:
+            lk = max((k for k in locks if k.kind == prim), key=lambda k: k.wait_ns, default=None)
         if lk is None:
             lk = by_name[name] = Lock(name=name, lock_class=name, tier="site", kind=prim, component=COMPONENT,
                                       explain=EXPLAIN, instances=0,

@@ -210,12 +210,11 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         # the Go runtime), and application locks named by the program's own USDT probes (whose
         # semaphore sleeps are not counted again as futex locks)
         folded = usdt.folded_futexes(raw)
-        user = userlocks.name_futexes(raw, rec.workers, window, rs, folded, naming.futex_spin(raw, folded))
+        user = userlocks.name_futexes(raw, rec.workers, window, rs, folded, naming.futex_spin(raw, folded)) + \
+            golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window)
         # and the user-space spinning in their acquire paths, from CPU samples' user stacks
         user = userspin.add_spin(user, raw, rec.workers, window, rs.role_of if rs else None)
-        rec.locks = sorted(rec.locks + user +
-                           golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window),
-                           key=lambda lk: -lk.wait_ns)
+        rec.locks = sorted(rec.locks + user, key=lambda lk: -lk.wait_ns)
         # who held each lock while others waited, where it let go, doing what
         holders.attach(rec.locks, raw)
         owners.attach(rec.locks, raw)
