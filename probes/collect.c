@@ -324,25 +324,43 @@ static void sample_copy_key(struct jw *w, const void *key)
 }
 
 /* the memory maps of the processes whose CPU samples carry user stacks, read
- * while they live (every interval and at stop), to symbolize those stacks */
-void collect_sample_maps(struct probe *p)
+ * while they live: while counting (every interval) those not read yet, a
+ * few at a time, so that a fork storm's thousands of short-lived processes
+ * never hold up the loader; at stop (all = true) every one again, for the
+ * mappings made since (at most MAX_SAMPLE_MAPS processes) */
+#define MAX_SAMPLE_MAPS 64
+#define SAMPLE_MAPS_PER_TICK 8
+static __u32 maps_read[MAX_SAMPLE_MAPS];
+static int nmaps_read;
+
+void collect_sample_maps(struct probe *p, bool all)
 {
 	int fd = bpf_map__fd(p->cskel->maps.cpu_samples);
 	struct sample_key key, *prev = NULL;
-	__u32 seen[64];
-	int nseen = 0;
+	__u32 seen[MAX_SAMPLE_MAPS];
+	int nseen = 0, nnew = 0;
 
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		int i;
+	while (bpf_map_get_next_key(fd, prev, &key) == 0 && nseen < MAX_SAMPLE_MAPS) {
+		int i, j;
 
 		prev = &key;
 		if (key.user_stack < 0)
 			continue;
 		for (i = 0; i < nseen && seen[i] != key.tgid; i++)
 			;
-		if (i < nseen || nseen == 64)
+		if (i < nseen)
 			continue;
 		seen[nseen++] = key.tgid;
+		for (j = 0; j < nmaps_read && maps_read[j] != key.tgid; j++)
+			;
+		if (j == nmaps_read) {
+			if (nmaps_read == MAX_SAMPLE_MAPS || (!all && nnew == SAMPLE_MAPS_PER_TICK))
+				continue;
+			maps_read[nmaps_read++] = key.tgid;
+			nnew++;
+		} else if (!all) {
+			continue;
+		}
 		futex_read_maps(key.tgid);
 	}
 }
@@ -492,7 +510,7 @@ void collect_json(struct probe *p, struct jw *w)
 	struct cpu_state *cpu_st = read_cpu_states(p);
 	__u64 merged;
 
-	collect_sample_maps(p);
+	collect_sample_maps(p, true);
 
 	nlock = emit_lock_stats(w, p, cpu_st, &merged);
 	nfutex = emit_futex_lock_stats(w, p, cpu_st);

@@ -13,7 +13,8 @@ void collect_objects(struct probe *p);
 /* the data event's keys after "ncpus": the aggregates, stacks, objects,
  * futex waits, slab caches, layout, time series, counters, programs, maps */
 void collect_json(struct probe *p, struct jw *w);
-/* the maps of the processes whose CPU samples carry user stacks (futex.c keeps them) */
-void collect_sample_maps(struct probe *p);
+/* the maps of the processes whose CPU samples carry user stacks (futex.c keeps
+ * them): those not read yet, a few (all: every one, again) */
+void collect_sample_maps(struct probe *p, bool all);
 
 #endif

@@ -595,7 +595,26 @@ int BPF_PROG(lksc_fork, struct task_struct *parent, struct task_struct *child)
 	ctgid = BPF_CORE_READ(child, tgid);
 	if (ctgid == ptgid || !bpf_map_lookup_elem(&tracked, &ptgid))
 		return 0;
-	bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
-	count(this_cpu(), CNT_FORKS_TRACKED);
+	if (bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY))
+		count(this_cpu(), CNT_TRACKED_FULL);
+	else
+		count(this_cpu(), CNT_FORKS_TRACKED);
+	return 0;
+}
+
+/* a tracked process gone (its last thread exits): out of the filter, so that
+ * a fork storm's children never fill it and a reused pid is not traced; the
+ * group is dead once signal->live reached 0, which do_exit does before this
+ * tracepoint */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lksc_exit, struct task_struct *task)
+{
+	__u32 tgid;
+
+	if (system_wide || BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	tgid = BPF_CORE_READ(task, tgid);
+	if (!bpf_map_delete_elem(&tracked, &tgid))
+		count(this_cpu(), CNT_EXITS_UNTRACKED);
 	return 0;
 }

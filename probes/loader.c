@@ -312,7 +312,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 	    (uint64_t)interval_ms * 1000000ULL) {
 		collect_objects(p);
 		futex_snapshot_maps();
-		collect_sample_maps(p);
+		collect_sample_maps(p, false);
 		*last_objects = now;
 	}
 }

@@ -101,6 +101,8 @@ struct sample_key {
 	X(CNT_OFFCPU_FULL, "lost_offcpu_map_full")   /* off-CPU span lost: map full */          \
 	/* processes added to the filter by fork-following */                                   \
 	X(CNT_FORKS_TRACKED, "forks_tracked")                                                   \
+	X(CNT_EXITS_UNTRACKED, "exits_untracked")    /* tracked processes gone: out of the filter */ \
+	X(CNT_TRACKED_FULL, "lost_tracked_map_full") /* a child not tracked: the filter full */  \
 	X(CNT_SAMPLES, "cpu_samples")                /* CPU samples of tracked tasks */         \
 	X(CNT_SAMPLES_FULL, "lost_samples_map_full") /* CPU sample lost: map full */ \
 	/* off-CPU span given the thread's last stack of that sleep or preemption */ \

@@ -84,3 +84,5 @@ def test_a_monitors_spin_goes_to_the_monitor_the_probes_named():
                    count=10, wait_ns=400_000_000)
     [lk] = userspin.add_spin([monitor], raw, 2, 1_000_000_000)
     assert lk is monitor and lk.sampled_spin_ns == 30_000_000 and lk.wait_ns == 430_000_000
+    # without the probes no monitor is named: the spin is charged to nothing
+    assert userspin.add_spin([], raw, 2, 1_000_000_000) == []

@@ -15,7 +15,8 @@ the program's first frame outside the libraries. It is added to the lock of
 that name (`Lock.sampled_spin_ns`, mode "spinning (sampled)", and the
 sampled thread's role), or makes one where the lock never slept. A
 primitive whose frames name no site (HotSpot's monitors: JIT code) goes to
-the heaviest lock of its kind ([[spin]] attach = "kind"). A sample
+the heaviest lock of its kind ([[spin]] attach = "kind"), and without one
+(a JVM without its monitor probes) is not charged. A sample
 inside a traced wait is counted there already and is left out."""
 from __future__ import annotations
 
@@ -128,8 +129,10 @@ def add_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
         where = site(frames)
         name = f"{prim} @ {where}"
         lk = by_name.get(name)
-        if lk is None and prim in by_kind:
+        if prim in by_kind:
             lk = max((k for k in locks if k.kind == prim), key=lambda k: k.wait_ns, default=None)
+            if lk is None:
+                continue            # no lock of its kind was named (a JVM without its monitor probes)
         if lk is None:
             lk = by_name[name] = Lock(name=name, lock_class=name, tier="site", kind=prim, component=COMPONENT,
                                       explain=EXPLAIN, instances=0,
