@@ -55,3 +55,32 @@ def test_without_the_monitor_probes_flag_lockscope_says_what_it_needs(e2e, tmp_p
     rec, _ = _run(tmp_path, monitor)
     assert not [lk for lk in rec.locks if lk.kind == "Java monitor"]
     assert any("HotSpot JVM" in w and "-XX:+DTraceMonitorProbes" in w for w in rec.warnings), rec.warnings
+
+
+def test_a_juc_lock_parks_and_is_a_lock_while_an_idle_pool_parked_the_same_way_is_idle(e2e, tmp_path):
+    """java.util.concurrent: a ReentrantLock's waiters park (LockSupport.park,
+    the JVM's Parker on a pthread condition variable), and so do a pool's
+    threads waiting for work in LinkedBlockingQueue.take(). Who woke each
+    park decides (roles.py): the workers' parks, woken by the worker that
+    unlocked, are the lock's wait, sized as the program's own clock
+    (tests/programs/Parking.java: System.nanoTime around lock()); the
+    pool's, woken by nobody, are idle."""
+    if not shutil.which("javac") or not shutil.which("java"):
+        pytest.skip("javac/java not found: tests/programs/Parking.java needs a JDK (apt-get install "
+                    "default-jdk-headless)")
+    subprocess.run(["javac", "-d", str(tmp_path), str(REPO / "tests" / "programs" / "Parking.java")], check=True,
+                   capture_output=True)
+    clock, out = tmp_path / "clock.txt", tmp_path / "out"
+    r = lockscope("run", "--workers", "2", "--duration", "4", "--out", str(out), "--name", "pk",
+                  "--throughput-regex", r"ops/s: ([0-9.]+)", "--", "java", "-cp", str(tmp_path), "Parking",
+                  "{n}", "100", "20", "6", str(clock), timeout=240)
+    assert r.returncode == 0, r.stderr
+    [path] = (out / "runs").glob("*.json")
+    rec = record.load(path)
+    own = float(clock.read_text())
+    top = rec.locks[0]
+    print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:3]]})
+    assert top.name.startswith("pthread_cond @ Parker::park(") and own > 0.3, [lk.name for lk in rec.locks[:3]]
+    assert abs(top.wait_share - own) <= 0.10, (top.wait_share, own)
+    pool = next(ro for ro in rec.roles if ro.name == "pool-#-thread-#")
+    assert not pool.worker and pool.lock_ns < 0.01 * pool.idle_ns, pool
