@@ -30,7 +30,9 @@ NOT_LOCKS = {"file": {"path", "tgid", "fd", "ino", "mode", "dev", "fstype", "ino
                       "sk_type", "sk_protocol", "saddr", "sport", "daddr", "dport", "unix_path"},
              "task": {"tgid", "pid", "comm", "mm", "cpu",
                       # the objects the thread holds (analyzer/kernel/objlocks.py)
-                      "task", "signal", "files", "fs", "sighand"}}
+                      "task", "signal", "files", "fs", "sighand",
+                      # its IPC namespace and its working directory's file system (issue 29)
+                      "ipc_ns", "cwd_sb", "cwd_fs_info", "cwd_dev", "cwd_fstype"}}
 NEW_FIELD = '''
 [[field]]
 key = "xfs_i_ioend_lock"
