@@ -129,6 +129,23 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 
 /* at stop (the loader runs it): an entry for the tracked threads that had
  * no event in the window, and everyone's names as they are now */
+/* a tracked thread that execs takes the new program's names: a command held
+ * in lockscope's gate (a shell that execs it once its pid is tracked) may
+ * have been seen before its exec, and would stay "sh" */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(lksc_tasks_exec, struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	struct task_times *tt;
+
+	if (!enabled)
+		return 0;
+	tt = bpf_map_lookup_elem(&task_times, &tid);
+	if (tt)
+		take_names(tt, p);
+	return 0;
+}
+
 SEC("iter/task")
 int lksc_tasks_iter(struct bpf_iter__task *ctx)
 {
