@@ -8,10 +8,7 @@ critical section, and splits the releaser's time over that wait into on
 CPU, off CPU by kernel stack and state, waiting on another lock or futex, and
 waiting for this same lock (queued, not holding it).
 
-- `resolve(data, sym)`: at record time, the release stacks symbolized (kernel
-  stacks with the kernel's symbols; user stacks unwound from the probe's
-  stack-top copies with the ELF CFI, like the futex waits', and
-  demangled).
+The release stacks are symbolized at record time (holdstacks.py).
 - `attach(locks, raw)`: each named lock gets its holders by release site:
   the share of its release-ended waits each site ended, how many, and what
   its holders did while holding (on CPU, preempted, an off-CPU class such as
@@ -28,12 +25,12 @@ from dataclasses import dataclass, field
 from .kernel import naming
 from .kernel.knowledge import Knowledge
 from .kernel.naming import default_knowledge
-from .user import tailcall, unwind, usdt, userlocks
-from .user.addrspace import AddressSpace, parse_maps
+from .user import userlocks
 from . import sleepkinds
+from .holdstacks import PY_SITE
 from lockscope.holddata import KERNEL_SPACE, Release, ReleaseActivity
-from lockscope.jsondata import format_addr, from_list, parse_addr
-from lockscope.probedata import RawProbe, heaviest
+from lockscope.jsondata import format_addr
+from lockscope.probedata import RawProbe
 from lockscope.record import Holder, HolderTime, Lock
 
 TOP_HOLDERS = 5              # release sites kept per lock
@@ -46,96 +43,6 @@ RELEASE_INTERNAL = ("try_to_wake_up", "wake_up_q", "wake_up_process", "__wake_up
                     "__mutex_unlock_slowpath", "mutex_unlock", "up_write", "up_read", "up", "__up",
                     "__rt_mutex_unlock", "rt_mutex_unlock", "percpu_up_write", "percpu_up_read",
                     "__percpu_up_read", "bpf_", "__bpf_", "__traceiter_", "__probestub_")
-
-
-def resolve(data: dict, sym) -> dict:
-    """The holders part of the probe's data event as kept in the record's raw
-    section: the heaviest releases and activities, their release stacks
-    symbolized (`hold_stacks`, keyed by Release.site_stack)."""
-    if "holds" not in data:
-        return {}
-    holds = heaviest(from_list(Release, data["holds"]), "wait_ns")
-    acts = heaviest(from_list(ReleaseActivity, data.get("hold_activity", [])), "ns")
-    spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in data.get("user_maps", {}).items()}
-    copies = _copies(data.get("hold_stack_copies") or [])
-    kstacks, ustacks = data.get("hold_stacks", {}), data.get("hold_user_stacks", {})
-    named = _usdt_locks(data.get("hold_usdt_locks") or [])
-    stacks: dict[str, list[str]] = {}
-    for a in acts:
-        a.act_usdt_lock = named.get(a.act_lock or 0, (None,))[0]
-    for r in holds:
-        r.usdt_lock, release = named.get(r.lock, (None, None))
-        if r.stack < 0:
-            continue
-        if r.kernel:
-            key = f"k:{r.stack}"
-            if key not in stacks and str(r.stack) in kstacks:
-                stacks[key] = sym.stack(kstacks[str(r.stack)])
-        elif not r.sample:
-            continue         # no copy of its own: its frame-pointer stack may stand for many call paths
-        else:
-            key = f"{r.tgid}:r{r.stack}.{r.sample}"
-            if key not in stacks and str(r.stack) in ustacks:
-                frames = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
-                                     [parse_addr(a) for a in ustacks[str(r.stack)]],
-                                     copies.get((r.tgid, r.lock, r.stack, r.sample)))
-                stacks[key] = _past(frames, release) if release is not None else frames
-        if key in stacks:
-            r.site_stack = key
-    userlocks.demangle_stacks(stacks)
-    return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks}
-
-
-def _usdt_locks(rows: list[dict]) -> dict[int, tuple[str, frozenset[str]]]:
-    """USDT-named locks by their holders' id (usdtwait.bpf.h): name, release functions."""
-    table, out = usdt.default(), {}
-    for u in rows:
-        spec = table.entry(u["entry"])
-        if spec is not None:
-            out[parse_addr(u["id"])] = (spec.lock_name(u["value"], u["name"]), table.release_frames(u["entry"]))
-    return out
-
-
-def _past(frames: list[str], release: frozenset[str]) -> list[str]:
-    """A release stack of a lock a program's USDT probes name, from past
-    its lock implementation's release and wake-up functions (usdt.toml
-    release_frames; library and unnamed frames between them too)."""
-    last = -1
-    for i, fr in enumerate(frames):
-        fn = userlocks.frame_function(fr).split("+", 1)[0]
-        if fn in release:
-            last = i
-        elif not (userlocks.in_runtime(fr) or fr.startswith("[")):
-            break
-    return frames[last + 1:] or frames
-
-
-def activity_stacks(data: dict) -> set[int]:
-    """The off-CPU kernel stacks the releasers' activities refer to (kept
-    with the record's other kernel stacks)."""
-    return {int(a.get("act_stack", -1)) for a in data.get("hold_activity", [])}
-
-
-def _copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
-    out = {}
-    for c in rows:
-        try:
-            out[(int(c["tgid"]), parse_addr(c["lock"]), int(c["stack"]), int(c.get("sample", 0)))] = \
-                (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def _user_stack(space: AddressSpace | None, fp: list[int], copy) -> list[str]:
-    """A release's user stack: unwound from its copy with the CFI, symbolized,
-    and with the function a tail call into the unlock removed put back."""
-    if space is None:
-        return ["[unknown]"] * len(fp)
-    ips = unwind.unwind(space, *copy, fp) if copy else fp
-    frames = [space.symbolize(a) for a in ips]
-    return tailcall.restore(space, ips, frames, lambda f: not f.startswith("[") and not userlocks.in_runtime(f),
-                            userlocks.frame_function)[1]
 
 
 # ---- holders of the named locks ------------------------------------------------
@@ -181,7 +88,7 @@ def _release_holders(locks: list[Lock], raw: RawProbe, kb: Knowledge | None) -> 
             rows[name].append(r)
     acts: dict[tuple, list[ReleaseActivity]] = defaultdict(list)
     for a in raw.hold_activity or []:
-        acts[(a.lock, a.tgid, a.stack, a.sample)].append(a)
+        acts[(a.lock, a.tgid, a.stack, a.sample, a.py_stack)].append(a)
     for lk in locks:
         if lk.name in rows:
             lk.holders = _holders(lk.name, rows[lk.name], acts, raw, kb, name_of)
@@ -277,10 +184,10 @@ def _holders(own: str, rows: list[Release], acts: dict, raw: RawProbe, kb: Knowl
         frames = stacks.get(r.site_stack or "", [])
         if not frames:
             continue
-        key = release_site(frames, r.kernel)
+        key = frames[0] if r.site_stack.startswith(PY_SITE) else release_site(frames, r.kernel)
         if key not in sites:
             sites[key] = _Site(stack=_shown(frames, key))
-        _add(sites[key], own, r, acts.get((r.lock, r.tgid, r.stack, r.sample), []), raw, kb, name_of)
+        _add(sites[key], own, r, acts.get((r.lock, r.tgid, r.stack, r.sample, r.py_stack), []), raw, kb, name_of)
     if not sites:
         return []
     sampled = sum(s.wait for s in sites.values()) or 1.0

@@ -28,6 +28,8 @@ class Release:
     # a user-space release walked with a stack copy of its own: the copy's number (not 0); a user-space
     # release without one is spread over the sampled (its frame-pointer stack may stand for many paths)
     sample: int = field(default=0, metadata={"omit_empty": True})
+    # a release of CPython's GIL: the id of the releaser's Python stack (probe's py_stacks), 0: none
+    py_stack: int = field(default=0, metadata={"omit_empty": True})
     count: int = 0
     wait_ns: int = 0
     offcpu_ns: int = 0
@@ -54,6 +56,7 @@ class ReleaseActivity:
     tgid: int = 0
     stack: int = -2
     sample: int = field(default=0, metadata={"omit_empty": True})   # as Release.sample
+    py_stack: int = field(default=0, metadata={"omit_empty": True})   # as Release.py_stack
     act_stack: int = -1               # a key of RawProbe.stacks
     act_state: int = 0
     ns: int = 0

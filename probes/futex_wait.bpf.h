@@ -106,13 +106,29 @@ static __always_inline __u64 address_of(const void *p)
  * often lack. Softirqs that ksoftirqd runs are on its stack: their wake-ups
  * are ksoftirqd's. Used by tasks.bpf.c (a wake-up's waker) and
  * futexspin.bpf.h (a spin wait's futex word).
+ *
+ * Except on x86-64 an interrupt that came from user mode: it runs on the
+ * task's stack (irq_needs_irq_stack: the stack is empty but for the user
+ * registers). A system vector (the local APIC timer that ends a timed futex
+ * wait, an IPI) leaves -1 in the saved orig_ax, where a syscall leaves its
+ * number: a wake-up there is the interrupt's, not the interrupted thread's
+ * (a CPython thread running Python code looked like the releaser of the
+ * GIL waits that timed out on its CPU). A device interrupt saves its vector,
+ * which is not told from a syscall number.
  */
 static __always_inline bool in_interrupt_context(void *ctx)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 	__u64 here = address_of(ctx);
 
-	return here < address_of(cur->stack) || here >= address_of((void *)bpf_task_pt_regs(cur));
+	if (here < address_of(cur->stack) || here >= address_of((void *)regs))
+		return true;
+#if defined(__TARGET_ARCH_x86)
+	if (!(cur->flags & PF_KTHREAD) && (long)BPF_CORE_READ(regs, orig_ax) == -1)
+		return true;
+#endif
+	return false;
 }
 
 #endif

@@ -41,6 +41,7 @@
 #define LOCKSCOPE_HOLDERS_BPF_H
 
 #include "usdtwait.bpf.h"
+#include "pyframes.bpf.h"
 
 #define HOLD_STACKS_PER_LOCK 8
 #define HOLD_STACK_EVERY     64
@@ -167,7 +168,7 @@ static __always_inline void add_activity(const struct hold_key *key, const struc
 {
 	struct hold_act_key k = {
 		.lock = key->lock, .tgid = key->tgid, .stack_id = key->stack_id, .sample = key->sample,
-		.act_lock = sp->lock, .act_stack = sp->stack_id, .act_state = sp->state,
+		.act_lock = sp->lock, .act_stack = sp->stack_id, .act_state = sp->state, .py_stack = key->py_stack,
 	};
 	__u64 *v = bpf_map_lookup_elem(&hold_activity, &k);
 
@@ -256,6 +257,8 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 	key.tgid = p->tgid;
 	key.stack_id = STACK_NOT_SAMPLED;
 	release_site(ctx, &key);
+	if (lock < USER_SPACE_END && (key.py_stack = py_release_stack(p->tgid, lock)))
+		wait += py_take_timed_out(p);
 	s = bpf_map_lookup_elem(&holds, &key);
 	if (!s) {
 		struct hold_stat fresh = {};

@@ -139,6 +139,8 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 		jw_ki64(w, "stack", r->k.stack_id);
 		if (r->k.sample)
 			jw_ku64(w, "sample", r->k.sample);
+		if (r->k.py_stack)
+			jw_ku64(w, "py_stack", r->k.py_stack);
 		jw_ku64(w, "count", r->s.count);
 		jw_ku64(w, "wait_ns", r->s.wait_ns);
 		jw_ku64(w, "offcpu_ns", r->s.offcpu_ns);
@@ -163,6 +165,8 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 		jw_ki64(w, "stack", r->k.stack_id);
 		if (r->k.sample)
 			jw_ku64(w, "sample", r->k.sample);
+		if (r->k.py_stack)
+			jw_ku64(w, "py_stack", r->k.py_stack);
 		if (r->k.act_lock)
 			jw_khex(w, "act_lock", r->k.act_lock);
 		jw_ki64(w, "act_stack", r->k.act_stack);

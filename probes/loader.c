@@ -40,6 +40,7 @@
 #include "futex.h"
 #include "optional.h"
 #include "gomutex.h"
+#include "pyframes.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -304,6 +305,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 	uint64_t now = now_ns();
 
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));  /* Go programs exec'd since */
+	pyframes_scan(bpf_map__fd(p->cskel->maps.tracked)); /* CPython interpreters likewise */
 	tasks_drain();                                      /* wake-up edges out of their map */
 	if (p->series_ms)
 		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),

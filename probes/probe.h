@@ -386,7 +386,7 @@ struct hold_key {
 	 * Code without frame pointers gives one frame-pointer stack id to many
 	 * call paths: each walked release keeps its own copy to be unwound */
 	__u32 sample;
-	__u32 pad;
+	__u32 py_stack;       /* a release of CPython's GIL: its Python stack's id in py_stacks, 0: none */
 };
 
 struct hold_stat {
@@ -434,7 +434,28 @@ struct hold_act_key {
 	__s32 act_stack;      /* its kernel stack at the switch-out */
 	__u32 act_state;      /* its task state (0: preempted) */
 	__u32 sample;         /* as in hold_key */
-	__u32 pad;
+	__u32 py_stack;       /* as in hold_key */
+};
+
+/* Python frames of the GIL's releaser (pyframes.bpf.h): the loader finds each
+ * tracked CPython process's GIL and gives its layout (pyframes.c) */
+#define PY_DEPTH 16
+#define PY_NO_CFRAME 0xffffffffu
+struct py_proc {
+	__u64 gil_lo;         /* the GIL's futex words lie in [gil_lo, gil_hi) */
+	__u64 gil_hi;
+	__u64 last_holder;    /* the address of the GIL's last_holder (a PyThreadState *) */
+	__u32 tid_off;        /* PyThreadState.native_thread_id */
+	__u32 frame_off;      /* PyThreadState.cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u32 cframe_off;     /* _PyCFrame.current_frame, or PY_NO_CFRAME */
+	__u32 code_off;       /* _PyInterpreterFrame.f_code / f_executable */
+	__u32 prev_off;       /* _PyInterpreterFrame.previous */
+	__u32 owner_off;      /* _PyInterpreterFrame.owner (FRAME_OWNED_BY_CSTACK frames are left out) */
+};
+struct py_stack {
+	__u32 tgid;
+	__u32 depth;
+	__u64 code[PY_DEPTH]; /* code objects, innermost first */
 };
 
 /* task_switches and task_wakeups are added up from the maps by the loader;
@@ -452,7 +473,13 @@ struct hold_act_key {
 	X(TCNT_HOLD_STACK_LOST, "lost_hold_stacks")                                             \
 	X(TCNT_HOLDS_FULL, "lost_holds_map_full")                                               \
 	/* a walked user-space release beyond the stack copies' room: spread over the sampled */ \
-	X(TCNT_HOLD_COPY_FULL, "hold_stacks_without_copy")
+	X(TCNT_HOLD_COPY_FULL, "hold_stacks_without_copy")                                      \
+	X(TCNT_PY_STACKS, "py_stacks_read")       /* GIL releases given the releaser's Python frames */ \
+	/* a release on the GIL's words by a thread not its last holder (the GIL's own mutex) */ \
+	X(TCNT_PY_NOT_HOLDER, "py_releases_not_by_holder")                                      \
+	X(TCNT_PY_UNREADABLE, "py_stacks_unreadable") /* thread state not readable */           \
+	X(TCNT_PY_NO_FRAMES, "py_releases_without_frames") /* no Python frame (a thread's start or end) */ \
+	X(TCNT_PY_FULL, "lost_py_stacks_map_full")
 
 enum task_counter {
 	TASK_COUNTERS(COUNTER_ENUM)

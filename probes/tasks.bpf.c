@@ -78,7 +78,10 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 	tt = times_of(p, key.wakee_tid, WAS_ASLEEP);
 	if (!tt)
 		return 0;
-	irq = in_interrupt_context(ctx);
+	/* the idle task releases no lock: its wake-ups are a timer's or an
+	 * interrupt's, some of which the stack test misses (a CPython waiter's
+	 * 5-ms time-outs read as wake-ups by swapper/1, 600 in 4 s) */
+	irq = in_interrupt_context(ctx) || !(__u32)bpf_get_current_pid_tgid();
 	if (tt->on_start) {
 		/* woken on its way to sleep, before its switch-out: it has not
 		 * slept yet, nor has sched_switch seen its wait; which futex it
@@ -103,6 +106,8 @@ int BPF_PROG(lksc_tasks_waking, struct task_struct *p)
 	if (!irq) {
 		key.waker_tid = (__u32)bpf_get_current_pid_tgid();
 		hold_released(ctx, p, wait, key.uaddr);
+	} else if (key.uaddr) {
+		py_wait_timed_out(p, wait, key.uaddr);
 	}
 	w = bpf_map_lookup_elem(&wakeups, &key);
 	if (!w) {

@@ -20,6 +20,7 @@
 #include "bpfutil.h"
 #include "tasks.h"
 #include "holders.h"
+#include "pyframes.h"
 #include "tasks.skel.h"
 
 static const char *tcounter_names[TCNT__MAX] = { TASK_COUNTERS(COUNTER_NAME) };
@@ -81,6 +82,8 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 		err = tasks_bpf__load(tskel);
 	if (!err)
 		err = tasks_bpf__attach(tskel);
+	if (!err)
+		pyframes_set_maps(bpf_map__fd(tskel->maps.py_procs), bpf_map__fd(tskel->maps.py_stacks));
 	if (err) {
 		tasks_bpf__destroy(tskel);
 		tskel = NULL;
@@ -130,6 +133,7 @@ void tasks_start(uint64_t t_start)
 
 		holders_clear(&m);
 	}
+	pyframes_clear();
 	zero = calloc(nc, sizeof(*zero));
 	for (__u32 i = 0; zero && i < TCNT__MAX; i++)
 		bpf_map_update_elem(bpf_map__fd(tskel->maps.task_counters), &i, zero, BPF_ANY);
@@ -301,6 +305,7 @@ void tasks_drain(void)
 
 	if (!tskel || !tskel->bss->enabled)
 		return;
+	pyframes_resolve();          /* Python code names, while their processes run */
 	max = bpf_map__max_entries(tskel->maps.wakeups);
 	if (tskel->bss->wakeup_inserts - wdrained >= max / 4)
 		drain_wakeups(max);
@@ -335,6 +340,7 @@ void tasks_stop(uint64_t t_stop)
 
 		holders_read(&m);
 	}
+	pyframes_resolve();
 }
 
 void tasks_json(struct jw *w)
@@ -395,6 +401,7 @@ void tasks_json(struct jw *w)
 
 		holders_json(w, &m);
 	}
+	pyframes_json(w);
 }
 
 void tasks_counters_json(struct jw *w)
@@ -441,6 +448,7 @@ void tasks_map_use_json(struct jw *w)
 
 void tasks_destroy(void)
 {
+	pyframes_destroy();
 	tasks_bpf__destroy(tskel);
 	tskel = NULL;
 	free_rows();

@@ -5,24 +5,32 @@ condition variable), and a lock wait even when the timed wait times out.
 Checked against the program's own clock (tests/programs/gil.py: each
 thread's CPU time against its wall time) on Debian's stripped python3.11
 (the GIL in the executable's _PyRuntime) and a pyenv build (in
-libpython's)."""
+libpython's).
+
+The GIL's holders by the Python code they ran (probes/pyframes.bpf.h): the
+frames of the thread that dropped the GIL, checked against the program's
+own clock (tests/programs/gil_holders.py: a CPU-bound Python thread runs
+only while it holds the GIL, so each function's share of the threads' CPU
+time is its share of the GIL's holding)."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, e2e_missing, lockscope
+from conftest import REPO, e2e_missing, load, lockscope
 from lockscope import record
-from lockscope.analyzer import sleepkinds
+from lockscope.analyzer import holders, sleepkinds
 from lockscope.analyzer.user import runtimes
 from lockscope.probedata import FutexAddress
 
 GIL = "GIL (CPython)"
 PROGRAM = REPO / "tests" / "programs" / "gil.py"
+HOLDERS = REPO / "tests" / "programs" / "gil_holders.py"
 
 
 def test_the_gil_is_known_by_its_symbol_in_a_python_object():
@@ -73,3 +81,66 @@ def test_gil_is_one_entry_sized_as_the_programs_own_clock(e2e, tmp_path, python)
     assert [lk.name for lk in rec.locks if lk.component == "CPython"] == [GIL]       # one entry
     assert own > 0.3, own                                                           # the threads did wait
     assert abs(top.wait_share - own) <= 0.10, (top.wait_share, own)
+
+
+# ---- the GIL's holders by their Python frames ------------------------------------------------
+
+def def_line(function: str) -> int:
+    """The line of `def function` in gil_holders.py: a code object's first line."""
+    lines = HOLDERS.read_text().splitlines()
+    return next(i for i, s in enumerate(lines, 1) if s.startswith(f"def {function}("))
+
+
+def python_shares(lock) -> dict[str, float]:
+    """The GIL's holders whose site is a Python frame, by the program's
+    thread function in their stack, as shares of those holders."""
+    py = [h for h in lock.holders if h.site.endswith(")") and ".py:" in h.site]
+    total = sum(h.share for h in py) or 1.0
+    return {f: sum(h.share for h in py if any(s.startswith(f"{f} (gil_holders.py:{def_line(f)})")
+                                              for s in h.stack)) / total for f in ("crunch", "nibble")}
+
+
+def test_recorded_gil_holders_are_the_python_functions_that_held_it():
+    """tests/data/gil_holders: Debian's stripped python3 (3.11), crunch() and
+    nibble() threads. The sites are the innermost Python frames (crunch's
+    thread mostly inside spin()), each with its stack up to
+    threading's Thread._bootstrap; crunch's thread, holding the GIL 82% of
+    the time by its clock in the runs of this program, leads."""
+    rec = load("gil_holders/gil-holders-tmpfs-w2")
+    lock = next(lk for lk in rec.locks if lk.name == GIL)
+    top = lock.holders[0]
+    assert top.site == f"spin (gil_holders.py:{def_line('spin')})", [(h.site, h.share) for h in lock.holders]
+    assert top.stack[1] == f"crunch (gil_holders.py:{def_line('crunch')})"
+    assert top.stack[2].startswith("Thread.run (threading.py:") and top.stack[-1].startswith("Thread._bootstrap (")
+    shares = python_shares(lock)
+    assert shares["crunch"] > 0.7 and shares["nibble"] > 0.1, shares
+    # recomputed from the record's raw section: the same sites
+    kept = [(h.site, h.share) for h in lock.holders]
+    lock.holders = []
+    holders.attach(rec.locks, rec.probe.raw)
+    assert [h.site for h in lock.holders] == [s for s, _ in kept]
+    assert lock.holders[0].share == pytest.approx(kept[0][1], abs=0.02)
+
+
+@pytest.mark.parametrize("python", interpreters() + [p for p in glob.glob(
+    os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")) if os.access(p, os.X_OK)][:1])
+def test_gil_holders_are_sized_as_the_programs_own_clock(e2e, tmp_path, python):
+    """One thread per CPU (crunch and nibble on 2 CPUs): every thread is
+    always holding the GIL or waiting for it, so the waits each holder ends
+    add up to its time holding it. (With more threads than CPUs a holder's
+    share of the waits also counts how many waited: not the CPU share.)"""
+    if sys.version_info < (3, 11) and python == sys.executable:
+        pytest.skip("no CPython 3.11+ interpreter here: the frame layouts known are 3.11 to 3.13")
+    clock = tmp_path / "clock.json"
+    r = lockscope("run", "--workers", "2", "--duration", "6", "--out", str(tmp_path / "res"), "--name", "gilh",
+                  "--force", "--", python, str(HOLDERS), "4", "1", str(clock), timeout=240)
+    assert r.returncode == 0, r.stderr
+    rec = record.load(next((tmp_path / "res" / "runs").glob("*.json")))
+    lock = next(lk for lk in rec.locks if lk.name == GIL)
+    own = json.loads(clock.read_text())
+    shares = python_shares(lock)
+    print(python, {"program's clock": own, "lockscope": shares,
+                   "holders": [(h.site, h.share) for h in lock.holders]})
+    assert ".py:" in lock.holders[0].site, [(h.site, h.share) for h in lock.holders]
+    assert sum(h.share for h in lock.holders if ".py:" in h.site) > 0.9
+    assert abs(shares["crunch"] - own["crunch"]) <= 0.10, (shares, own)

@@ -15,7 +15,7 @@ from typing import Callable
 from lockscope import __version__
 from lockscope.measure import hwcounters
 from lockscope.machine import scratch
-from lockscope.analyzer import holders, owners, probeeffect, roles
+from lockscope.analyzer import holders, holdstacks, owners, probeeffect, roles
 from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, userlocks, userspin, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
@@ -64,7 +64,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
     samples = heaviest(from_list(CpuSample, data.get("cpu_samples", [])), "count")
-    used = {e.stack for e in contention + offcpu} | holders.activity_stacks(data) | owners.stacks(data)
+    used = {e.stack for e in contention + offcpu} | holdstacks.activity_stacks(data) | owners.stacks(data)
     kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
@@ -96,7 +96,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         kernel_image=img,
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
-        **user_spin, **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holders.resolve(data, sym),
+        **user_spin, **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holdstacks.resolve(data, sym),
         **owners.resolve(data))
 
 
@@ -219,7 +219,7 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         holders.attach(rec.locks, raw)
         owners.attach(rec.locks, raw)
         rec.warnings += (userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + usdt.usdt_warnings(raw)
-                         + tasks_warnings(data))
+                         + tasks_warnings(data) + holdstacks.python_warnings(data))
         rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,
                                            role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
         if rs:

@@ -56,6 +56,9 @@ COMMANDS = {
     # small files written with fsync: jbd2 commits, j_state_lock
     "ext4_fsync": ("ext4", "2", ["sh", "-c", "for i in $(seq 1 {n}); do (while :; do dd if=/dev/zero "
                                  "of={dir}/f$i bs=4k count=4 conv=fsync 2>/dev/null; done) & done; wait"]),
+    # issue 28: Debian's stripped python3, a thread in crunch() holding the GIL until asked to drop it
+    # and one in nibble() dropping it every millisecond: the GIL's holders by their Python frames
+    "gil_holders": ("tmpfs", "2", ["/usr/bin/python3", str(REPO / "tests" / "programs" / "gil_holders.py"), "3", "1"]),
 }
 # name: (workers, command, throughput regex): sweeps of a program of tests/programs
 # (built here with gcc -O2, no frame pointers, as Debian builds)

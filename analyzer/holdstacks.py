@@ -1,0 +1,117 @@
+"""The release stacks of the lock holders (probes/holders.bpf.h), at record
+time: kernel stacks symbolized with the kernel's symbols; user stacks
+unwound from the probe's stack-top copies with the ELF CFI, like the futex
+waits', and demangled; a release of CPython's GIL by the Python frames its
+releaser ran while it held the GIL (probes/pyframes.bpf.h), in place of
+drop_gil's C stack. analyzer/holders.py adds them up by release site."""
+from __future__ import annotations
+
+from .user import tailcall, unwind, usdt, userlocks
+from .user.addrspace import AddressSpace, parse_maps
+from lockscope.holddata import Release, ReleaseActivity
+from lockscope.jsondata import from_list, parse_addr
+from lockscope.probedata import heaviest
+
+PY_SITE = "py:"              # a hold_stacks key of a GIL release's Python frames
+
+
+def resolve(data: dict, sym) -> dict:
+    """The holders part of the probe's data event as kept in the record's raw
+    section: the heaviest releases and activities, their release stacks
+    symbolized (`hold_stacks`, keyed by Release.site_stack)."""
+    if "holds" not in data:
+        return {}
+    holds = heaviest(from_list(Release, data["holds"]), "wait_ns")
+    acts = heaviest(from_list(ReleaseActivity, data.get("hold_activity", [])), "ns")
+    spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in data.get("user_maps", {}).items()}
+    copies = _copies(data.get("hold_stack_copies") or [])
+    kstacks, ustacks = data.get("hold_stacks", {}), data.get("hold_user_stacks", {})
+    named = _usdt_locks(data.get("hold_usdt_locks") or [])
+    python = {int(s["id"]): s.get("frames") or [] for s in data.get("py_stacks") or []}
+    stacks: dict[str, list[str]] = {}
+    for a in acts:
+        a.act_usdt_lock = named.get(a.act_lock or 0, (None,))[0]
+    for r in holds:
+        r.usdt_lock, release = named.get(r.lock, (None, None))
+        if any(f != "?" for f in python.get(r.py_stack, [])):
+            # the GIL's releaser: the Python code it ran while it held the GIL, not drop_gil's C stack
+            r.site_stack = f"{PY_SITE}{r.tgid}:{r.py_stack}"
+            stacks[r.site_stack] = python[r.py_stack]
+            continue
+        if r.stack < 0:
+            continue
+        if r.kernel:
+            key = f"k:{r.stack}"
+            if key not in stacks and str(r.stack) in kstacks:
+                stacks[key] = sym.stack(kstacks[str(r.stack)])
+        elif not r.sample:
+            continue         # no copy of its own: its frame-pointer stack may stand for many call paths
+        else:
+            key = f"{r.tgid}:r{r.stack}.{r.sample}"
+            if key not in stacks and str(r.stack) in ustacks:
+                frames = _user_stack(spaces.get(r.waker_tgid) or spaces.get(r.tgid),
+                                     [parse_addr(a) for a in ustacks[str(r.stack)]],
+                                     copies.get((r.tgid, r.lock, r.stack, r.sample)))
+                stacks[key] = _past(frames, release) if release is not None else frames
+        if key in stacks:
+            r.site_stack = key
+    userlocks.demangle_stacks(stacks)
+    return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks}
+
+
+def _usdt_locks(rows: list[dict]) -> dict[int, tuple[str, frozenset[str]]]:
+    """USDT-named locks by their holders' id (usdtwait.bpf.h): name, release functions."""
+    table, out = usdt.default(), {}
+    for u in rows:
+        spec = table.entry(u["entry"])
+        if spec is not None:
+            out[parse_addr(u["id"])] = (spec.lock_name(u["value"], u["name"]), table.release_frames(u["entry"]))
+    return out
+
+
+def _past(frames: list[str], release: frozenset[str]) -> list[str]:
+    """A release stack of a lock a program's USDT probes name, from past
+    its lock implementation's release and wake-up functions (usdt.toml
+    release_frames; library and unnamed frames between them too)."""
+    last = -1
+    for i, fr in enumerate(frames):
+        fn = userlocks.frame_function(fr).split("+", 1)[0]
+        if fn in release:
+            last = i
+        elif not (userlocks.in_runtime(fr) or fr.startswith("[")):
+            break
+    return frames[last + 1:] or frames
+
+
+def activity_stacks(data: dict) -> set[int]:
+    """The off-CPU kernel stacks the releasers' activities refer to (kept
+    with the record's other kernel stacks)."""
+    return {int(a.get("act_stack", -1)) for a in data.get("hold_activity", [])}
+
+
+def _copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
+    out = {}
+    for c in rows:
+        try:
+            out[(int(c["tgid"]), parse_addr(c["lock"]), int(c["stack"]), int(c.get("sample", 0)))] = \
+                (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _user_stack(space: AddressSpace | None, fp: list[int], copy) -> list[str]:
+    """A release's user stack: unwound from its copy with the CFI, symbolized,
+    and with the function a tail call into the unlock removed put back."""
+    if space is None:
+        return ["[unknown]"] * len(fp)
+    ips = unwind.unwind(space, *copy, fp) if copy else fp
+    frames = [space.symbolize(a) for a in ips]
+    return tailcall.restore(space, ips, frames, lambda f: not f.startswith("[") and not userlocks.in_runtime(f),
+                            userlocks.frame_function)[1]
+
+
+def python_warnings(data: dict) -> list[str]:
+    """A CPython process whose GIL holders' Python frames could not be read, and why."""
+    return [f"Python frames of the GIL's holders not read in pid {p['tgid']} ({p.get('file')}): {p['reason']}"
+            for p in data.get("python_processes") or [] if p.get("reason")]

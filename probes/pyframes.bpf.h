@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
+/*
+ * Python frames of the thread that releases CPython's GIL (holders.bpf.h):
+ * the code it ran while it held the GIL, for the GIL's holders.
+ *
+ * The loader finds each tracked CPython process's GIL and gives its layout
+ * (py_procs, pyframes.c). A waiter woken on one of the GIL's futex words was
+ * woken by the thread that dropped the GIL (drop_gil signals its condition
+ * variable after storing itself in last_holder) or, with FORCE_SWITCHING, by
+ * the thread that just took it (take_gil sets last_holder, then signals the
+ * dropping thread). Either way the waker is the GIL's last holder: its
+ * PyThreadState is read from last_holder, checked against the waker's own
+ * thread id (native_thread_id), and its frame chain walked (code object
+ * pointers only: the loader reads their names from the process while it
+ * runs). A wake on the GIL's own mutex by a thread that does not hold the
+ * GIL fails the check and gets no frames. Nothing here runs while the GIL
+ * is held: the releaser has dropped it, or the taker wakes the dropper.
+ */
+#ifndef LOCKSCOPE_PYFRAMES_BPF_H
+#define LOCKSCOPE_PYFRAMES_BPF_H
+
+#define PY_PROCS      256
+#define PY_STACKS     4096
+#define PY_OWNED_BY_CSTACK 3    /* a C entry frame (3.12+): no Python code */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PY_PROCS);
+	__type(key, __u32);              /* tgid */
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PY_STACKS);
+	__type(key, __u32);              /* a hash of tgid and code pointers, not 0 */
+	__type(value, struct py_stack);
+} py_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_stack);
+} py_stack_buf SEC(".maps");
+
+static __always_inline __u64 py_read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* a GIL waiter's time asleep until its wait timed out (5 ms: woken by a
+ * timer, no releaser), by thread: it waits again at once, and the release
+ * that ends that wait is charged with both (the holder held the GIL through
+ * them); without it a holder that keeps the GIL until asked to drop it
+ * would be charged only the waits' last pieces */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PY_STACKS);
+	__type(key, __u32);              /* tid */
+	__type(value, __u64);            /* ns */
+} py_timed_out SEC(".maps");
+
+static __always_inline bool py_gil_word(__u32 tgid, __u64 uaddr)
+{
+	const struct py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
+
+	return pp && uaddr >= pp->gil_lo && uaddr < pp->gil_hi;
+}
+
+/* p's wait of `wait` ns on futex word uaddr ended by an interrupt (a time-out) */
+static __always_inline void py_wait_timed_out(struct task_struct *p, __u64 wait, __u64 uaddr)
+{
+	__u32 tid = p->pid;
+	__u64 *v;
+
+	if (!wait || !py_gil_word(p->tgid, uaddr))
+		return;
+	v = bpf_map_lookup_elem(&py_timed_out, &tid);
+	if (v)
+		__sync_fetch_and_add(v, wait);
+	else
+		bpf_map_update_elem(&py_timed_out, &tid, &wait, BPF_ANY);
+}
+
+/* the time p waited on the GIL before its last time-outs, taken */
+static __always_inline __u64 py_take_timed_out(struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	__u64 *v = bpf_map_lookup_elem(&py_timed_out, &tid), ns;
+
+	if (!v)
+		return 0;
+	ns = *v;
+	bpf_map_delete_elem(&py_timed_out, &tid);
+	return ns;
+}
+
+struct py_walk {
+	const struct py_proc *pp;
+	struct py_stack *st;
+	__u64 frame;
+	__u64 hash;
+	__u32 depth;
+};
+
+/* one frame of the chain (a bpf_loop callback: the verifier sees it once) */
+static long py_walk_frame(__u64 i, void *ctx)
+{
+	struct py_walk *w = ctx;
+	__u64 code;
+	__u8 owner = 0;
+
+	if (!w->frame || w->depth >= PY_DEPTH)
+		return 1;
+	code = py_read_ptr(w->frame + w->pp->code_off);
+	bpf_probe_read_user(&owner, 1, (const void *)(w->frame + w->pp->owner_off));
+	if (code && owner != PY_OWNED_BY_CSTACK) {
+		w->st->code[w->depth & (PY_DEPTH - 1)] = code;
+		w->depth++;
+		w->hash = (w->hash ^ code) * 0x100000001b3ULL;
+	}
+	w->frame = py_read_ptr(w->frame + w->pp->prev_off);
+	return 0;
+}
+
+/* the id of the releasing thread's Python stack in py_stacks, if the waiter
+ * (of process tgid) waited on futex word `lock` of its process's GIL and the
+ * current thread is the GIL's last holder; 0 otherwise */
+static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock)
+{
+	const struct py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	struct py_walk w = { .pp = pp, .hash = 0xcbf29ce484222325ULL ^ tgid };
+	__u64 tstate, tid = 0;
+	__u32 zero = 0, id;
+
+	if (!pp || lock < pp->gil_lo || lock >= pp->gil_hi)
+		return 0;
+	if (bpf_get_current_pid_tgid() >> 32 != tgid) {
+		tcount(TCNT_PY_NOT_HOLDER);     /* a timer's wake-up in another process's context, say */
+		return 0;
+	}
+	tstate = py_read_ptr(pp->last_holder);
+	if (!tstate || bpf_probe_read_user(&tid, sizeof(tid), (const void *)(tstate + pp->tid_off))) {
+		tcount(TCNT_PY_UNREADABLE);
+		return 0;
+	}
+	if (tid != (__u32)bpf_get_current_pid_tgid()) {
+		tcount(TCNT_PY_NOT_HOLDER);
+		return 0;
+	}
+	w.frame = py_read_ptr(tstate + pp->frame_off);
+	if (w.frame && pp->cframe_off != PY_NO_CFRAME)
+		w.frame = py_read_ptr(w.frame + pp->cframe_off);
+	w.st = bpf_map_lookup_elem(&py_stack_buf, &zero);
+	if (!w.st)
+		return 0;
+	bpf_loop(PY_DEPTH + 4, py_walk_frame, &w, 0);   /* 3.12's C entry frames are skipped */
+	if (!w.depth) {
+		tcount(TCNT_PY_NO_FRAMES);
+		return 0;
+	}
+	w.st->tgid = tgid;
+	w.st->depth = w.depth;        /* code[depth..] are stale: not read */
+	id = (__u32)(w.hash ^ (w.hash >> 32)) | 1;
+	if (bpf_map_update_elem(&py_stacks, &id, w.st, BPF_NOEXIST) && !bpf_map_lookup_elem(&py_stacks, &id)) {
+		tcount(TCNT_PY_FULL);
+		return 0;
+	}
+	tcount(TCNT_PY_STACKS);
+	return id;
+}
+
+#endif

@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of pyframes.bpf.h: find the CPython interpreter of each tracked
+ * process (the executable or libpython that defines _PyRuntime, exported in
+ * .dynsym even by a stripped build), give the BPF program where its GIL lies
+ * and how to walk its frames, and read the names of the code objects in the
+ * Python stacks it kept, from the process's memory, while the process runs.
+ *
+ * The layouts below come from the DWARF of CPython builds (pyenv's 3.11.7,
+ * 3.12.1 and 3.13.0: `gdb -batch -ex 'print (long)&((PyThreadState*)0)->cframe'`
+ * and so on); patch releases keep them. Where a layout does not fit a build,
+ * the BPF program's check (the GIL's last holder is the waking thread) fails
+ * and the GIL's holders keep their C stacks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "pyframes.h"
+
+#define MAX_PY_PROCS  256
+#define LABEL_LEN     160
+#define NAME_LEN      96
+
+struct py_layout {
+	int minor;               /* CPython 3.minor */
+	__u32 gil_off;           /* the GIL (struct _gil_runtime_state) in _PyRuntime */
+	__u32 gil_size;
+	__u32 last_holder_off;   /* in the GIL */
+	__u32 tid_off, frame_off, cframe_off, code_off, prev_off, owner_off;   /* as in struct py_proc */
+	__u32 qualname_off, filename_off, firstlineno_off;                     /* PyCodeObject */
+	__u32 ascii_size;        /* sizeof(PyASCIIObject): a compact ASCII string's characters follow it */
+	__u32 compact_size;      /* sizeof(PyCompactUnicodeObject): a compact Latin-1 string's */
+};
+
+static const struct py_layout layouts[] = {
+	/* 3.11: _PyRuntime.ceval.gil; tstate->cframe->current_frame; frame->f_code */
+	{ 11, 360, 208, 8, 160, 56, 8, 32, 48, 69, 128, 112, 72, 48, 72 },
+	/* 3.12: _PyRuntime._main_interpreter._gil; tstate->cframe->current_frame */
+	{ 12, 77432, 208, 8, 144, 56, 0, 0, 8, 70, 128, 112, 68, 40, 56 },
+	/* 3.13: _PyRuntime._main_interpreter._gil; tstate->current_frame; frame->f_executable */
+	{ 13, 96104, 208, 8, 160, 72, PY_NO_CFRAME, 0, 8, 70, 128, 112, 68, 40, 56 },
+};
+
+struct pyp {
+	__u32 tgid;
+	int mem;                 /* /proc/PID/mem, -1: closed */
+	const struct py_layout *lay;
+	__u64 code_type;         /* &PyCode_Type in the process, 0: not known */
+	char file[PATH_MAX];
+	char reason[128];        /* why its frames are not read, or "" */
+};
+
+struct code_name {
+	__u32 tgid;
+	__u64 code;
+	char label[LABEL_LEN];
+};
+
+struct stack_row {
+	__u32 id;
+	struct py_stack s;
+	int resolved;            /* names read (some may be "?") */
+	int labels[PY_DEPTH];    /* index in names, -1: not read */
+};
+
+static int procs_fd = -1, stacks_fd = -1;
+static struct pyp procs[MAX_PY_PROCS];
+static int nprocs;
+static struct code_name *names;
+static size_t nnames, cnames;
+static struct stack_row *rows;
+static size_t nrows, crows;
+
+void pyframes_set_maps(int procs_map_fd, int stacks_map_fd)
+{
+	procs_fd = procs_map_fd;
+	stacks_fd = stacks_map_fd;
+}
+
+/* the CPython minor version a file's base name says (python3.N, libpython3.N.so...), or -1 */
+static int minor_of(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	int minor;
+
+	base = base ? base + 1 : path;
+	if (sscanf(base, "python3.%d", &minor) == 1 || sscanf(base, "libpython3.%d", &minor) == 1)
+		return minor;
+	return -1;
+}
+
+/* the link-time addresses of _PyRuntime and PyCode_Type in an ELF file, and
+ * the vaddr of its segment at file offset 0; false if it has no _PyRuntime */
+static bool elf_symbols(const char *path, __u64 *runtime, __u64 *code_type, __u64 *base_vaddr, bool *dyn)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr eh;
+	size_t nph;
+	Elf *e;
+
+	*runtime = *code_type = *base_vaddr = 0;
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &nph))
+		goto out;
+	*dyn = eh.e_type == ET_DYN;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(e, i, &ph) && ph.p_type == PT_LOAD && ph.p_offset == 0) {
+			*base_vaddr = ph.p_vaddr;
+			break;
+		}
+	}
+	while ((scn = elf_nextscn(e, scn)) && !(*runtime && *code_type)) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
+		    !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF ||
+			    !(name = elf_strptr(e, sh.sh_link, sym.st_name)))
+				continue;
+			if (!strcmp(name, "_PyRuntime"))
+				*runtime = sym.st_value;
+			else if (!strcmp(name, "PyCode_Type"))
+				*code_type = sym.st_value;
+		}
+	}
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+	return *runtime != 0;
+}
+
+/* look for the interpreter in a process's mappings: the first python3.N or
+ * libpython3.N file mapped at offset 0 that defines _PyRuntime */
+static void find_interpreter(struct pyp *p)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", p->tgid);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, off;
+		__u64 runtime, code_type, base_vaddr, bias;
+		char *name = strchr(line, '/'), *nl;
+		bool dyn = false;
+		int minor;
+
+		if (!name || sscanf(line, "%llx-%*x %*s %llx", &lo, &off) != 2 || off != 0)
+			continue;
+		if ((nl = strchr(name, '\n')))
+			*nl = '\0';
+		if ((minor = minor_of(name)) < 0 || !elf_symbols(name, &runtime, &code_type, &base_vaddr, &dyn))
+			continue;
+		snprintf(p->file, sizeof(p->file), "%s", name);
+		for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+			if (layouts[i].minor == minor)
+				p->lay = &layouts[i];
+		if (!p->lay) {
+			snprintf(p->reason, sizeof(p->reason), "CPython 3.%d: no frame layout known (3.11 to 3.13 are)",
+				 minor);
+			break;
+		}
+		bias = dyn ? lo - base_vaddr : 0;
+		p->code_type = code_type ? code_type + bias : 0;
+		{
+			const struct py_layout *l = p->lay;
+			__u64 gil = runtime + bias + l->gil_off;
+			struct py_proc pp = {
+				.gil_lo = gil, .gil_hi = gil + l->gil_size, .last_holder = gil + l->last_holder_off,
+				.tid_off = l->tid_off, .frame_off = l->frame_off, .cframe_off = l->cframe_off,
+				.code_off = l->code_off, .prev_off = l->prev_off, .owner_off = l->owner_off,
+			};
+
+			snprintf(path, sizeof(path), "/proc/%u/mem", p->tgid);
+			p->mem = open(path, O_RDONLY | O_CLOEXEC);
+			if (p->mem < 0)
+				snprintf(p->reason, sizeof(p->reason), "%s: %s", path, strerror(errno));
+			else if (bpf_map_update_elem(procs_fd, &p->tgid, &pp, BPF_ANY))
+				snprintf(p->reason, sizeof(p->reason), "py_procs map: %s", strerror(errno));
+		}
+		break;
+	}
+	fclose(f);
+}
+
+/* each tracked process whose executable is a python3.N (a symlink such as
+ * python3 or a venv's resolves to it) not looked at yet: its interpreter. A
+ * program that embeds libpython under another name is not looked at (one
+ * readlink per process and tick; a fork storm's children cost no more) */
+void pyframes_scan(int tracked_fd)
+{
+	__u32 tgid, *prev = NULL;
+
+	if (procs_fd < 0)
+		return;
+	while (bpf_map_get_next_key(tracked_fd, prev, &tgid) == 0) {
+		char link[32], exe[PATH_MAX];
+		bool seen = false;
+		ssize_t n;
+
+		prev = &tgid;
+		snprintf(link, sizeof(link), "/proc/%u/exe", tgid);
+		n = readlink(link, exe, sizeof(exe) - 1);
+		if (n <= 0)
+			continue;
+		exe[n] = '\0';
+		if (minor_of(exe) < 0)
+			continue;
+		for (int i = 0; i < nprocs && !seen; i++)
+			seen = procs[i].tgid == tgid;
+		if (seen || nprocs >= MAX_PY_PROCS)
+			continue;
+		memset(&procs[nprocs], 0, sizeof(procs[0]));
+		procs[nprocs].tgid = tgid;
+		procs[nprocs].mem = -1;
+		find_interpreter(&procs[nprocs]);
+		if (procs[nprocs].file[0])     /* else libpython is not mapped yet: next tick */
+			nprocs++;
+	}
+}
+
+static struct pyp *proc_of(__u32 tgid)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (procs[i].tgid == tgid && procs[i].lay)
+			return &procs[i];
+	return NULL;
+}
+
+static bool read_mem(const struct pyp *p, __u64 addr, void *buf, size_t n)
+{
+	return p->mem >= 0 && addr && pread(p->mem, buf, n, (off_t)addr) == (ssize_t)n;
+}
+
+/* a str object's text (compact ASCII or Latin-1), or false */
+static bool read_str(const struct pyp *p, __u64 obj, char *out, size_t size)
+{
+	unsigned char raw[NAME_LEN];
+	__u64 len;
+	__u32 state;
+	size_t n, o = 0;
+
+	if (!read_mem(p, obj + 16, &len, sizeof(len)) || !read_mem(p, obj + 32, &state, sizeof(state)) ||
+	    !((state >> 5) & 1))                               /* not compact */
+		return false;
+	n = len < sizeof(raw) ? len : sizeof(raw);
+	if ((state >> 6) & 1) {                                /* ASCII */
+		if (!read_mem(p, obj + p->lay->ascii_size, raw, n))
+			return false;
+	} else if (((state >> 2) & 7) == 1) {                  /* Latin-1 */
+		if (!read_mem(p, obj + p->lay->compact_size, raw, n))
+			return false;
+	} else {
+		return false;
+	}
+	for (size_t i = 0; i < n && o + 3 < size; i++) {
+		if (raw[i] < 0x80) {
+			out[o++] = raw[i];
+		} else {
+			out[o++] = 0xc0 | raw[i] >> 6;
+			out[o++] = 0x80 | (raw[i] & 0x3f);
+		}
+	}
+	out[o] = '\0';
+	return true;
+}
+
+/* "qualname (file.py:first line)" of a code object, or NULL */
+static int code_label(struct pyp *p, __u64 code)
+{
+	char qual[NAME_LEN * 2] = "?", file[NAME_LEN * 2] = "?";
+	__u64 qp = 0, fp = 0, type = 0;
+	__s32 line = 0;
+	const char *base;
+
+	for (size_t i = 0; i < nnames; i++)
+		if (names[i].code == code && names[i].tgid == p->tgid)
+			return (int)i;
+	if (!read_mem(p, code + 8, &type, sizeof(type)) || (p->code_type && type != p->code_type))
+		return -1;                                     /* gone, or not a code object */
+	if (!read_mem(p, code + p->lay->qualname_off, &qp, sizeof(qp)) ||
+	    !read_mem(p, code + p->lay->filename_off, &fp, sizeof(fp)) ||
+	    !read_mem(p, code + p->lay->firstlineno_off, &line, sizeof(line)))
+		return -1;
+	read_str(p, qp, qual, sizeof(qual));
+	read_str(p, fp, file, sizeof(file));
+	base = strrchr(file, '/');
+	if (nnames == cnames) {
+		size_t c = cnames ? cnames * 2 : 256;
+		struct code_name *v = realloc(names, c * sizeof(*v));
+
+		if (!v)
+			return -1;
+		names = v;
+		cnames = c;
+	}
+	names[nnames].tgid = p->tgid;
+	names[nnames].code = code;
+	snprintf(names[nnames].label, LABEL_LEN, "%s (%s:%d)", qual, base ? base + 1 : file, line);
+	return (int)nnames++;
+}
+
+/* read the names of the code objects of the stacks kept since the last call,
+ * while their processes still run */
+void pyframes_resolve(void)
+{
+	__u32 id, *prev = NULL;
+
+	if (stacks_fd < 0 || !nprocs)
+		return;
+	while (bpf_map_get_next_key(stacks_fd, prev, &id) == 0) {
+		struct stack_row *r = NULL;
+		struct pyp *p;
+
+		prev = &id;
+		for (size_t i = 0; i < nrows && !r; i++)
+			if (rows[i].id == id)
+				r = &rows[i];
+		if (r && r->resolved)
+			continue;
+		if (!r) {
+			if (nrows == crows) {
+				size_t c = crows ? crows * 2 : 64;
+				struct stack_row *v = realloc(rows, c * sizeof(*v));
+
+				if (!v)
+					return;
+				rows = v;
+				crows = c;
+			}
+			r = &rows[nrows];
+			memset(r, 0, sizeof(*r));
+			if (bpf_map_lookup_elem(stacks_fd, &id, &r->s))
+				continue;
+			r->id = id;
+			nrows++;
+		}
+		if (!(p = proc_of(r->s.tgid)))
+			continue;
+		for (__u32 i = 0; i < r->s.depth && i < PY_DEPTH; i++)
+			r->labels[i] = code_label(p, r->s.code[i]);
+		r->resolved = 1;
+	}
+}
+
+void pyframes_clear(void)
+{
+	if (stacks_fd >= 0) {
+		__u32 id;
+
+		while (bpf_map_get_next_key(stacks_fd, NULL, &id) == 0)
+			bpf_map_delete_elem(stacks_fd, &id);
+	}
+	nrows = 0;
+}
+
+void pyframes_json(struct jw *w)
+{
+	jw_key(w, "python_processes");
+	jw_arr(w);
+	for (int i = 0; i < nprocs; i++) {
+		jw_obj(w);
+		jw_ku64(w, "tgid", procs[i].tgid);
+		jw_kutf8(w, "file", procs[i].file);
+		if (procs[i].lay)
+			jw_kstr(w, "version", procs[i].lay->minor == 11 ? "3.11" : procs[i].lay->minor == 12 ? "3.12" : "3.13");
+		if (procs[i].reason[0])
+			jw_kutf8(w, "reason", procs[i].reason);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_key(w, "py_stacks");
+	jw_arr(w);
+	for (size_t i = 0; i < nrows; i++) {
+		const struct stack_row *r = &rows[i];
+
+		jw_obj(w);
+		jw_ku64(w, "id", r->id);
+		jw_ku64(w, "tgid", r->s.tgid);
+		jw_key(w, "frames");
+		jw_arr(w);
+		for (__u32 k = 0; k < r->s.depth && k < PY_DEPTH; k++)
+			jw_utf8(w, r->resolved && r->labels[k] >= 0 ? names[r->labels[k]].label : "?");
+		jw_arr_end(w);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+void pyframes_destroy(void)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (procs[i].mem >= 0)
+			close(procs[i].mem);
+	nprocs = 0;
+	free(names);
+	free(rows);
+	names = NULL;
+	rows = NULL;
+	nnames = cnames = nrows = crows = 0;
+	procs_fd = stacks_fd = -1;
+}
