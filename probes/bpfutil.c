@@ -140,19 +140,10 @@ void emit_stacks(struct jw *w, const char *name, int fd, const struct id_set *se
 
 void emit_ustack_copy(struct jw *w, const struct ustack_copy *c)
 {
-	static const char digits[] = "0123456789abcdef";
-	static char hex[2 * USTACK_BYTES + 1];
-	__u32 len = c->len < USTACK_BYTES ? c->len : USTACK_BYTES;
-
-	for (__u32 i = 0; i < len; i++) {
-		hex[2 * i] = digits[c->bytes[i] >> 4];
-		hex[2 * i + 1] = digits[c->bytes[i] & 15];
-	}
-	hex[2 * len] = '\0';
 	jw_khex(w, "ip", c->ip);
 	jw_khex(w, "sp", c->sp);
 	jw_khex(w, "bp", c->bp);
-	jw_kstr(w, "bytes", hex);
+	jw_kbytes(w, "bytes", c->bytes, c->len < USTACK_BYTES ? c->len : USTACK_BYTES);
 }
 
 void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_key_fn key_fields)

@@ -159,20 +159,20 @@ static inline void jw_knull(struct jw *w, const char *k) { jw_key(w, k); jw_null
 static inline void jw_kdouble(struct jw *w, const char *k, double v) { jw_key(w, k); jw_double(w, v); }
 static inline void jw_kutf8(struct jw *w, const char *k, const char *v) { jw_key(w, k); jw_utf8(w, v); }
 
-/* bytes as a string of hex digits ("48c7c7..."), at most 64 bytes */
+/* bytes as a string of hex digits ("48c7c7..."): a text object's head, a
+ * user stack's top (2 KiB) */
 static inline void jw_kbytes(struct jw *w, const char *k, const uint8_t *b, unsigned int n)
 {
 	static const char digits[] = "0123456789abcdef";
-	char hex[2 * 64 + 1];
 
-	if (n > 64)
-		n = 64;
+	jw_key(w, k);
+	jw_sep(w);
+	fputc('"', w->f);
 	for (unsigned int i = 0; i < n; i++) {
-		hex[2 * i] = digits[b[i] >> 4];
-		hex[2 * i + 1] = digits[b[i] & 15];
+		fputc(digits[b[i] >> 4], w->f);
+		fputc(digits[b[i] & 15], w->f);
 	}
-	hex[2 * n] = '\0';
-	jw_kstr(w, k, hex);
+	fputc('"', w->f);
 }
 
 /* one event per line */

@@ -60,8 +60,12 @@ def test_rules_find_the_spin_of_a_channels_lock_and_not_a_mutexs():
     # an idle M looking for work spins on the scheduler's lock: idle, not a lock wait
     assert table.spinning(["runtime.procyieldAsm.abi0", "runtime.stopm", "runtime.findRunnable",
                            "runtime.schedule"]) is None
-    # sync.Mutex spins in procyield too: not a runtime lock's spin
-    assert table.spinning(["runtime.procyieldAsm.abi0", "internal/sync.(*Mutex).lockSlow"]) is None
+    # sync.Mutex spins in procyield too: that mutex's spin, not a runtime lock's (a writer of a
+    # sync.RWMutex in its inner mutex: the RWMutex's)
+    assert table.spinning(["runtime.procyieldAsm.abi0", "internal/sync.(*Mutex).lockSlow"]) == "sync.Mutex"
+    assert table.spinning(["internal/sync.(*Mutex).lockSlow"]) == "sync.Mutex"
+    assert table.spinning(["runtime.procyieldAsm.abi0", "internal/sync.(*Mutex).lockSlow",
+                           "sync.(*RWMutex).Lock"]) == "sync.RWMutex"
     # releasing is not spinning
     assert table.spinning(["runtime.unlock2", "runtime.selunlock", "runtime.selectgo"]) is None
     assert table.spinning(["pthread_spin_lock"]) == "pthread_spinlock"

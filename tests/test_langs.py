@@ -337,3 +337,42 @@ def test_go_rwmutex_writers_and_readers_are_one_lock_ranked_like_gos_profile(tmp
     # lock's kept stacks, its caller is Get, not RLock's caller's caller
     readers = {c for c in calls if c[0] == "sync.runtime_SemacquireRWMutexR"}
     assert all(c[1] == "main.(*Table).Get" for c in readers), readers
+
+
+@pytest.mark.e2e
+@needs_e2e
+def test_go_sync_mutex_spinning_is_added_as_gos_cpu_profile_sees_it(tmp_path, scratch):
+    """sync.Mutex spins before it parks (lockSlow: procyield, up to 4
+    rounds): on 2 busy CPUs that spinning is most of its contention, its
+    parked waits a fraction of a percent. The spinning is added to the
+    entry its parked waits name (sleepkinds.toml [[spin]], found by kind and
+    site: `sync.Mutex @ main.(*Account).Deposit (heap)`), as "spinning
+    (sampled)". The independent figure: Go's own CPU profile of the same
+    run, the share of its samples inside lockSlow but not in its semaphore
+    sleep."""
+    exe = _build(tmp_path, "counter.go")
+    prof, out = tmp_path / "cpu.prof", tmp_path / "out"
+    # 99 samples a second (the default is fewer): a 2-s window gave 59 samples of the program
+    p = lockscope("run", "--workers", "2", "--duration", "3", "--warmup", "0.5", "--sample-hz", "99", "--name", "prog",
+                  "--out", str(out), "--scratch", str(scratch), "--", exe, "{n}", "heap",
+                  env={"COUNTER_CPU_PROFILE": str(prof)})
+    assert p.returncode == 0, p.stderr
+    rec = record.load(next((out / "runs").glob("*.json")))
+    user = [lk for lk in rec.locks if lk.component == "user space"]
+    top = user[0]
+    assert top.name == "sync.Mutex @ main.(*Account).Deposit (heap)", [(lk.name, lk.wait_share) for lk in user[:4]]
+    assert top.sampled_spin_ns > 0 and top.modes.get("spinning (sampled)") == top.sampled_spin_ns
+    assert len([lk for lk in user if lk.kind == "sync.Mutex"]) == 1, [lk.name for lk in user]
+    raw = rec.probe.raw
+    tgid = int(top.addresses[0].split(":")[0])
+    ours = top.sampled_spin_ns / (sum(s.count for s in raw.cpu_samples if s.tgid == tgid) * raw.sample_period_ns)
+    assert prof.exists(), "counter did not write its CPU profile at SIGTERM"
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    out = subprocess.run([go, "tool", "pprof", "-top", "-focus", r"sync\.\(\*Mutex\)\.lockSlow", "-ignore",
+                          "[Ss]emacquire", exe, str(prof)], check=True, capture_output=True, text=True,
+                         env={**os.environ, "GOCACHE": str(tmp_path / "gocache")}).stdout
+    m = re.search(r"accounting for \S+, ([0-9.]+)% of", out)
+    assert m, out
+    theirs = float(m.group(1)) / 100
+    print(f"sync.Mutex spinning: lockscope {ours:.1%} of the program's CPU samples, Go's CPU profile {theirs:.1%}")
+    assert abs(ours - theirs) < 0.10, (ours, theirs)

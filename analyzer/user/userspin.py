@@ -12,7 +12,8 @@ A sample whose library frames on top of its user stack fit a [[spin]] rule
 of sleepkinds.toml is one sample period spent spinning on that primitive,
 named as that primitive's futex waits are: `Go channel @ main.main.func1`,
 the program's first frame outside the libraries. It is added to the lock of
-that name (`Lock.sampled_spin_ns`, mode "spinning (sampled)", and the
+that name, or of that kind whose waits have that site (`sync.Mutex main.mu`,
+a global; `sync.Mutex @ main.f (heap)`) (`Lock.sampled_spin_ns`, mode "spinning (sampled)", and the
 sampled thread's role), or makes one where the lock never slept. A
 primitive whose frames name no site (HotSpot's monitors: JIT code) goes to
 the heaviest lock of its kind ([[spin]] attach = "kind"), and without one
@@ -124,11 +125,22 @@ def add_spin(locks: list[Lock], raw: RawProbe, workers: int, window_ns: int,
     if not period:
         return locks
     by_name = {lk.name: lk for lk in locks}
+    # a lock whose waits name its object (a global's symbol, "(heap)" for a
+    # Go mutex) is found by its kind and the site of its waits, else by a
+    # frame of its waits' stacks (a sample in a function's prologue, its
+    # frame not yet made, skips that function: Deposit's caller, not Deposit)
+    by_site: dict[tuple[str, str], Lock] = {}
+    by_frame: dict[tuple[str, str], Lock] = {}
+    for lk in heaviest_first(list(locks)):
+        for st in lk.stacks:
+            by_site.setdefault((lk.kind, st.site), lk)
+            for fr in st.frames:
+                by_frame.setdefault((lk.kind, frame_function(fr).split("+", 1)[0]), lk)
     by_kind = sleepkinds.default().spin_by_kind
     for smp, prim, frames in spinning_samples(raw):
         where = site(frames)
         name = f"{prim} @ {where}"
-        lk = by_name.get(name)
+        lk = by_name.get(name) or by_site.get((prim, where)) or by_frame.get((prim, where))
         if prim in by_kind:
             lk = max((k for k in locks if k.kind == prim), key=lambda k: k.wait_ns, default=None)
             if lk is None:

@@ -6,6 +6,8 @@
 // same run ranks the same function first: with COUNTER_MUTEX_PROFILE=path
 // the program records every contention (runtime.SetMutexProfileFraction(1))
 // and writes the profile there when it is told to stop (SIGTERM, SIGINT).
+// With COUNTER_CPU_PROFILE=path, Go's own CPU profile of the run is written
+// there at that stop (the independent figure for sync.Mutex's spinning).
 //
 //	go build -o counter counter.go
 //	./counter N [heap|global|rw]    runs until killed
@@ -78,16 +80,33 @@ func (t *Table) Get(i int) int64 {
 	return v
 }
 
-// writeProfileAtStop writes the mutex profile to path at SIGTERM or SIGINT, then exits
-func writeProfileAtStop(path string) {
-	runtime.SetMutexProfileFraction(1)
+// writeProfilesAtStop writes the mutex profile to mutexPath and stops the CPU
+// profile started into cpuPath ("": none) at SIGTERM or SIGINT, then exits
+func writeProfilesAtStop(mutexPath, cpuPath string) {
+	var cpu *os.File
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	if cpuPath != "" {
+		if f, err := os.Create(cpuPath + ".tmp"); err == nil && pprof.StartCPUProfile(f) == nil {
+			cpu = f
+		}
+	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		<-stop
-		f, err := os.Create(path + ".tmp")
-		if err == nil && pprof.Lookup("mutex").WriteTo(f, 0) == nil && f.Close() == nil {
-			os.Rename(path+".tmp", path)
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if cpu.Close() == nil {
+				os.Rename(cpuPath+".tmp", cpuPath)
+			}
+		}
+		if mutexPath != "" {
+			f, err := os.Create(mutexPath + ".tmp")
+			if err == nil && pprof.Lookup("mutex").WriteTo(f, 0) == nil && f.Close() == nil {
+				os.Rename(mutexPath+".tmp", mutexPath)
+			}
 		}
 		os.Exit(0)
 	}()
@@ -95,8 +114,8 @@ func writeProfileAtStop(path string) {
 
 func main() {
 	n, _ := strconv.Atoi(os.Args[1])
-	if path := os.Getenv("COUNTER_MUTEX_PROFILE"); path != "" {
-		writeProfileAtStop(path)
+	if m, c := os.Getenv("COUNTER_MUTEX_PROFILE"), os.Getenv("COUNTER_CPU_PROFILE"); m != "" || c != "" {
+		writeProfilesAtStop(m, c)
 	}
 	mode := "heap"
 	if len(os.Args) > 2 {
