@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .user import tailcall, unwind, usdt, userlocks
 from .user.addrspace import AddressSpace, parse_maps
-from lockscope.holddata import Release, ReleaseActivity
+from lockscope.holddata import PythonWait, Release, ReleaseActivity
 from lockscope.jsondata import from_list, parse_addr
 from lockscope.probedata import heaviest
 
@@ -56,7 +56,21 @@ def resolve(data: dict, sym) -> dict:
         if key in stacks:
             r.site_stack = key
     userlocks.demangle_stacks(stacks)
-    return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks}
+    return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks,
+            "py_waits": _python_waits(data.get("py_waits") or [], python)}
+
+
+def _python_waits(rows: list[dict], python: dict[int, list[str]]) -> list[PythonWait]:
+    """The GIL's waits by the waiter's Python stack, named (one entry per process and stack)."""
+    out: dict[tuple, PythonWait] = {}
+    for w in rows:
+        frames = python.get(int(w["py_stack"]), [])
+        if all(f == "?" for f in frames):
+            continue
+        pw = out.setdefault((int(w["tgid"]), tuple(frames)), PythonWait(tgid=int(w["tgid"]), frames=list(frames)))
+        pw.count += int(w["count"])
+        pw.wait_ns += int(w["wait_ns"])
+    return sorted(out.values(), key=lambda pw: -pw.wait_ns)
 
 
 def _usdt_locks(rows: list[dict]) -> dict[int, tuple[str, frozenset[str]]]:

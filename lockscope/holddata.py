@@ -85,3 +85,15 @@ class OwnerLook:
     stack: int = -2                   # OWNER_OFF_CPU: a key of RawProbe.stacks
     state: int = 0
     act_lock: Optional[int] = optional(hex=True)
+
+
+@dataclass
+class PythonWait:
+    """Waits for CPython's GIL of one process whose waiter was in one Python
+    stack (probes/pyframes.bpf.h: read at the release that ended each wait):
+    `frames` innermost first, `function (file.py:first line)`."""
+    tgid: int = 0
+    count: int = 0
+    wait_ns: int = 0
+    frames: list[str] = field(default_factory=list)
+

@@ -234,6 +234,7 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 	struct hold_stat *s;
 	struct hold_key key = {};
 	__u64 now, lock = uaddr;
+	__u32 waiter_py;
 
 	if (!lock) {
 		/* a kernel sleeping-lock wait (mutex, rwsem) open in its storage */
@@ -257,8 +258,11 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 	key.tgid = p->tgid;
 	key.stack_id = STACK_NOT_SAMPLED;
 	release_site(ctx, &key);
-	if (lock < USER_SPACE_END && (key.py_stack = py_release_stack(p->tgid, lock)))
+	if (lock < USER_SPACE_END && (key.py_stack = py_release_stack(p->tgid, lock, p->pid, &waiter_py))) {
 		wait += py_take_timed_out(p);
+		if (waiter_py)
+			py_add_wait(p->tgid, waiter_py, wait);
+	}
 	s = bpf_map_lookup_elem(&holds, &key);
 	if (!s) {
 		struct hold_stat fresh = {};

@@ -129,31 +129,13 @@ static long py_walk_frame(__u64 i, void *ctx)
 	return 0;
 }
 
-/* the id of the releasing thread's Python stack in py_stacks, if the waiter
- * (of process tgid) waited on futex word `lock` of its process's GIL and the
- * current thread is the GIL's last holder; 0 otherwise */
-static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock)
+/* the Python stack of the thread whose PyThreadState is `tstate`, stored in
+ * py_stacks: its id, or 0 (no frame, map full) */
+static __always_inline __u32 py_stack_of(const struct py_proc *pp, __u32 tgid, __u64 tstate)
 {
-	const struct py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_walk w = { .pp = pp, .hash = 0xcbf29ce484222325ULL ^ tgid };
-	__u64 tstate, tid = 0;
 	__u32 zero = 0, id;
 
-	if (!pp || lock < pp->gil_lo || lock >= pp->gil_hi)
-		return 0;
-	if (bpf_get_current_pid_tgid() >> 32 != tgid) {
-		tcount(TCNT_PY_NOT_HOLDER);     /* a timer's wake-up in another process's context, say */
-		return 0;
-	}
-	tstate = py_read_ptr(pp->last_holder);
-	if (!tstate || bpf_probe_read_user(&tid, sizeof(tid), (const void *)(tstate + pp->tid_off))) {
-		tcount(TCNT_PY_UNREADABLE);
-		return 0;
-	}
-	if (tid != (__u32)bpf_get_current_pid_tgid()) {
-		tcount(TCNT_PY_NOT_HOLDER);
-		return 0;
-	}
 	w.frame = py_read_ptr(tstate + pp->frame_off);
 	if (w.frame && pp->cframe_off != PY_NO_CFRAME)
 		w.frame = py_read_ptr(w.frame + pp->cframe_off);
@@ -172,7 +154,110 @@ static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock)
 		tcount(TCNT_PY_FULL);
 		return 0;
 	}
+	return id;
+}
+
+/* the interpreter's thread states are a list (PyThreadState.prev at 0, .next
+ * at 8 in 3.11 to 3.13): the waiter's is found from the holder's */
+#define PY_THREADS 64
+struct py_find {
+	const struct py_proc *pp;
+	__u64 at;
+	__u64 found;
+	__u32 tid;
+	__u32 link;              /* 0: prev, 8: next */
+};
+
+static long py_find_thread(__u64 i, void *ctx)
+{
+	struct py_find *f = ctx;
+	__u64 tid = 0;
+
+	if (!f->at)
+		return 1;
+	if (!bpf_probe_read_user(&tid, sizeof(tid), (const void *)(f->at + f->pp->tid_off)) && tid == f->tid) {
+		f->found = f->at;
+		return 1;
+	}
+	f->at = py_read_ptr(f->at + f->link);
+	return 0;
+}
+
+/* Python waits on the GIL by the waiter's Python stack: where in its code a
+ * thread waited to run again (its frames read at the release that ends the
+ * wait, from the releaser's context: one address space) */
+struct py_wait_key {
+	__u32 tgid;
+	__u32 py_stack;
+};
+struct py_wait_stat {
+	__u64 count;
+	__u64 wait_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PY_STACKS);
+	__type(key, struct py_wait_key);
+	__type(value, struct py_wait_stat);
+} py_waits SEC(".maps");
+
+static __always_inline void py_add_wait(__u32 tgid, __u32 py_stack, __u64 wait)
+{
+	struct py_wait_key k = { .tgid = tgid, .py_stack = py_stack };
+	struct py_wait_stat *s = bpf_map_lookup_elem(&py_waits, &k), fresh = { .count = 1, .wait_ns = wait };
+
+	if (s) {
+		__sync_fetch_and_add(&s->count, 1);
+		__sync_fetch_and_add(&s->wait_ns, wait);
+	} else if (bpf_map_update_elem(&py_waits, &k, &fresh, BPF_NOEXIST)) {
+		tcount(TCNT_PY_FULL);
+	}
+}
+
+/* the id of the releasing thread's Python stack in py_stacks, if the waiter
+ * (of process tgid, thread waiter_tid) waited on futex word `lock` of its
+ * process's GIL and the current thread is the GIL's last holder; 0
+ * otherwise. The waiter's own Python stack goes in *waiter (0: not found) */
+static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock, __u32 waiter_tid, __u32 *waiter)
+{
+	const struct py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	struct py_find f = {};
+	__u64 tstate, tid = 0;
+	__u32 id;
+
+	*waiter = 0;
+	if (!pp || lock < pp->gil_lo || lock >= pp->gil_hi)
+		return 0;
+	if (bpf_get_current_pid_tgid() >> 32 != tgid) {
+		tcount(TCNT_PY_NOT_HOLDER);     /* a timer's wake-up in another process's context, say */
+		return 0;
+	}
+	tstate = py_read_ptr(pp->last_holder);
+	if (!tstate || bpf_probe_read_user(&tid, sizeof(tid), (const void *)(tstate + pp->tid_off))) {
+		tcount(TCNT_PY_UNREADABLE);
+		return 0;
+	}
+	if (tid != (__u32)bpf_get_current_pid_tgid()) {
+		tcount(TCNT_PY_NOT_HOLDER);
+		return 0;
+	}
+	id = py_stack_of(pp, tgid, tstate);
+	if (!id)
+		return 0;
 	tcount(TCNT_PY_STACKS);
+	f.pp = pp;
+	f.tid = waiter_tid;
+	for (__u32 link = 8; ; link = 0) {       /* after the holder, then before it */
+		f.at = py_read_ptr(tstate + link);
+		f.link = link;
+		bpf_loop(PY_THREADS, py_find_thread, &f, 0);
+		if (f.found || !link)
+			break;
+	}
+	if (f.found)
+		*waiter = py_stack_of(pp, tgid, f.found);
 	return id;
 }
 

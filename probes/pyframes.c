@@ -71,7 +71,7 @@ struct stack_row {
 	int labels[PY_DEPTH];    /* index in names, -1: not read */
 };
 
-static int procs_fd = -1, stacks_fd = -1;
+static int procs_fd = -1, stacks_fd = -1, waits_fd = -1;
 static struct pyp procs[MAX_PY_PROCS];
 static int nprocs;
 static struct code_name *names;
@@ -79,10 +79,11 @@ static size_t nnames, cnames;
 static struct stack_row *rows;
 static size_t nrows, crows;
 
-void pyframes_set_maps(int procs_map_fd, int stacks_map_fd)
+void pyframes_set_maps(int procs_map_fd, int stacks_map_fd, int waits_map_fd)
 {
 	procs_fd = procs_map_fd;
 	stacks_fd = stacks_map_fd;
+	waits_fd = waits_map_fd;
 }
 
 /* the CPython minor version a file's base name says (python3.N, libpython3.N.so...), or -1 */
@@ -373,6 +374,12 @@ void pyframes_clear(void)
 		while (bpf_map_get_next_key(stacks_fd, NULL, &id) == 0)
 			bpf_map_delete_elem(stacks_fd, &id);
 	}
+	if (waits_fd >= 0) {
+		__u64 k;        /* struct py_wait_key: tgid, py_stack */
+
+		while (bpf_map_get_next_key(waits_fd, NULL, &k) == 0)
+			bpf_map_delete_elem(waits_fd, &k);
+	}
 	nrows = 0;
 }
 
@@ -407,6 +414,26 @@ void pyframes_json(struct jw *w)
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+	/* the GIL's waits by the waiter's Python stack (struct py_wait_key, py_wait_stat) */
+	jw_key(w, "py_waits");
+	jw_arr(w);
+	if (waits_fd >= 0) {
+		__u32 k[2], *prev = NULL;
+		__u64 v[2];
+
+		while (bpf_map_get_next_key(waits_fd, prev, k) == 0) {
+			prev = k;
+			if (bpf_map_lookup_elem(waits_fd, k, v))
+				continue;
+			jw_obj(w);
+			jw_ku64(w, "tgid", k[0]);
+			jw_ku64(w, "py_stack", k[1]);
+			jw_ku64(w, "count", v[0]);
+			jw_ku64(w, "wait_ns", v[1]);
+			jw_obj_end(w);
+		}
+	}
+	jw_arr_end(w);
 }
 
 void pyframes_destroy(void)
@@ -420,5 +447,5 @@ void pyframes_destroy(void)
 	names = NULL;
 	rows = NULL;
 	nnames = cnames = nrows = crows = 0;
-	procs_fd = stacks_fd = -1;
+	procs_fd = stacks_fd = waits_fd = -1;
 }

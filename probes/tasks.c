@@ -83,7 +83,8 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 	if (!err)
 		err = tasks_bpf__attach(tskel);
 	if (!err)
-		pyframes_set_maps(bpf_map__fd(tskel->maps.py_procs), bpf_map__fd(tskel->maps.py_stacks));
+		pyframes_set_maps(bpf_map__fd(tskel->maps.py_procs), bpf_map__fd(tskel->maps.py_stacks),
+				  bpf_map__fd(tskel->maps.py_waits));
 	if (err) {
 		tasks_bpf__destroy(tskel);
 		tskel = NULL;

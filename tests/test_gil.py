@@ -100,6 +100,13 @@ def python_shares(lock) -> dict[str, float]:
                                               for s in h.stack)) / total for f in ("crunch", "nibble")}
 
 
+def wait_shares(lock) -> dict[str, float]:
+    """The GIL's waits by the program's thread function in the waiters' Python stacks."""
+    total = sum(s.wait_ns for s in lock.stacks) or 1
+    return {f: sum(s.wait_ns for s in lock.stacks if f"{f} (gil_holders.py:{def_line(f)})" in s.frames) / total
+            for f in ("crunch", "nibble")}
+
+
 def test_recorded_gil_holders_are_the_python_functions_that_held_it():
     """tests/data/gil_holders: Debian's stripped python3 (3.11), crunch() and
     nibble() threads. The sites are the innermost Python frames (crunch's
@@ -114,6 +121,12 @@ def test_recorded_gil_holders_are_the_python_functions_that_held_it():
     assert top.stack[2].startswith("Thread.run (threading.py:") and top.stack[-1].startswith("Thread._bootstrap (")
     shares = python_shares(lock)
     assert shares["crunch"] > 0.7 and shares["nibble"] > 0.1, shares
+    # the waits by where the waiters were in their Python code: nibble's thread, waiting while
+    # crunch's holds the GIL, after its time.sleep(0)
+    assert lock.stacks[0].site == f"nibble (gil_holders.py:{def_line('nibble')})", [s.site for s in lock.stacks]
+    assert sum(s.wait_ns for s in lock.stacks) == pytest.approx(lock.wait_ns, rel=0.01)
+    waits = wait_shares(lock)
+    assert waits["nibble"] > 0.7 and waits["crunch"] > 0.1, waits
     # recomputed from the record's raw section: the same sites
     kept = [(h.site, h.share) for h in lock.holders]
     lock.holders = []
@@ -144,3 +157,7 @@ def test_gil_holders_are_sized_as_the_programs_own_clock(e2e, tmp_path, python):
     assert ".py:" in lock.holders[0].site, [(h.site, h.share) for h in lock.holders]
     assert sum(h.share for h in lock.holders if ".py:" in h.site) > 0.9
     assert abs(shares["crunch"] - own["crunch"]) <= 0.10, (shares, own)
+    # the waits by the waiters' Python frames, against each thread's own wall less CPU time
+    waits = wait_shares(lock)
+    print("waits", {"program's clock": own["wait"], "lockscope": waits})
+    assert abs(waits["nibble"] - own["wait"]["nibble"]) <= 0.10, (waits, own["wait"])

@@ -17,7 +17,7 @@ from lockscope.measure import hwcounters
 from lockscope.machine import scratch
 from lockscope.analyzer import holders, holdstacks, owners, probeeffect, roles
 from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
-from lockscope.analyzer.user import golocks, userlocks, userspin, usdt
+from lockscope.analyzer.user import golocks, runtimes, userlocks, userspin, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.analyzer.kernel.knowledge import own_functions
 from lockscope.jsondata import from_dict, from_list, parse_addr
@@ -215,6 +215,8 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
         # and the user-space spinning in their acquire paths, from CPU samples' user stacks
         user = userspin.add_spin(user, raw, rec.workers, window, rs.role_of if rs else None)
         rec.locks = sorted(rec.locks + user, key=lambda lk: -lk.wait_ns)
+        # the GIL's waits by the waiters' Python frames
+        runtimes.python_stacks(rec.locks, raw)
         # who held each lock while others waited, where it let go, doing what
         holders.attach(rec.locks, raw)
         owners.attach(rec.locks, raw)

@@ -10,8 +10,10 @@ A CPU-bound Python thread runs only while it holds the GIL, so each
 thread's CPU time (time.thread_time, read by the thread itself) is its time
 holding it. At the end the program prints "ops/s: X" and, per function,
 its share of the threads' CPU time: the truth for the GIL's holders by
-Python function (lockscope's test compares them). With CLOCK_FILE the
-shares are also written there as JSON."""
+Python function, and under "wait" its share of the threads' time not
+running (wall time less CPU time, on a CPU each): the truth for where the
+GIL's waiters were (lockscope's test compares them). With CLOCK_FILE both
+are also written there as JSON."""
 import json
 import sys
 import threading
@@ -21,6 +23,7 @@ secs, nibblers = float(sys.argv[1]), int(sys.argv[2])
 t0 = time.monotonic()
 ops = [0]
 cpu: dict[str, float] = {"crunch": 0.0, "nibble": 0.0}
+waited: dict[str, float] = {"crunch": 0.0, "nibble": 0.0}
 lock = threading.Lock()
 
 
@@ -31,16 +34,17 @@ def spin() -> None:
 
 
 def crunch() -> None:
-    c0 = time.thread_time()
+    c0, w0 = time.thread_time(), time.monotonic()
     while time.monotonic() < t0 + secs:
         spin()
         ops[0] += 1
     with lock:
         cpu["crunch"] += time.thread_time() - c0
+        waited["crunch"] += time.monotonic() - w0 - (time.thread_time() - c0)
 
 
 def nibble() -> None:
-    c0 = time.thread_time()
+    c0, w0 = time.thread_time(), time.monotonic()
     while time.monotonic() < t0 + secs:
         start = time.monotonic()
         while time.monotonic() - start < 0.001:
@@ -51,6 +55,7 @@ def nibble() -> None:
         time.sleep(0)
     with lock:
         cpu["nibble"] += time.thread_time() - c0
+        waited["nibble"] += time.monotonic() - w0 - (time.thread_time() - c0)
 
 
 threads = [threading.Thread(target=f) for f in [crunch] + [nibble] * nibblers]
@@ -59,7 +64,8 @@ for t in threads:
 for t in threads:
     t.join()
 total = sum(cpu.values()) or 1.0
-shares = {f: round(v / total, 4) for f, v in cpu.items()}
+shares: dict = {f: round(v / total, 4) for f, v in cpu.items()}
+shares["wait"] = {f: round(v / (sum(waited.values()) or 1.0), 4) for f, v in waited.items()}
 print(f"ops/s: {ops[0] / secs:.1f}", flush=True)
 print("gil_cpu_share:", json.dumps(shares), flush=True)
 if len(sys.argv) > 3:
