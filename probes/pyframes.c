@@ -288,7 +288,7 @@ static bool read_str(const struct pyp *p, __u64 obj, char *out, size_t size)
 	return true;
 }
 
-/* "qualname (file.py:first line)" of a code object, or NULL */
+/* the index in names of a code object's "qualname (file.py:first line)", or -1 (gone, not a code object) */
 static int code_label(struct pyp *p, __u64 code)
 {
 	char qual[NAME_LEN * 2] = "?", file[NAME_LEN * 2] = "?";
