@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .user import tailcall, unwind, usdt, userlocks
 from .user.addrspace import AddressSpace, parse_maps
-from lockscope.holddata import PythonWait, Release, ReleaseActivity
+from lockscope.holddata import PythonProcess, PythonWait, Release, ReleaseActivity
 from lockscope.jsondata import from_list, parse_addr
 from lockscope.probedata import heaviest
 
@@ -57,7 +57,8 @@ def resolve(data: dict, sym) -> dict:
             r.site_stack = key
     userlocks.demangle_stacks(stacks)
     return {"holds": holds, "hold_activity": acts, "hold_stacks": stacks,
-            "py_waits": _python_waits(data.get("py_waits") or [], python)}
+            "py_waits": _python_waits(data.get("py_waits") or [], python),
+            "python_processes": from_list(PythonProcess, data.get("python_processes") or [])}
 
 
 def _python_waits(rows: list[dict], python: dict[int, list[str]]) -> list[PythonWait]:

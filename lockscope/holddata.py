@@ -97,3 +97,15 @@ class PythonWait:
     wait_ns: int = 0
     frames: list[str] = field(default_factory=list)
 
+
+@dataclass
+class PythonProcess:
+    """A traced CPython process (probes/pyframes.c): its interpreter's file,
+    version, where its layout came from ("table", or "the interpreter's debug
+    offsets": 3.13's _Py_DebugOffsets), and why its frames are not read."""
+    tgid: int = 0
+    file: str = ""
+    version: Optional[str] = optional()
+    layout: Optional[str] = optional()
+    reason: Optional[str] = optional()
+

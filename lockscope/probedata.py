@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from lockscope.holddata import OwnerLook, PythonWait, Release, ReleaseActivity
+from lockscope.holddata import OwnerLook, PythonProcess, PythonWait, Release, ReleaseActivity
 from lockscope.ktextdata import TextCall
 from lockscope.jsondata import HEX, KernelObject, format_addr, optional, parse_addr
 
@@ -383,6 +383,7 @@ class RawProbe:
     hold_stacks: Optional[dict[str, list[str]]] = optional()   # Release.site_stack -> frames
     owners: Optional[list[OwnerLook]] = optional()        # kernel mutex/rwsem owners looked at (issue 27)
     py_waits: Optional[list[PythonWait]] = optional()     # the GIL's waits by the waiter's Python stack (issue 28)
+    python_processes: Optional[list[PythonProcess]] = optional()   # CPython interpreters found (issue 28)
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

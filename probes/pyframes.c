@@ -52,7 +52,10 @@ static const struct py_layout layouts[] = {
 struct pyp {
 	__u32 tgid;
 	int mem;                 /* /proc/PID/mem, -1: closed */
-	const struct py_layout *lay;
+	const struct py_layout *lay;   /* &own, or NULL: no layout known */
+	struct py_layout own;    /* the table's, or the interpreter's own debug offsets (3.13) */
+	__u64 gil;               /* the GIL's address in the process */
+	bool debug_offsets;      /* own came from the interpreter's _Py_DebugOffsets */
 	__u64 code_type;         /* &PyCode_Type in the process, 0: not known */
 	char file[PATH_MAX];
 	char reason[128];        /* why its frames are not read, or "" */
@@ -151,6 +154,38 @@ out:
 	return *runtime != 0;
 }
 
+static bool read_mem(const struct pyp *p, __u64 addr, void *buf, size_t n);
+
+/* 3.13 keeps its own layout at the start of _PyRuntime (_Py_DebugOffsets,
+ * for out-of-process debuggers and profilers): where it says otherwise than
+ * the table (another 3.13 build), it is used. Its layout (3.13.0's) as
+ * offsets into it; 3.14 moved these. False while the interpreter is not
+ * initialized (no main interpreter yet) */
+static bool debug_layout(struct pyp *p, __u64 runtime)
+{
+	__u64 d[73], interp = 0;          /* struct _Py_DebugOffsets: 584 bytes */
+	struct py_layout *l = &p->own;
+
+	if (!read_mem(p, runtime, d, sizeof(d)) || memcmp(d, "xdebugpy", 8) || (d[1] >> 16) != 0x030d)
+		return true;                  /* no debug offsets of 3.13's layout: the table's */
+	if (!read_mem(p, runtime + d[5], &interp, sizeof(interp)) || !interp)
+		return false;                 /* runtime_state.interpreters_head */
+	p->gil = interp + d[15];          /* interpreter_state.gil_runtime_state */
+	l->last_holder_off = d[18] - d[15];   /* .gil_runtime_state_holder, from the GIL */
+	l->tid_off = d[25];               /* thread_state.native_thread_id */
+	l->frame_off = d[23];             /* .current_frame */
+	l->cframe_off = PY_NO_CFRAME;
+	l->prev_off = d[29];              /* interpreter_frame.previous */
+	l->code_off = d[30];              /* .executable */
+	l->owner_off = d[33];             /* .owner */
+	l->filename_off = d[35];          /* code_object.filename */
+	l->qualname_off = d[37];          /* .qualname */
+	l->firstlineno_off = d[39];       /* .firstlineno */
+	l->ascii_size = d[70];            /* unicode_object.asciiobject_size */
+	p->debug_offsets = true;
+	return true;
+}
+
 /* look for the interpreter in a process's mappings: the first python3.N or
  * libpython3.N file mapped at offset 0 that defines _PyRuntime */
 static void find_interpreter(struct pyp *p)
@@ -174,28 +209,32 @@ static void find_interpreter(struct pyp *p)
 			*nl = '\0';
 		if ((minor = minor_of(name)) < 0 || !elf_symbols(name, &runtime, &code_type, &base_vaddr, &dyn))
 			continue;
-		snprintf(p->file, sizeof(p->file), "%s", name);
 		for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
 			if (layouts[i].minor == minor)
-				p->lay = &layouts[i];
+				p->own = layouts[i], p->lay = &p->own;
 		if (!p->lay) {
+			snprintf(p->file, sizeof(p->file), "%s", name);
 			snprintf(p->reason, sizeof(p->reason), "CPython 3.%d: no frame layout known (3.11 to 3.13 are)",
 				 minor);
 			break;
 		}
 		bias = dyn ? lo - base_vaddr : 0;
 		p->code_type = code_type ? code_type + bias : 0;
+		snprintf(path, sizeof(path), "/proc/%u/mem", p->tgid);
+		if (p->mem < 0)
+			p->mem = open(path, O_RDONLY | O_CLOEXEC);
+		p->gil = runtime + bias + p->own.gil_off;
+		if (minor >= 13 && !debug_layout(p, runtime + bias))
+			break;            /* not initialized yet: looked at again next tick */
+		snprintf(p->file, sizeof(p->file), "%s", name);
 		{
 			const struct py_layout *l = p->lay;
-			__u64 gil = runtime + bias + l->gil_off;
 			struct py_proc pp = {
-				.gil_lo = gil, .gil_hi = gil + l->gil_size, .last_holder = gil + l->last_holder_off,
+				.gil_lo = p->gil, .gil_hi = p->gil + l->gil_size, .last_holder = p->gil + l->last_holder_off,
 				.tid_off = l->tid_off, .frame_off = l->frame_off, .cframe_off = l->cframe_off,
 				.code_off = l->code_off, .prev_off = l->prev_off, .owner_off = l->owner_off,
 			};
 
-			snprintf(path, sizeof(path), "/proc/%u/mem", p->tgid);
-			p->mem = open(path, O_RDONLY | O_CLOEXEC);
 			if (p->mem < 0)
 				snprintf(p->reason, sizeof(p->reason), "%s: %s", path, strerror(errno));
 			else if (bpf_map_update_elem(procs_fd, &p->tgid, &pp, BPF_ANY))
@@ -237,8 +276,10 @@ void pyframes_scan(int tracked_fd)
 		procs[nprocs].tgid = tgid;
 		procs[nprocs].mem = -1;
 		find_interpreter(&procs[nprocs]);
-		if (procs[nprocs].file[0])     /* else libpython is not mapped yet: next tick */
+		if (procs[nprocs].file[0])     /* else not mapped or initialized yet: next tick */
 			nprocs++;
+		else if (procs[nprocs].mem >= 0)
+			close(procs[nprocs].mem);
 	}
 }
 
@@ -391,8 +432,13 @@ void pyframes_json(struct jw *w)
 		jw_obj(w);
 		jw_ku64(w, "tgid", procs[i].tgid);
 		jw_kutf8(w, "file", procs[i].file);
-		if (procs[i].lay)
-			jw_kstr(w, "version", procs[i].lay->minor == 11 ? "3.11" : procs[i].lay->minor == 12 ? "3.12" : "3.13");
+		if (procs[i].lay) {
+			char v[16];
+
+			snprintf(v, sizeof(v), "3.%d", procs[i].lay->minor);
+			jw_kstr(w, "version", v);
+			jw_kstr(w, "layout", procs[i].debug_offsets ? "the interpreter's debug offsets" : "table");
+		}
 		if (procs[i].reason[0])
 			jw_kutf8(w, "reason", procs[i].reason);
 		jw_obj_end(w);
