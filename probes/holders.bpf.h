@@ -258,7 +258,7 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 	key.tgid = p->tgid;
 	key.stack_id = STACK_NOT_SAMPLED;
 	release_site(ctx, &key);
-	if (lock < USER_SPACE_END && (key.py_stack = py_release_stack(p->tgid, lock, p->pid, &waiter_py))) {
+	if (lock < USER_SPACE_END && (key.py_stack = py_release_stack(p->tgid, lock, p, &waiter_py))) {
 		wait += py_take_timed_out(p);
 		if (waiter_py)
 			py_add_wait(p->tgid, waiter_py, wait);

@@ -451,7 +451,14 @@ struct py_proc {
 	__u32 code_off;       /* _PyInterpreterFrame.f_code / f_executable */
 	__u32 prev_off;       /* _PyInterpreterFrame.previous */
 	__u32 owner_off;      /* _PyInterpreterFrame.owner (FRAME_OWNED_BY_CSTACK frames are left out) */
+	__u32 flags;          /* PY_* below */
+	__u32 pad;
 };
+/* py_proc.flags: 3.9 and 3.10 keep no native thread id: tid_off is
+ * PyThreadState.thread_id, pthread_self(), which is the thread's fs base
+ * (x86-64 glibc); and their frames (PyFrameObject) have no owner */
+#define PY_PTHREAD_ID 1
+#define PY_NO_OWNER   2
 struct py_stack {
 	__u32 tgid;
 	__u32 depth;

@@ -10,7 +10,8 @@
  * the thread that just took it (take_gil sets last_holder, then signals the
  * dropping thread). Either way the waker is the GIL's last holder: its
  * PyThreadState is read from last_holder, checked against the waker's own
- * thread id (native_thread_id), and its frame chain walked (code object
+ * thread id (native_thread_id; 3.9, 3.10: thread_id, pthread_self(), the fs
+ * base), and its frame chain walked (code object
  * pointers only: the loader reads their names from the process while it
  * runs). A wake on the GIL's own mutex by a thread that does not hold the
  * GIL fails the check and gets no frames. Nothing here runs while the GIL
@@ -119,7 +120,8 @@ static long py_walk_frame(__u64 i, void *ctx)
 	if (!w->frame || w->depth >= PY_DEPTH)
 		return 1;
 	code = py_read_ptr(w->frame + w->pp->code_off);
-	bpf_probe_read_user(&owner, 1, (const void *)(w->frame + w->pp->owner_off));
+	if (!(w->pp->flags & PY_NO_OWNER))
+		bpf_probe_read_user(&owner, 1, (const void *)(w->frame + w->pp->owner_off));
 	if (code && owner != PY_OWNED_BY_CSTACK) {
 		w->st->code[w->depth & (PY_DEPTH - 1)] = code;
 		w->depth++;
@@ -164,9 +166,20 @@ struct py_find {
 	const struct py_proc *pp;
 	__u64 at;
 	__u64 found;
-	__u32 tid;
+	__u64 tid;               /* as py_thread_id gives it */
 	__u32 link;              /* 0: prev, 8: next */
 };
+
+/* a thread as its PyThreadState names it (tid_off): its thread id, or for
+ * 3.9 and 3.10 its pthread_self(), the fs base */
+static __always_inline __u64 py_thread_id(const struct py_proc *pp, struct task_struct *t)
+{
+#if defined(__TARGET_ARCH_x86)
+	if (pp->flags & PY_PTHREAD_ID)
+		return BPF_CORE_READ(t, thread.fsbase);
+#endif
+	return BPF_CORE_READ(t, pid);
+}
 
 static long py_find_thread(__u64 i, void *ctx)
 {
@@ -217,10 +230,11 @@ static __always_inline void py_add_wait(__u32 tgid, __u32 py_stack, __u64 wait)
 }
 
 /* the id of the releasing thread's Python stack in py_stacks, if the waiter
- * (of process tgid, thread waiter_tid) waited on futex word `lock` of its
+ * (of process tgid, thread waiter_task) waited on futex word `lock` of its
  * process's GIL and the current thread is the GIL's last holder; 0
  * otherwise. The waiter's own Python stack goes in *waiter (0: not found) */
-static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock, __u32 waiter_tid, __u32 *waiter)
+static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock, struct task_struct *waiter_task,
+					      __u32 *waiter)
 {
 	const struct py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_find f = {};
@@ -239,7 +253,7 @@ static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock, __u32 wait
 		tcount(TCNT_PY_UNREADABLE);
 		return 0;
 	}
-	if (tid != (__u32)bpf_get_current_pid_tgid()) {
+	if (tid != py_thread_id(pp, bpf_get_current_task_btf())) {
 		tcount(TCNT_PY_NOT_HOLDER);
 		return 0;
 	}
@@ -248,7 +262,7 @@ static __always_inline __u32 py_release_stack(__u32 tgid, __u64 lock, __u32 wait
 		return 0;
 	tcount(TCNT_PY_STACKS);
 	f.pp = pp;
-	f.tid = waiter_tid;
+	f.tid = py_thread_id(pp, waiter_task);
 	for (__u32 link = 8; ; link = 0) {       /* after the holder, then before it */
 		f.at = py_read_ptr(tstate + link);
 		f.link = link;

@@ -5,8 +5,8 @@
  * and how to walk its frames, and read the names of the code objects in the
  * Python stacks it kept, from the process's memory, while the process runs.
  *
- * The layouts below come from the DWARF of CPython builds (pyenv's 3.11.7,
- * 3.12.1 and 3.13.0: `gdb -batch -ex 'print (long)&((PyThreadState*)0)->cframe'`
+ * The layouts below come from the DWARF of CPython builds (pyenv's 3.9.18,
+ * 3.10.13, 3.11.7, 3.12.1 and 3.13.0: `gdb -batch -ex 'print (long)&((PyThreadState*)0)->cframe'`
  * and so on); patch releases keep them. Where a layout does not fit a build,
  * the BPF program's check (the GIL's last holder is the waking thread) fails
  * and the GIL's holders keep their C stacks. */
@@ -38,15 +38,20 @@ struct py_layout {
 	__u32 qualname_off, filename_off, firstlineno_off;                     /* PyCodeObject */
 	__u32 ascii_size;        /* sizeof(PyASCIIObject): a compact ASCII string's characters follow it */
 	__u32 compact_size;      /* sizeof(PyCompactUnicodeObject): a compact Latin-1 string's */
+	__u32 flags;             /* PY_* of probe.h */
 };
 
 static const struct py_layout layouts[] = {
+	/* 3.9, 3.10: _PyRuntime.ceval.gil; tstate->frame (a PyFrameObject), f_code, f_back; co_name
+	 * (no co_qualname); no native thread id: the holder is told by thread_id, pthread_self() */
+	{ 9, 352, 208, 8, 176, 24, PY_NO_CFRAME, 32, 24, 0, 112, 104, 40, 48, 72, PY_PTHREAD_ID | PY_NO_OWNER },
+	{ 10, 352, 208, 8, 176, 24, PY_NO_CFRAME, 32, 24, 0, 112, 104, 40, 48, 72, PY_PTHREAD_ID | PY_NO_OWNER },
 	/* 3.11: _PyRuntime.ceval.gil; tstate->cframe->current_frame; frame->f_code */
-	{ 11, 360, 208, 8, 160, 56, 8, 32, 48, 69, 128, 112, 72, 48, 72 },
+	{ 11, 360, 208, 8, 160, 56, 8, 32, 48, 69, 128, 112, 72, 48, 72, 0 },
 	/* 3.12: _PyRuntime._main_interpreter._gil; tstate->cframe->current_frame */
-	{ 12, 77432, 208, 8, 144, 56, 0, 0, 8, 70, 128, 112, 68, 40, 56 },
+	{ 12, 77432, 208, 8, 144, 56, 0, 0, 8, 70, 128, 112, 68, 40, 56, 0 },
 	/* 3.13: _PyRuntime._main_interpreter._gil; tstate->current_frame; frame->f_executable */
-	{ 13, 96104, 208, 8, 160, 72, PY_NO_CFRAME, 0, 8, 70, 128, 112, 68, 40, 56 },
+	{ 13, 96104, 208, 8, 160, 72, PY_NO_CFRAME, 0, 8, 70, 128, 112, 68, 40, 56, 0 },
 };
 
 struct pyp {
@@ -214,7 +219,7 @@ static void find_interpreter(struct pyp *p)
 				p->own = layouts[i], p->lay = &p->own;
 		if (!p->lay) {
 			snprintf(p->file, sizeof(p->file), "%s", name);
-			snprintf(p->reason, sizeof(p->reason), "CPython 3.%d: no frame layout known (3.11 to 3.13 are)",
+			snprintf(p->reason, sizeof(p->reason), "CPython 3.%d: no frame layout known (3.9 to 3.13 are)",
 				 minor);
 			break;
 		}
@@ -233,6 +238,7 @@ static void find_interpreter(struct pyp *p)
 				.gil_lo = p->gil, .gil_hi = p->gil + l->gil_size, .last_holder = p->gil + l->last_holder_off,
 				.tid_off = l->tid_off, .frame_off = l->frame_off, .cframe_off = l->cframe_off,
 				.code_off = l->code_off, .prev_off = l->prev_off, .owner_off = l->owner_off,
+				.flags = l->flags,
 			};
 
 			if (p->mem < 0)
