@@ -11,11 +11,15 @@
  * dropping thread). Either way the waker is the GIL's last holder: its
  * PyThreadState is read from last_holder, checked against the waker's own
  * thread id (native_thread_id; 3.9, 3.10: thread_id, pthread_self(), the fs
- * base), and its frame chain walked (code object
- * pointers only: the loader reads their names from the process while it
- * runs). A wake on the GIL's own mutex by a thread that does not hold the
- * GIL fails the check and gets no frames. Nothing here runs while the GIL
- * is held: the releaser has dropped it, or the taker wakes the dropper.
+ * base), and its frame chain walked (code object pointers only: the loader
+ * reads their names from the process while it runs); the woken waiter's
+ * PyThreadState is found from the holder's in the interpreter's thread list
+ * and its frames walked too (py_waits). A wake on the GIL's own mutex by a
+ * thread that does not hold the GIL fails the check and gets no frames.
+ * A releaser has dropped the GIL when it wakes a waiter; with
+ * FORCE_SWITCHING the taker wakes the dropper while it holds the GIL, so
+ * the walk (up to two stacks of 16 frames) lengthens that hold, once per
+ * switch (at most every 5 ms).
  */
 #ifndef LOCKSCOPE_PYFRAMES_BPF_H
 #define LOCKSCOPE_PYFRAMES_BPF_H
