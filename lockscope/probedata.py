@@ -255,11 +255,24 @@ class FutexAddress:
 
 
 @dataclass
+class JvmProcess:
+    """A JVM whose Java monitors are named at ObjectMonitor::EnterI (probes/
+    jvmmon.c): its libjvm.so, whether they were, and why not (monitor probes
+    on, a layout not readable)."""
+    tgid: int = 0
+    file: str = ""
+    named: bool = False
+    by_probes: bool = False      # its -XX:+DTraceMonitorProbes probes name them instead
+    reason: Optional[str] = optional()
+
+
+@dataclass
 class UsdtProbe:
     """What was attached: each start/done probe and the binary."""
     loaded: bool = False
     reason: Optional[str] = optional()
     attached: list[dict] = field(default_factory=list)
+    jvms: list[JvmProcess] = field(default_factory=list)
 
 
 @dataclass

@@ -38,6 +38,7 @@
 #include "kmem.h"
 #include "gomutex.h"
 #include "usdt.h"
+#include "jvmmon.h"
 #include "commands.h"
 #include "contention.skel.h"
 
@@ -132,6 +133,7 @@ static void cmd_start(struct probe *p)
 	futex_start();
 	gomutex_start();
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));
+	jvmmon_scan(bpf_map__fd(p->cskel->maps.tracked));   /* JVMs whose monitors are named at EnterI */
 	usdt_start();
 	p->t_start = now_ns();
 	p->cskel->bss->t_start = p->t_start;      /* per-thread times (tasktimes.bpf.h) */

@@ -41,6 +41,7 @@
 #include "optional.h"
 #include "gomutex.h"
 #include "pyframes.h"
+#include "jvmmon.h"
 #include "contention.skel.h"
 #include "objects.skel.h"
 
@@ -306,6 +307,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));  /* Go programs exec'd since */
 	pyframes_scan(bpf_map__fd(p->cskel->maps.tracked)); /* CPython interpreters likewise */
+	jvmmon_scan(bpf_map__fd(p->cskel->maps.tracked));   /* and JVMs whose monitors EnterI names */
 	tasks_drain();                                      /* wake-up edges out of their map */
 	if (p->series_ms)
 		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),

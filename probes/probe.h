@@ -515,7 +515,26 @@ struct usdt_key {
 	X(UCNT_DONES, "usdt_waits")               /* waits timed */                             \
 	X(UCNT_NAME_UNREADABLE, "usdt_names_unreadable") /* name string not readable */          \
 	X(UCNT_LOST_OPEN, "lost_usdt_open_map_full")     /* a wait lost: open-wait map full */    \
-	X(UCNT_LOST_WAITS, "lost_usdt_map_full")  /* a wait lost: aggregation map full */
+	X(UCNT_LOST_WAITS, "lost_usdt_map_full")  /* a wait lost: aggregation map full */     \
+	/* a HotSpot monitor enter in a JVM whose layout is not known (yet, or its monitor probes name it) */ \
+	X(UCNT_NO_JVM_LAYOUT, "usdt_monitor_enters_without_layout")
+
+/* a JVM whose Java monitors usdt.bpf.c names at ObjectMonitor::EnterI (or
+ * enter_internal) by the locked object's class, by process; the offsets are
+ * the JVM's own (its exported gHotSpotVMStructs table, probes/jvmmon.c) */
+struct jvm_proc {
+	__u64 klass_base;     /* CompressedKlassPointers' base (compressed class pointers) */
+	__u32 klass_shift;    /* and shift */
+	__u32 object_off;     /* ObjectMonitor::_object: a WeakHandle, the address of the object's slot */
+	__u32 klass_off;      /* oopDesc::_metadata._compressed_klass (or ._klass) */
+	__u32 name_off;       /* Klass::_name, a Symbol * */
+	__u32 length_off;     /* Symbol::_length, a u2 */
+	__u32 body_off;       /* Symbol::_body: the name's bytes, internal form (java/lang/Object) */
+	__u32 flags;          /* JVM_* below */
+	__u32 pad;
+};
+#define JVM_COMPRESSED_KLASS 1   /* the klass word is a 32-bit narrowKlass */
+#define JVM_OBJECT_HANDLE    2   /* _object holds the address of the object's slot, not the object */
 
 enum usdt_counter {
 	USDT_COUNTERS(COUNTER_ENUM)

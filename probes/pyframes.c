@@ -12,8 +12,6 @@
  * and the GIL's holders keep their C stacks. */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +22,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "pyframes.h"
+#include "elfsym.h"
 
 #define MAX_PY_PROCS  256
 #define LABEL_LEN     160
@@ -106,59 +105,6 @@ static int minor_of(const char *path)
 	return -1;
 }
 
-/* the link-time addresses of _PyRuntime and PyCode_Type in an ELF file, and
- * the vaddr of its segment at file offset 0; false if it has no _PyRuntime */
-static bool elf_symbols(const char *path, __u64 *runtime, __u64 *code_type, __u64 *base_vaddr, bool *dyn)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	Elf_Scn *scn = NULL;
-	GElf_Ehdr eh;
-	size_t nph;
-	Elf *e;
-
-	*runtime = *code_type = *base_vaddr = 0;
-	if (fd < 0)
-		return false;
-	elf_version(EV_CURRENT);
-	e = elf_begin(fd, ELF_C_READ, NULL);
-	if (!e || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &nph))
-		goto out;
-	*dyn = eh.e_type == ET_DYN;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-
-		if (gelf_getphdr(e, i, &ph) && ph.p_type == PT_LOAD && ph.p_offset == 0) {
-			*base_vaddr = ph.p_vaddr;
-			break;
-		}
-	}
-	while ((scn = elf_nextscn(e, scn)) && !(*runtime && *code_type)) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
-		    !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
-			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *name;
-
-			if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF ||
-			    !(name = elf_strptr(e, sh.sh_link, sym.st_name)))
-				continue;
-			if (!strcmp(name, "_PyRuntime"))
-				*runtime = sym.st_value;
-			else if (!strcmp(name, "PyCode_Type"))
-				*code_type = sym.st_value;
-		}
-	}
-out:
-	if (e)
-		elf_end(e);
-	close(fd);
-	return *runtime != 0;
-}
-
 static bool read_mem(const struct pyp *p, __u64 addr, void *buf, size_t n);
 
 /* 3.13 keeps its own layout at the start of _PyRuntime (_Py_DebugOffsets,
@@ -202,17 +148,18 @@ static void find_interpreter(struct pyp *p)
 	if (!(f = fopen(path, "re")))
 		return;
 	while (fgets(line, sizeof(line), f)) {
+		static const char *const want[] = { "_PyRuntime", "PyCode_Type" };
 		unsigned long long lo, off;
-		__u64 runtime, code_type, base_vaddr, bias;
+		__u64 sym[2], runtime, code_type;
 		char *name = strchr(line, '/'), *nl;
-		bool dyn = false;
+		struct elf_base eb;
 		int minor;
 
 		if (!name || sscanf(line, "%llx-%*x %*s %llx", &lo, &off) != 2 || off != 0)
 			continue;
 		if ((nl = strchr(name, '\n')))
 			*nl = '\0';
-		if ((minor = minor_of(name)) < 0 || !elf_symbols(name, &runtime, &code_type, &base_vaddr, &dyn))
+		if ((minor = minor_of(name)) < 0 || !elf_symbol_values(name, want, 2, sym, &eb) || !sym[0])
 			continue;
 		for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
 			if (layouts[i].minor == minor)
@@ -223,13 +170,14 @@ static void find_interpreter(struct pyp *p)
 				 minor);
 			break;
 		}
-		bias = dyn ? lo - base_vaddr : 0;
-		p->code_type = code_type ? code_type + bias : 0;
+		runtime = elf_address(&eb, sym[0], lo);
+		code_type = sym[1] ? elf_address(&eb, sym[1], lo) : 0;
+		p->code_type = code_type;
 		snprintf(path, sizeof(path), "/proc/%u/mem", p->tgid);
 		if (p->mem < 0)
 			p->mem = open(path, O_RDONLY | O_CLOEXEC);
-		p->gil = runtime + bias + p->own.gil_off;
-		if (minor >= 13 && !debug_layout(p, runtime + bias))
+		p->gil = runtime + p->own.gil_off;
+		if (minor >= 13 && !debug_layout(p, runtime))
 			break;            /* not initialized yet: looked at again next tick */
 		snprintf(p->file, sizeof(p->file), "%s", name);
 		{

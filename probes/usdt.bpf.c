@@ -14,6 +14,8 @@
  *   bits  8-11  argument naming the lock, 1-based (0: none)
  *   bit  12     that argument is a char * (copied as a string), else a number
  *   bits 16-19  argument giving the mode, 1-based (0: none)
+ *   bit  13     that argument is a HotSpot ObjectMonitor *: the lock is
+ *               named by the class of the object it locks (jvm_procs)
  *   bits 20-23  argument giving the name string's length, 1-based (0: none,
  *               the string ends with a NUL): a JVM's class name is a
  *               Symbol's bytes, not NUL-terminated
@@ -23,7 +25,9 @@
  * A program that publishes no USDT probes but exports a "wait begins" and
  * a "wait ends" function (MariaDB's thd_wait_begin/thd_wait_end) has the
  * same two programs as entry uprobes (lksc_func_start/done): its arguments
- * are the function's first five, from the registers.
+ * are the function's first five, from the registers. Where the wait is done
+ * when the start function returns (HotSpot's ObjectMonitor::EnterI, which
+ * returns holding the monitor), lksc_func_done is its return probe.
  * Only tracked processes count (the `tracked` map shared with
  * contention.bpf.c), so the probes may be attached for every process that
  * runs the binary.
@@ -74,6 +78,47 @@ WAIT_STATS_MAP(usdt_stats, struct usdt_key);
 
 COUNTERS_MAP(usdt_counters, UCNT__MAX, ucount);
 
+/* the JVMs whose monitors are named at ObjectMonitor::EnterI, by tgid (the
+ * loader fills it: probes/jvmmon.c); a JVM absent here has its monitor
+ * enters left to its monitor probes, or unnamed */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct jvm_proc);
+} jvm_procs SEC(".maps");
+
+/* the class name of the object HotSpot's ObjectMonitor `mon` locks, into
+ * `name` (zeroed: it stays NUL-terminated): mon->_object (a WeakHandle: the
+ * object's slot) -> the object -> its klass (a narrowKlass, decoded) ->
+ * Klass::_name (a Symbol: a u2 length and the bytes) */
+static __always_inline void monitor_class(const struct jvm_proc *j, __u64 mon, char *name)
+{
+	__u64 obj = 0, klass = 0, sym = 0;
+	__u32 narrow = 0;
+	__u16 len = 0;
+
+	if (bpf_probe_read_user(&obj, sizeof(obj), (void *)(mon + j->object_off)) ||
+	    ((j->flags & JVM_OBJECT_HANDLE) && (!obj || bpf_probe_read_user(&obj, sizeof(obj), (void *)obj))) || !obj)
+		goto unreadable;
+	if (j->flags & JVM_COMPRESSED_KLASS) {
+		if (bpf_probe_read_user(&narrow, sizeof(narrow), (void *)(obj + j->klass_off)))
+			goto unreadable;
+		klass = j->klass_base + ((__u64)narrow << (j->klass_shift & 63));
+	} else if (bpf_probe_read_user(&klass, sizeof(klass), (void *)(obj + j->klass_off))) {
+		goto unreadable;
+	}
+	if (!klass || bpf_probe_read_user(&sym, sizeof(sym), (void *)(klass + j->name_off)) || !sym ||
+	    bpf_probe_read_user(&len, sizeof(len), (void *)(sym + j->length_off)))
+		goto unreadable;
+	if (len > USDT_NAME_LEN - 1)
+		len = USDT_NAME_LEN - 1;
+	if (len && bpf_probe_read_user(name, len, (void *)(sym + j->body_off)) == 0)
+		return;
+unreadable:
+	ucount(UCNT_NAME_UNREADABLE);
+}
+
 static __always_inline bool traced(__u32 tgid)
 {
 	return system_wide || bpf_map_lookup_elem(&tracked, &tgid);
@@ -86,6 +131,7 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 {
 	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> 32;
 	struct usdt_open_key ok = { .tid = (__u32)id, .entry = cookie & 0xff };
+	const struct jvm_proc *jvm = NULL;
 	__u32 zero = 0;
 	struct usdt_open *o;
 
@@ -93,13 +139,24 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 		return;
 	if (values && !(cookie & (1 << 12)) && (!name_ok || (__u64)name_v > 31 || !(values & (1ULL << name_v))))
 		return;       /* a value that is not a lock wait */
+	if (cookie & (1 << 13)) {
+		__u32 tgid = id >> 32;
+
+		jvm = bpf_map_lookup_elem(&jvm_procs, &tgid);
+		if (!jvm) {   /* layout not read yet, or the JVM's monitor probes name its monitors */
+			ucount(UCNT_NO_JVM_LAYOUT);
+			return;
+		}
+	}
 	o = bpf_map_lookup_elem(&usdt_scratch, &zero);
 	if (!o)
 		return;
 	__builtin_memset(o, 0, sizeof(*o));
 	o->key.tgid = id >> 32;
 	o->key.entry = ok.entry;
-	if (name_ok) {
+	if (name_ok && jvm) {
+		monitor_class(jvm, (__u64)name_v, o->key.name);
+	} else if (name_ok) {
 		if ((cookie & (1 << 12)) && len_ok) {     /* the key was zeroed: it stays NUL-terminated */
 			__u32 n = len_v < 0 ? 0 : len_v > USDT_NAME_LEN - 1 ? USDT_NAME_LEN - 1 : (__u32)len_v;
 

@@ -6,7 +6,10 @@
  * support reads the probes' argument specs from the ELF notes and bumps
  * their semaphores (ref_ctr_offset) while attached. A program's exported
  * "wait begins"/"wait ends" functions (provider "-") get entry uprobes
- * instead, by symbol name. */
+ * instead, by symbol name (NAME may list alternatives, A,B: the first the
+ * binary has), and a wait done when its start function returns a return
+ * probe ("return"). A start whose cookie names an ObjectMonitor (bit 13)
+ * has jvmmon.c look for the JVMs that map its libjvm.so. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "usdt.h"
+#include "jvmmon.h"
 #include "usdt.skel.h"
 
 #define MAX_USDT_LINKS 64
@@ -26,14 +30,14 @@ static const char *ucounter_names[UCNT__MAX] = { USDT_COUNTERS(COUNTER_NAME) };
 
 struct usdt_link {
 	struct bpf_link *link;
-	char what[16];        /* start | done */
+	char what[16];        /* start | done | return */
 	__u64 cookie;
-	char provider[64], name[64], path[256];
+	char provider[64], name[128], path[256];
 };
 
 static struct usdt_bpf *uskel;
 static int load_err = -ENOENT;
-static int nc;
+static int nc, tracked_map_fd = -1;
 static struct usdt_link links[MAX_USDT_LINKS];
 static int nlinks;
 
@@ -44,6 +48,7 @@ int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void 
 	int err;
 
 	nc = ncpus;
+	tracked_map_fd = tracked_fd;
 	attached_hook = on_attach;
 	uskel = usdt_bpf__open();
 	if (!uskel)
@@ -54,6 +59,8 @@ int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void 
 		err = bpf_map__reuse_fd(uskel->maps.usdt_waiting, waiting_fd);
 	if (!err)
 		err = usdt_bpf__load(uskel);
+	if (!err)
+		jvmmon_set_map(bpf_map__fd(uskel->maps.jvm_procs));
 	if (err) {
 		usdt_bpf__destroy(uskel);
 		uskel = NULL;
@@ -74,17 +81,26 @@ static void emit_attached(const struct usdt_link *l)
 }
 
 /* a start or done probe: a USDT probe (PROVIDER:NAME), or with PROVIDER
- * "-" the entry of the exported function NAME */
-static struct bpf_link *attach_one(const struct usdt_link *l)
+ * "-" the entry of the exported function NAME (the first of NAME's
+ * comma-separated alternatives the binary has), or its return ("return") */
+static struct bpf_link *attach_one(struct usdt_link *l)
 {
 	bool start = strcmp(l->what, "start") == 0;
 
 	if (strcmp(l->provider, "-") == 0) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = l->name, .bpf_cookie = l->cookie);
+		char names[sizeof(l->name)], *save = NULL;
+		struct bpf_link *link = NULL;
 
-		return bpf_program__attach_uprobe_opts(start ? uskel->progs.lksc_func_start
-							     : uskel->progs.lksc_func_done,
-						       -1, l->path, 0, &uopts);
+		snprintf(names, sizeof(names), "%s", l->name);
+		for (char *fn = strtok_r(names, ",", &save); fn && !link; fn = strtok_r(NULL, ",", &save)) {
+			LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = fn, .bpf_cookie = l->cookie,
+				    .retprobe = strcmp(l->what, "return") == 0);
+
+			link = bpf_program__attach_uprobe_opts(start ? uskel->progs.lksc_func_start
+								     : uskel->progs.lksc_func_done,
+							       -1, l->path, 0, &uopts);
+		}
+		return link;
 	}
 	LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = l->cookie);
 	return bpf_program__attach_usdt(start ? uskel->progs.lksc_usdt_start : uskel->progs.lksc_usdt_done,
@@ -93,14 +109,16 @@ static struct bpf_link *attach_one(const struct usdt_link *l)
 
 void usdt_command(char *args)
 {
-	char what[16], provider[64], name[64];
+	char what[16], provider[64], name[128];
 	unsigned long long cookie;
 	int off = 0;
 	struct usdt_link *l;
 
-	if (sscanf(args, "%15s %llu %63s %63s %n", what, &cookie, provider, name, &off) != 4 || !off ||
-	    !args[off] || (strcmp(what, "start") && strcmp(what, "done"))) {
-		emit_error("usdt", EINVAL, "usdt: expected 'start|done COOKIE PROVIDER|- NAME PATH': '%s'", args);
+	if (sscanf(args, "%15s %llu %63s %127s %n", what, &cookie, provider, name, &off) != 4 || !off ||
+	    !args[off] || (strcmp(what, "start") && strcmp(what, "done") && strcmp(what, "return")) ||
+	    (!strcmp(what, "return") && strcmp(provider, "-"))) {
+		emit_error("usdt", EINVAL, "usdt: expected 'start|done COOKIE PROVIDER|- NAME PATH' or "
+			   "'return COOKIE - NAME PATH': '%s'", args);
 		return;
 	}
 	if (!uskel) {
@@ -123,14 +141,18 @@ void usdt_command(char *args)
 		int err = errno;
 
 		if (strcmp(provider, "-") == 0)
-			emit_error("usdt", err, "usdt: cannot attach an entry uprobe to %s of %s: %s", name, l->path,
-				   strerror(err));
+			emit_error("usdt", err, "usdt: cannot attach %s uprobe to %s of %s: %s",
+				   strcmp(what, "return") ? "an entry" : "a return", name, l->path, strerror(err));
 		else
 			emit_error("usdt", err, "usdt: cannot attach %s:%s of %s: %s", provider, name, l->path,
 				   strerror(err));
 		return;
 	}
 	nlinks++;
+	if (!strcmp(what, "start") && (cookie & (1ULL << 13))) {   /* names HotSpot monitors */
+		jvmmon_watch(l->path);
+		jvmmon_scan(tracked_map_fd);   /* now, not at the next tick: enters until then go unnamed */
+	}
 	if (attached_hook)
 		attached_hook();
 	emit_attached(l);
@@ -207,6 +229,7 @@ void usdt_json(struct jw *w)
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+	jvmmon_json(w);
 	jw_obj_end(w);
 	if (!uskel)
 		return;
@@ -251,6 +274,7 @@ void usdt_destroy(void)
 	for (int i = 0; i < nlinks; i++)
 		bpf_link__destroy(links[i].link);
 	nlinks = 0;
+	jvmmon_destroy();
 	usdt_bpf__destroy(uskel);
 	uskel = NULL;
 }

@@ -13,7 +13,10 @@ struct jw;
 int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void (*on_attach)(void));
 /* the "usdt" command: `usdt start|done COOKIE PROVIDER NAME PATH` attaches
  * the start or done program to probe PROVIDER:NAME of the binary PATH, for
- * every process running it (the tracked map filters) */
+ * every process running it (the tracked map filters); PROVIDER "-": the
+ * entry of function NAME (or of the first of its alternatives A,B the
+ * binary has); `usdt return COOKIE - NAME PATH`: the done program at its
+ * return */
 void usdt_command(char *args);
 void usdt_start(void);
 void usdt_stop(void);

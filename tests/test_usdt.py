@@ -99,11 +99,57 @@ def test_another_program_is_a_table_entry(tmp_path):
 
 def test_the_jvm_monitor_probes_name_the_class_from_a_counted_string():
     """HotSpot's class name is a Symbol's bytes (no NUL): its length is the
-    fourth argument; internal names read with dots."""
-    [spec] = usdt.default().probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+    fourth argument; internal names read with dots. Without the probes'
+    flag, ObjectMonitor::EnterI (enter_internal in JDK 25) is timed from its
+    entry to its return, the class read through its ObjectMonitor (bit 13)."""
+    specs = usdt.default().probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+    [spec, enter] = specs
     assert (spec.provider, spec.start, spec.kind) == ("hotspot", "monitor__contended__enter", "Java monitor")
     assert (spec.cookie >> 8) & 0xf == 3 and spec.cookie & (1 << 12) and (spec.cookie >> 20) & 0xf == 4
     assert spec.lock_name(0, "java/util/HashMap") == "Java monitor of java.util.HashMap"
+    assert spec.attachments[1][0] == "done"
+    assert enter.start.split(",") == ["_ZN13ObjectMonitor6EnterIEP10JavaThread",
+                                      "_ZN13ObjectMonitor14enter_internalEP10JavaThread"]
+    assert (enter.probe_provider, enter.kind, enter.probe) == ("-", "Java monitor", "ObjectMonitor::EnterI()")
+    assert (enter.cookie >> 8) & 0xf == 1 and enter.cookie & (1 << 13) and not enter.cookie & (1 << 12)
+    assert [(w, n) for w, n, _ in enter.attachments] == [("start", enter.start), ("return", enter.start)]
+    assert enter.lock_name(0, "Monitor$Counter") == "Java monitor of Monitor$Counter"
+    assert enter.lock_name(0, "") == "Java monitor of [unreadable name]"
+
+
+def test_a_return_done_or_a_monitor_name_needs_a_function(tmp_path):
+    f = tmp_path / "usdt.toml"
+    f.write_text(SDT_TABLE.replace('done = "queue__lock__acquired"', 'done = "return"'))
+    with pytest.raises(ValueError, match='done = "return" needs attach = "function"'):
+        usdt.Table.load(f)
+    f.write_text(SDT_TABLE.replace("name_string = true", 'name_from = "hotspot_monitor"'))
+    with pytest.raises(ValueError, match="name_from"):
+        usdt.Table.load(f)
+
+
+def _jvm_raw(jvms, waits=()):
+    path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+    raw = type("Raw", (), {})()
+    raw.__dict__.update(usdt.resolve({"usdt_probe": {"loaded": True, "jvms": jvms, "attached": [
+        {"probe": "start", "provider": "hotspot", "name": "monitor__contended__enter", "path": path}]},
+        "usdt": list(waits)}))
+    return raw
+
+
+def test_a_jvm_named_at_enteri_needs_no_flag_and_one_that_is_not_says_why():
+    """The monitor probes' flag warning is for a JVM nobody looked at; a JVM
+    whose layout was not read says why (its -XX:+UseCompactObjectHeaders)."""
+    path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+    assert any("-XX:+DTraceMonitorProbes" in w for w in usdt.usdt_warnings(_jvm_raw([])))
+    named = _jvm_raw([{"tgid": 9, "file": path, "named": True, "by_probes": False}])
+    assert usdt.usdt_warnings(named) == [] and named.usdt_probe.jvms[0].named
+    flag = _jvm_raw([{"tgid": 9, "file": path, "named": False, "by_probes": True,
+                      "reason": "named by its monitor probes (-XX:+DTraceMonitorProbes)"}])
+    assert usdt.usdt_warnings(flag) == []
+    compact = _jvm_raw([{"tgid": 9, "file": path, "named": False, "by_probes": False,
+                         "reason": "-XX:+UseCompactObjectHeaders: the class is in the object's mark word"}])
+    [w] = usdt.usdt_warnings(compact)
+    assert w.startswith("Java monitors of process 9 not named by class: -XX:+UseCompactObjectHeaders"), w
 
 
 def pg_event(lock: record.Lock) -> tuple[str, str] | None:

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from . import userlocks
 from ..lockacc import LockAcc, heaviest_first
-from lockscope.probedata import UsdtProbe, UsdtWait, heaviest
+from lockscope.probedata import JvmProcess, UsdtProbe, UsdtWait, heaviest
 from lockscope.record import Lock
 
 TABLE_FILE = Path(__file__).with_name("usdt.toml")
@@ -67,13 +67,19 @@ class ProbeSpec:
     only: list[int] = field(default_factory=list)        # the name values that are lock waits ([]: all)
     name_len_arg: int = 0        # 1-based: the name string's length (a JVM's class name has no NUL)
     name_dots: bool = False      # "/" in the name string read as "." (a JVM's internal class names)
+    # "hotspot_monitor": the name argument is a HotSpot ObjectMonitor *, named by
+    # its object's class (usdt.bpf.c, with the JVM's layout from probes/jvmmon.c)
+    name_from: str = ""
+    done_at_return: bool = False # the wait is done when `start` returns (done = "return")
+    label: str = ""              # the start probe as the record names it, where not its symbol
 
     @property
     def cookie(self) -> int:
         """usdt.bpf.c's attach cookie: entry, name argument and type, mode
         argument, and the mask of the name values that are lock waits."""
         mask = sum(1 << v for v in self.only)
-        return (self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0) | self.mode_arg << 16
+        return (self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0)
+                | (1 << 13 if self.name_from == "hotspot_monitor" else 0) | self.mode_arg << 16
                 | self.name_len_arg << 20 | mask << 32)
 
     @property
@@ -84,12 +90,21 @@ class ProbeSpec:
     @property
     def probe(self) -> str:
         """The start probe as the record names it."""
+        if self.label:
+            return self.label
         return f"{self.start}()" if self.attach == "function" else f"{self.provider}:{self.start}"
+
+    @property
+    def attachments(self) -> list[tuple[str, str, int]]:
+        """(what, names, cookie) of the usdt commands that attach this entry:
+        its start, and its done probe or the return of its start function."""
+        done = ("return", self.start, self.entry) if self.done_at_return else ("done", self.done, self.entry)
+        return [("start", self.start, self.cookie), done]
 
     def lock_name(self, value: int, name: str) -> str:
         if not self.name_arg:
             return self.prefix.strip() or self.kind
-        if self.name_string:
+        if self.name_string or self.name_from:
             return self.prefix + ((name.replace("/", ".") if self.name_dots else name) or "[unreadable name]")
         return self.prefix + self.names.get(value, str(value))
 
@@ -137,18 +152,27 @@ class Table:
                     if not 0 <= q.get(arg, 0) <= top:
                         raise ValueError(f"{path}: {p['name']} {q['start']}: {arg} must be 1..{top}")
                 only = [int(v) for v in q.get("only", [])]
+                start = q["start"] if isinstance(q["start"], str) else ",".join(q["start"])
+                name_from = q.get("name_from", "")
+                if name_from not in ("", "hotspot_monitor") or (name_from and not (attach == "function"
+                                                                                    and q.get("name_arg"))):
+                    raise ValueError(f"{path}: {p['name']} {start}: name_from is \"hotspot_monitor\" (an "
+                                     f"ObjectMonitor * argument of a function), not {name_from!r}")
+                if q["done"] == "return" and attach != "function":
+                    raise ValueError(f"{path}: {p['name']} {start}: done = \"return\" needs attach = \"function\"")
                 if any(not 0 <= v <= MAX_VALUE for v in only) or (only and q.get("name_string")):
                     raise ValueError(f"{path}: {p['name']} {q['start']}: only lists numeric name values "
                                      f"0..{MAX_VALUE}")
                 specs.append(ProbeSpec(
                     entry=entry, program=p["name"], component=component,
                     provider=q.get("provider", p.get("provider", "")),
-                    start=q["start"], done=q["done"], kind=q["kind"], prefix=q.get("prefix", ""),
+                    start=start, done=q["done"], kind=q["kind"], prefix=q.get("prefix", ""),
                     name_arg=q.get("name_arg", 0), name_string=bool(q.get("name_string", False)),
                     mode_arg=q.get("mode_arg", 0), names=_int_keys(q.get("names")),
                     modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
                     sleeps_in=list(q.get("sleeps_in", [])), attach=attach, only=only,
-                    name_len_arg=q.get("name_len_arg", 0), name_dots=bool(q.get("name_dots", False))))
+                    name_len_arg=q.get("name_len_arg", 0), name_dots=bool(q.get("name_dots", False)),
+                    name_from=name_from, done_at_return=q["done"] == "return", label=q.get("label", "")))
                 entry += 1
             programs.append(Program(p["name"], component, p.get("provider", ""), list(p["binaries"]), specs,
                                     list(p.get("release_frames", [])), p.get("if_silent", "")))
@@ -214,8 +238,11 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
     if data.get("usdt_probe") is None:
         return {}
     probe = data["usdt_probe"]
+    jvms = [JvmProcess(tgid=j["tgid"], file=j.get("file", ""), named=bool(j.get("named")),
+                       by_probes=bool(j.get("by_probes")), reason=j.get("reason") or None)
+            for j in probe.get("jvms") or []]
     out: dict[str, Any] = {"usdt_probe": UsdtProbe(loaded=bool(probe.get("loaded")), reason=probe.get("reason"),
-                                                   attached=probe.get("attached", []))}
+                                                   attached=probe.get("attached", []), jvms=jvms)}
     table = table or default()
     waits = []
     for row in data.get("usdt", []):
@@ -276,20 +303,33 @@ def folded_futexes(raw, table: Table | None = None):
 
 
 def usdt_warnings(raw, table: Table | None = None) -> list[str]:
-    """The probe not loaded; or a program whose probes were attached but
-    none of whose waits was seen, with its table's `if_silent` (a JVM fires
-    its monitor probes only with -XX:+DTraceMonitorProbes)."""
+    """The probe not loaded; a program whose probes were attached but none
+    of whose waits, nor any wait of its kinds, was seen, with its table's
+    `if_silent` (a JVM fires its monitor probes only with
+    -XX:+DTraceMonitorProbes, and names them otherwise only where EnterI's
+    entry names them); a JVM whose monitors could not be named at EnterI."""
     probe = getattr(raw, "usdt_probe", None) if raw else None
     if probe and not probe.loaded:
         return [f"application lock names (USDT) not measured: {probe.reason or 'the USDT probe did not load'}"]
     if not probe:
         return []
     table = table or default()
-    seen = {w.entry for w in getattr(raw, "usdt", None) or []}
+    waits = getattr(raw, "usdt", None) or []
+    seen, kinds = {w.entry for w in waits}, {w.kind for w in waits}
     out = []
+    # the kinds named at a function of a JVM that was looked at (EnterI's Java
+    # monitors): a silent program of these kinds needs no flag (or the JVM's
+    # own warning below says why they were not named)
+    named_kinds = {s.kind for p in table.programs for s in p.probes if s.name_from == "hotspot_monitor"} \
+        if probe.jvms else set()
     for p in table.programs:
         attached = any(a.get("probe") == "start" and any(a.get("name") == s.start and p.matches(a.get("path", ""))
                                                          for s in p.probes) for a in probe.attached)
-        if p.if_silent and attached and not seen & {s.entry for s in p.probes}:
+        if p.if_silent and attached and not seen & {s.entry for s in p.probes} \
+                and not (kinds | named_kinds) & {s.kind for s in p.probes}:
             out.append(f"{p.name}: its lock-wait probes were attached but none fired: {p.if_silent}")
+    for j in probe.jvms:
+        if not j.named and not j.by_probes:
+            out.append(f"Java monitors of process {j.tgid} not named by class: {j.reason or 'not read'} "
+                       f"({j.file}); its monitors' waits show as pthread_cond @ os::PlatformEvent::park")
     return out

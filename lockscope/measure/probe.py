@@ -115,7 +115,7 @@ class ProbeSession(JsonLinesProcess):
 
     def _attach_usdt_to(self, exe: str) -> None:
         for spec in usdt.default().probes_for(exe):
-            for what, name, cookie in (("start", spec.start, spec.cookie), ("done", spec.done, spec.entry)):
+            for what, name, cookie in spec.attachments:
                 self.send(f"usdt {what} {cookie} {spec.probe_provider} {name} {exe}")
                 while True:
                     ev = self.read_event(30)

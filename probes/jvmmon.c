@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: MIT
+/* Loader side of usdt.bpf.c's Java monitor names at ObjectMonitor::EnterI:
+ * for each tracked process that maps a watched libjvm.so, read from the
+ * process's memory where HotSpot keeps what names a monitor's class (the
+ * JVM's own gHotSpotVMStructs table, which it exports for the serviceability
+ * agent: the offsets of ObjectMonitor::_object, oopDesc's klass word,
+ * Klass::_name, Symbol::_length and _body, and CompressedKlassPointers' base
+ * and shift) and its flags (the JVMFlag table), and give them to the BPF
+ * program (jvm_procs). A JVM started with -XX:+DTraceMonitorProbes gets no
+ * entry: its monitor probes name its monitors (usdt.toml), and would count
+ * each enter twice. The table is filled while the JVM starts: a JVM not yet
+ * initialized is looked at again next tick. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include "probe.h"
+#include "jsonw.h"
+#include "elfsym.h"
+#include "jvmmon.h"
+
+#define MAX_JVMS      64
+#define MAX_FILES     8
+#define MAX_OTHERS    256
+#define OTHER_LOOKS   20      /* ticks a process's maps are looked at for a libjvm.so, per executable */
+#define MAX_TRIES     600     /* ticks a JVM is waited for to initialize its tables */
+#define MAX_ENTRIES   20000   /* VMStructs entries read at most */
+
+struct jvm {
+	__u32 tgid;
+	int tries;
+	bool decided;
+	bool by_probes;          /* -XX:+DTraceMonitorProbes: its monitor probes name its monitors */
+	char file[PATH_MAX];
+	char reason[160];        /* why its monitors are not named at EnterI, "" where they are */
+};
+
+/* a tracked process that maps no watched libjvm.so (yet): looked at again
+ * OTHER_LOOKS ticks, and again after an exec (its executable changed) */
+struct other {
+	__u32 tgid;
+	int looks;
+	__u64 exe_hash;
+};
+
+static int map_fd = -1;
+static char files[MAX_FILES][PATH_MAX];
+static int nfiles;
+static struct jvm jvms[MAX_JVMS];
+static int njvms;
+static struct other others[MAX_OTHERS];
+static int nothers;
+
+void jvmmon_set_map(int fd)
+{
+	map_fd = fd;
+}
+
+void jvmmon_watch(const char *path)
+{
+	for (int i = 0; i < nfiles; i++)
+		if (!strcmp(files[i], path))
+			return;
+	if (nfiles < MAX_FILES)
+		snprintf(files[nfiles++], PATH_MAX, "%s", path);
+}
+
+/* ---- the process's memory ------------------------------------------------ */
+
+static bool rd(int mem, __u64 addr, void *buf, size_t n)
+{
+	return addr && pread(mem, buf, n, (off_t)addr) == (ssize_t)n;
+}
+
+static __u64 rd64(int mem, __u64 addr)
+{
+	__u64 v = 0;
+
+	return rd(mem, addr, &v, sizeof(v)) ? v : 0;
+}
+
+/* a C string of the process (up to size - 1 bytes); "" if unreadable */
+static void rdstr(int mem, __u64 addr, char *out, size_t size)
+{
+	ssize_t n = addr ? pread(mem, out, size - 1, (off_t)addr) : -1;
+
+	if (n <= 0 && addr)          /* at the end of a mapping: a shorter read */
+		n = pread(mem, out, 16 < size ? 15 : size - 1, (off_t)addr);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* ---- gHotSpotVMStructs ---------------------------------------------------- */
+
+enum { Y_STRUCTS, Y_TYPE_NAME, Y_FIELD_NAME, Y_TYPE_STRING, Y_IS_STATIC, Y_OFFSET, Y_ADDRESS, Y_STRIDE,
+       Y_TYPES, Y_TTYPE_NAME, Y_TSIZE, Y_TSTRIDE, NSYMS };
+static const char *const sym_names[NSYMS] = {
+	"gHotSpotVMStructs", "gHotSpotVMStructEntryTypeNameOffset", "gHotSpotVMStructEntryFieldNameOffset",
+	"gHotSpotVMStructEntryTypeStringOffset", "gHotSpotVMStructEntryIsStaticOffset",
+	"gHotSpotVMStructEntryOffsetOffset", "gHotSpotVMStructEntryAddressOffset",
+	"gHotSpotVMStructEntryArrayStride", "gHotSpotVMTypes", "gHotSpotVMTypeEntryTypeNameOffset",
+	"gHotSpotVMTypeEntrySizeOffset", "gHotSpotVMTypeEntryArrayStride",
+};
+
+/* the fields read (JDK 17 and 25 names; the first of two alternatives found wins) */
+enum { F_OBJECT, F_CKLASS, F_KLASS, F_NAME, F_LENGTH, F_BODY, F_BASE, F_BASE25, F_SHIFT, F_SHIFT25, F_FLAGS,
+       F_NUMFLAGS, F_FLAG_NAME, F_FLAG_ADDR, F_HEAP, NFIELDS };
+static const char *const fields[NFIELDS][2] = {
+	{ "ObjectMonitor", "_object" }, { "oopDesc", "_metadata._compressed_klass" },
+	{ "oopDesc", "_metadata._klass" }, { "Klass", "_name" }, { "Symbol", "_length" }, { "Symbol", "_body" },
+	{ "CompressedKlassPointers", "_narrow_klass._base" }, { "CompressedKlassPointers", "_base" },
+	{ "CompressedKlassPointers", "_narrow_klass._shift" }, { "CompressedKlassPointers", "_shift" },
+	{ "JVMFlag", "flags" }, { "JVMFlag", "numFlags" }, { "JVMFlag", "_name" }, { "JVMFlag", "_addr" },
+	{ "Universe", "_collectedHeap" },
+};
+
+struct field {
+	bool found;
+	bool typed;              /* a type string: ObjectMonitor::_object's is none where it is a WeakHandle */
+	__u64 offset, address;   /* a field's offset; a static's address */
+};
+
+/* the flags read */
+enum { G_CCP, G_COMPACT, G_DTRACE_MON, G_DTRACE_EXT, NFLAGS };
+static const char *const flag_names[NFLAGS] = {
+	"UseCompressedClassPointers", "UseCompactObjectHeaders", "DTraceMonitorProbes", "ExtendedDTraceProbes",
+};
+
+/* the fields of gHotSpotVMStructs, and sizeof(JVMFlag) from gHotSpotVMTypes;
+ * false while the JVM has not filled them (the strides are 0) */
+static bool read_structs(int mem, const __u64 *g, struct field *f, __u64 *flag_size)
+{
+	__u64 stride = g[Y_STRIDE], tstride = g[Y_TSTRIDE];
+	unsigned char e[256];
+	char type[64], name[64];
+
+	if (!stride || stride > sizeof(e) || !tstride || tstride > sizeof(e) || !g[Y_STRUCTS] || !g[Y_TYPES])
+		return false;
+	for (int k = Y_TYPE_NAME; k <= Y_ADDRESS; k++)
+		if (g[k] + 8 > stride)
+			return false;
+	if (g[Y_TTYPE_NAME] + 8 > tstride || g[Y_TSIZE] + 8 > tstride)
+		return false;
+	for (__u64 i = 0, at = g[Y_STRUCTS]; i < MAX_ENTRIES && rd(mem, at, e, stride); i++, at += stride) {
+		__u64 tn = *(__u64 *)(e + g[Y_TYPE_NAME]);
+		bool named = false;
+
+		if (!tn)
+			break;
+		rdstr(mem, tn, type, sizeof(type));
+		for (int k = 0; k < NFIELDS; k++) {
+			if (f[k].found || strcmp(type, fields[k][0]))
+				continue;
+			if (!named)
+				rdstr(mem, *(__u64 *)(e + g[Y_FIELD_NAME]), name, sizeof(name));
+			named = true;
+			if (strcmp(name, fields[k][1]))
+				continue;
+			f[k].found = true;
+			f[k].typed = *(__u64 *)(e + g[Y_TYPE_STRING]) != 0;
+			f[k].offset = *(__u64 *)(e + g[Y_OFFSET]);
+			f[k].address = *(__u64 *)(e + g[Y_ADDRESS]);
+		}
+	}
+	*flag_size = 0;
+	for (__u64 i = 0, at = g[Y_TYPES]; i < MAX_ENTRIES && rd(mem, at, e, tstride); i++, at += tstride) {
+		__u64 tn = *(__u64 *)(e + g[Y_TTYPE_NAME]);
+
+		if (!tn)
+			break;
+		rdstr(mem, tn, type, sizeof(type));
+		if (!strcmp(type, "JVMFlag")) {
+			*flag_size = *(__u64 *)(e + g[Y_TSIZE]);
+			break;
+		}
+	}
+	return true;
+}
+
+/* the boolean flags of flag_names (-1: not found) from the JVMFlag table */
+static void read_flags(int mem, const struct field *f, __u64 flag_size, int *flags)
+{
+	__u64 n = f[F_NUMFLAGS].found ? rd64(mem, f[F_NUMFLAGS].address) : 0;
+	__u64 table = f[F_FLAGS].found ? rd64(mem, f[F_FLAGS].address) : 0;
+	unsigned char *buf;
+
+	for (int k = 0; k < NFLAGS; k++)
+		flags[k] = -1;
+	if (!n || n > 10000 || !table || !flag_size || flag_size > 256 || !f[F_FLAG_NAME].found ||
+	    !f[F_FLAG_ADDR].found || !(buf = malloc(n * flag_size)))
+		return;
+	if (rd(mem, table, buf, n * flag_size)) {
+		for (__u64 i = 0; i < n; i++) {
+			const unsigned char *e = buf + i * flag_size;
+			char name[40];
+
+			rdstr(mem, *(const __u64 *)(e + f[F_FLAG_NAME].offset), name, sizeof(name));
+			for (int k = 0; k < NFLAGS; k++) {
+				unsigned char v = 0;
+
+				if (flags[k] < 0 && !strcmp(name, flag_names[k]) &&
+				    rd(mem, *(const __u64 *)(e + f[F_FLAG_ADDR].offset), &v, 1))
+					flags[k] = v != 0;
+			}
+		}
+	}
+	free(buf);
+}
+
+/* what names the monitors of JVM j, whose libjvm.so is mapped at map_start:
+ * true once decided (the map entry made, or j->reason says why not), false
+ * to look again next tick */
+static bool read_layout(struct jvm *j, __u64 map_start)
+{
+	struct field f[NFIELDS] = {};
+	struct jvm_proc jp = {};
+	__u64 g[NSYMS], flag_size;
+	int flags[NFLAGS], mem;
+	struct elf_base eb;
+	char path[64];
+	bool done = true;
+
+	if (!elf_symbol_values(j->file, sym_names, NSYMS, g, &eb) || !g[Y_STRUCTS] || !g[Y_STRIDE]) {
+		snprintf(j->reason, sizeof(j->reason), "its libjvm.so exports no gHotSpotVMStructs table");
+		return true;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/mem", j->tgid);
+	if ((mem = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(j->reason, sizeof(j->reason), "%s: %s", path, strerror(errno));
+		return true;
+	}
+	for (int k = 0; k < NSYMS; k++)      /* each is a variable: its value, in the process */
+		g[k] = g[k] ? rd64(mem, elf_address(&eb, g[k], map_start)) : 0;
+	if (!read_structs(mem, g, f, &flag_size) || (f[F_HEAP].found && !rd64(mem, f[F_HEAP].address))) {
+		done = false;                /* not initialized yet */
+		goto out;
+	}
+	read_flags(mem, f, flag_size, flags);
+	if (flags[G_DTRACE_MON] > 0 || flags[G_DTRACE_EXT] > 0) {
+		j->by_probes = true;
+		snprintf(j->reason, sizeof(j->reason), "named by its monitor probes (-XX:+%s)",
+			 flags[G_DTRACE_MON] > 0 ? "DTraceMonitorProbes" : "ExtendedDTraceProbes");
+		goto out;
+	}
+	if (flags[G_COMPACT] > 0) {
+		snprintf(j->reason, sizeof(j->reason), "-XX:+UseCompactObjectHeaders: the class is in the object's "
+			 "mark word, which is not read");
+		goto out;
+	}
+	for (int k = 0; k < NFIELDS; k++) {
+		if (f[k].found || (k != F_OBJECT && k != F_NAME && k != F_LENGTH && k != F_BODY))
+			continue;     /* the others are looked at where needed */
+		snprintf(j->reason, sizeof(j->reason), "no %s::%s in its gHotSpotVMStructs", fields[k][0],
+			 fields[k][1]);
+		goto out;
+	}
+	if (flags[G_CCP] < 0) {
+		snprintf(j->reason, sizeof(j->reason), "its UseCompressedClassPointers flag was not found");
+		goto out;
+	}
+	jp.object_off = f[F_OBJECT].offset;
+	jp.name_off = f[F_NAME].offset;
+	jp.length_off = f[F_LENGTH].offset;
+	jp.body_off = f[F_BODY].offset;
+	jp.flags = f[F_OBJECT].typed ? 0 : JVM_OBJECT_HANDLE;
+	if (flags[G_CCP]) {
+		const struct field *base = f[F_BASE].found ? &f[F_BASE] : &f[F_BASE25];
+		const struct field *shift = f[F_SHIFT].found ? &f[F_SHIFT] : &f[F_SHIFT25];
+		__u32 sh = 0;
+
+		if (!f[F_CKLASS].found || !base->found || !shift->found || !rd(mem, shift->address, &sh, sizeof(sh))) {
+			snprintf(j->reason, sizeof(j->reason), "compressed class pointers whose base and shift are "
+				 "not in its gHotSpotVMStructs");
+			goto out;
+		}
+		jp.flags |= JVM_COMPRESSED_KLASS;
+		jp.klass_off = f[F_CKLASS].offset;
+		jp.klass_base = rd64(mem, base->address);
+		jp.klass_shift = sh;
+	} else if (f[F_KLASS].found) {
+		jp.klass_off = f[F_KLASS].offset;
+	} else {
+		snprintf(j->reason, sizeof(j->reason), "no oopDesc::_metadata._klass in its gHotSpotVMStructs");
+		goto out;
+	}
+	if (bpf_map_update_elem(map_fd, &j->tgid, &jp, BPF_ANY))
+		snprintf(j->reason, sizeof(j->reason), "jvm_procs map: %s", strerror(errno));
+out:
+	close(mem);
+	return done;
+}
+
+/* ---- the tracked processes -------------------------------------------------- */
+
+/* the start of the mapping of a watched libjvm.so at file offset 0 in
+ * process tgid, and its path; 0: none */
+static __u64 mapped_jvm(__u32 tgid, char *file)
+{
+	char path[64], line[PATH_MAX + 128];
+	__u64 start = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", tgid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (!start && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, off;
+		char *name = strchr(line, '/'), *nl;
+
+		if (!name || sscanf(line, "%llx-%*x %*s %llx", &lo, &off) != 2 || off != 0)
+			continue;
+		if ((nl = strchr(name, '\n')))
+			*nl = '\0';
+		for (int i = 0; i < nfiles && !start; i++)
+			if (!strcmp(name, files[i])) {
+				start = lo;
+				snprintf(file, PATH_MAX, "%s", name);
+			}
+	}
+	fclose(f);
+	return start;
+}
+
+static __u64 exe_hash(__u32 tgid)
+{
+	char link[32], exe[PATH_MAX];
+	__u64 h = 0xcbf29ce484222325ULL;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%u/exe", tgid);
+	n = readlink(link, exe, sizeof(exe));
+	for (ssize_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)exe[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* false if tgid was found to map no libjvm.so OTHER_LOOKS times with its executable unchanged */
+static bool worth_a_look(__u32 tgid)
+{
+	__u64 h = exe_hash(tgid);
+
+	for (int i = 0; i < nothers; i++)
+		if (others[i].tgid == tgid) {
+			if (others[i].exe_hash != h)
+				others[i].exe_hash = h, others[i].looks = 0;
+			return others[i].looks++ < OTHER_LOOKS;
+		}
+	if (nothers < MAX_OTHERS)
+		others[nothers++] = (struct other){ .tgid = tgid, .looks = 1, .exe_hash = h };
+	return true;
+}
+
+static struct jvm *jvm_of(__u32 tgid)
+{
+	for (int i = 0; i < njvms; i++)
+		if (jvms[i].tgid == tgid)
+			return &jvms[i];
+	return NULL;
+}
+
+void jvmmon_scan(int tracked_fd)
+{
+	__u32 tgid, *prev = NULL;
+
+	if (map_fd < 0 || !nfiles)
+		return;
+	while (bpf_map_get_next_key(tracked_fd, prev, &tgid) == 0) {
+		struct jvm *j = jvm_of(tgid);
+		char file[PATH_MAX];
+		__u64 start;
+
+		prev = &tgid;
+		if (j && j->decided)
+			continue;
+		if (!j && (njvms >= MAX_JVMS || !worth_a_look(tgid)))
+			continue;
+		if (!(start = mapped_jvm(tgid, file)))
+			continue;
+		if (!j) {
+			j = &jvms[njvms++];
+			memset(j, 0, sizeof(*j));
+			j->tgid = tgid;
+			snprintf(j->file, sizeof(j->file), "%s", file);
+		}
+		j->decided = read_layout(j, start);
+		if (!j->decided && ++j->tries >= MAX_TRIES) {
+			snprintf(j->reason, sizeof(j->reason), "its gHotSpotVMStructs table was not filled in %d ticks",
+				 MAX_TRIES);
+			j->decided = true;
+		}
+	}
+}
+
+void jvmmon_json(struct jw *w)
+{
+	jw_key(w, "jvms");
+	jw_arr(w);
+	for (int i = 0; i < njvms; i++) {
+		jw_obj(w);
+		jw_ku64(w, "tgid", jvms[i].tgid);
+		jw_kstr(w, "file", jvms[i].file);
+		jw_kbool(w, "named", jvms[i].decided && !jvms[i].reason[0]);
+		jw_kbool(w, "by_probes", jvms[i].by_probes);
+		jw_kstr(w, "reason", jvms[i].decided ? jvms[i].reason : "its tables were not initialized yet");
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+void jvmmon_destroy(void)
+{
+	njvms = nfiles = nothers = 0;
+	map_fd = -1;
+}
