@@ -263,6 +263,7 @@ class JvmProcess:
     file: str = ""
     named: bool = False
     by_probes: bool = False      # its -XX:+DTraceMonitorProbes probes name them instead
+    parks_named: bool = False    # its parks (LockSupport.park) named by their blocker's class
     reason: Optional[str] = optional()
 
 
@@ -289,6 +290,9 @@ class UsdtWait:
     total_ns: int = 0
     max_ns: int = 0
     explain: Optional[str] = optional()
+    # distinct objects behind it, where the probe tells them apart (a JVM's
+    # monitors, by the ObjectMonitor's address: one deflated and inflated again counts again)
+    instances: Optional[int] = optional()
 
 
 @dataclass

@@ -30,7 +30,7 @@ void wait_stat_sum(const struct wait_stat *per_cpu, int ncpus, struct wait_stat 
 __u64 u64_sum(const __u64 *per_cpu, int ncpus);
 
 /* calls fn with each key of a per-CPU map of struct wait_stat and its sum
- * over the CPUs (keys of at most 64 bytes); 0, or -ENOMEM */
+ * over the CPUs (keys of at most 128 bytes); 0, or -ENOMEM */
 typedef void (*wait_fn)(const void *key, const struct wait_stat *sum, void *ctx);
 int for_each_wait(int fd, int ncpus, wait_fn fn, void *ctx);
 

@@ -9,6 +9,10 @@
  *   usdt start|done COOKIE PROVIDER|- NAME PATH
  *                  time application lock waits between two USDT probes, or
  *                  (provider -) the entries of two exported functions (usdt.c)
+ *   usdt return COOKIE - NAME PATH
+ *                  ... or to the return of the start function
+ *   usdt suffix ENTRY I TEXT
+ *                  a name suffix of an entry whose waits are filtered by name
  *   start          clear the aggregates and start counting
  *   stop           stop counting; emit the "data" event
  *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)

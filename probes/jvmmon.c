@@ -6,10 +6,13 @@
  * agent: the offsets of ObjectMonitor::_object, oopDesc's klass word,
  * Klass::_name, Symbol::_length and _body, and CompressedKlassPointers' base
  * and shift) and its flags (the JVMFlag table), and give them to the BPF
- * program (jvm_procs). A JVM started with -XX:+DTraceMonitorProbes gets no
- * entry: its monitor probes name its monitors (usdt.toml), and would count
- * each enter twice. The table is filled while the JVM starts: a JVM not yet
- * initialized is looked at again next tick. */
+ * program (jvm_procs); and for its parks (LockSupport.park), where the
+ * thread's java.lang.Thread and its parkBlocker field lie, with the JVM's
+ * threads by tid, read again every tick (jvm_threads). A JVM started with
+ * -XX:+DTraceMonitorProbes is marked so: its monitor probes name its
+ * monitors (usdt.toml), and EnterI would count each enter twice. The
+ * tables are filled while the JVM starts: a JVM not yet initialized is
+ * looked at again next tick. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,8 +39,12 @@ struct jvm {
 	int tries;
 	bool decided;
 	bool by_probes;          /* -XX:+DTraceMonitorProbes: its monitor probes name its monitors */
+	bool mapped;             /* in jvm_procs */
+	int mem;                 /* /proc/PID/mem while mapped (its threads are read every tick), else -1 */
+	__u64 thread_list;       /* &ThreadsSMRSupport::_java_thread_list, 0: its threads are not read */
+	__u32 length_off, threads_off, osthread_off, tid_off;   /* ThreadsList::_length, _threads; JavaThread::_osthread; OSThread::_thread_id */
 	char file[PATH_MAX];
-	char reason[160];        /* why its monitors are not named at EnterI, "" where they are */
+	char reason[160];        /* why its monitors are not named at EnterI (nor its parks), "" where they are */
 };
 
 /* a tracked process that maps no watched libjvm.so (yet): looked at again
@@ -48,7 +55,7 @@ struct other {
 	__u64 exe_hash;
 };
 
-static int map_fd = -1;
+static int map_fd = -1, threads_fd = -1;
 static char files[MAX_FILES][PATH_MAX];
 static int nfiles;
 static struct jvm jvms[MAX_JVMS];
@@ -56,9 +63,10 @@ static int njvms;
 static struct other others[MAX_OTHERS];
 static int nothers;
 
-void jvmmon_set_map(int fd)
+void jvmmon_set_maps(int procs_fd, int thread_map_fd)
 {
-	map_fd = fd;
+	map_fd = procs_fd;
+	threads_fd = thread_map_fd;
 }
 
 void jvmmon_watch(const char *path)
@@ -97,25 +105,31 @@ static void rdstr(int mem, __u64 addr, char *out, size_t size)
 /* ---- gHotSpotVMStructs ---------------------------------------------------- */
 
 enum { Y_STRUCTS, Y_TYPE_NAME, Y_FIELD_NAME, Y_TYPE_STRING, Y_IS_STATIC, Y_OFFSET, Y_ADDRESS, Y_STRIDE,
-       Y_TYPES, Y_TTYPE_NAME, Y_TSIZE, Y_TSTRIDE, NSYMS };
+       Y_TYPES, Y_TTYPE_NAME, Y_TSIZE, Y_TSTRIDE, Y_BLOCKER, NSYMS };
 static const char *const sym_names[NSYMS] = {
 	"gHotSpotVMStructs", "gHotSpotVMStructEntryTypeNameOffset", "gHotSpotVMStructEntryFieldNameOffset",
 	"gHotSpotVMStructEntryTypeStringOffset", "gHotSpotVMStructEntryIsStaticOffset",
 	"gHotSpotVMStructEntryOffsetOffset", "gHotSpotVMStructEntryAddressOffset",
 	"gHotSpotVMStructEntryArrayStride", "gHotSpotVMTypes", "gHotSpotVMTypeEntryTypeNameOffset",
 	"gHotSpotVMTypeEntrySizeOffset", "gHotSpotVMTypeEntryArrayStride",
+	"_ZN16java_lang_Thread20_park_blocker_offsetE",   /* an int: Thread.parkBlocker's offset (.symtab) */
 };
 
 /* the fields read (JDK 17 and 25 names; the first of two alternatives found wins) */
 enum { F_OBJECT, F_CKLASS, F_KLASS, F_NAME, F_LENGTH, F_BODY, F_BASE, F_BASE25, F_SHIFT, F_SHIFT25, F_FLAGS,
-       F_NUMFLAGS, F_FLAG_NAME, F_FLAG_ADDR, F_HEAP, NFIELDS };
+       F_NUMFLAGS, F_FLAG_NAME, F_FLAG_ADDR, F_HEAP, F_THREAD_OBJ, F_OSTHREAD, F_OSTHREAD25, F_TID, F_LIST, F_LENGTH_L,
+       F_THREADS, F_OOP_BASE, F_OOP_BASE25, F_OOP_SHIFT, F_OOP_SHIFT25, NFIELDS };
 static const char *const fields[NFIELDS][2] = {
 	{ "ObjectMonitor", "_object" }, { "oopDesc", "_metadata._compressed_klass" },
 	{ "oopDesc", "_metadata._klass" }, { "Klass", "_name" }, { "Symbol", "_length" }, { "Symbol", "_body" },
 	{ "CompressedKlassPointers", "_narrow_klass._base" }, { "CompressedKlassPointers", "_base" },
 	{ "CompressedKlassPointers", "_narrow_klass._shift" }, { "CompressedKlassPointers", "_shift" },
 	{ "JVMFlag", "flags" }, { "JVMFlag", "numFlags" }, { "JVMFlag", "_name" }, { "JVMFlag", "_addr" },
-	{ "Universe", "_collectedHeap" },
+	{ "Universe", "_collectedHeap" }, { "JavaThread", "_threadObj" }, { "JavaThread", "_osthread" },
+	{ "Thread", "_osthread" },
+	{ "OSThread", "_thread_id" }, { "ThreadsSMRSupport", "_java_thread_list" }, { "ThreadsList", "_length" },
+	{ "ThreadsList", "_threads" }, { "CompressedOops", "_narrow_oop._base" }, { "CompressedOops", "_base" },
+	{ "CompressedOops", "_narrow_oop._shift" }, { "CompressedOops", "_shift" },
 };
 
 struct field {
@@ -125,9 +139,10 @@ struct field {
 };
 
 /* the flags read */
-enum { G_CCP, G_COMPACT, G_DTRACE_MON, G_DTRACE_EXT, NFLAGS };
+enum { G_CCP, G_COMPACT, G_DTRACE_MON, G_DTRACE_EXT, G_COOPS, NFLAGS };
 static const char *const flag_names[NFLAGS] = {
 	"UseCompressedClassPointers", "UseCompactObjectHeaders", "DTraceMonitorProbes", "ExtendedDTraceProbes",
+	"UseCompressedOops",
 };
 
 /* the fields of gHotSpotVMStructs, and sizeof(JVMFlag) from gHotSpotVMTypes;
@@ -211,9 +226,23 @@ static void read_flags(int mem, const struct field *f, __u64 flag_size, int *fla
 	free(buf);
 }
 
-/* what names the monitors of JVM j, whose libjvm.so is mapped at map_start:
- * true once decided (the map entry made, or j->reason says why not), false
- * to look again next tick */
+/* field k, or its JDK 25 name at k + 1 */
+static const struct field *either(const struct field *f, int k)
+{
+	return f[k].found ? &f[k] : &f[k + 1];
+}
+
+/* the static at field k (or its JDK 25 name at k + 1): its value, 8 or 4 bytes; false if not found */
+static bool read_static(int mem, const struct field *f, int k, void *v, size_t n)
+{
+	const struct field *x = either(f, k);
+
+	return x->found && rd(mem, x->address, v, n);
+}
+
+/* what names the monitors and parks of JVM j, whose libjvm.so is mapped
+ * at map_start: true once decided (the map entry made, or j->reason says
+ * why not), false to look again next tick */
 static bool read_layout(struct jvm *j, __u64 map_start)
 {
 	struct field f[NFIELDS] = {};
@@ -221,8 +250,8 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 	__u64 g[NSYMS], flag_size;
 	int flags[NFLAGS], mem;
 	struct elf_base eb;
+	__u32 blocker = 0;
 	char path[64];
-	bool done = true;
 
 	if (!elf_symbol_values(j->file, sym_names, NSYMS, g, &eb) || !g[Y_STRUCTS] || !g[Y_STRIDE]) {
 		snprintf(j->reason, sizeof(j->reason), "its libjvm.so exports no gHotSpotVMStructs table");
@@ -233,18 +262,19 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 		snprintf(j->reason, sizeof(j->reason), "%s: %s", path, strerror(errno));
 		return true;
 	}
-	for (int k = 0; k < NSYMS; k++)      /* each is a variable: its value, in the process */
+	if (g[Y_BLOCKER])                    /* an int; 0 until java.lang.Thread's offsets are computed */
+		rd(mem, elf_address(&eb, g[Y_BLOCKER], map_start), &blocker, sizeof(blocker));
+	for (int k = 0; k < Y_BLOCKER; k++)  /* each is a variable: its value, in the process */
 		g[k] = g[k] ? rd64(mem, elf_address(&eb, g[k], map_start)) : 0;
-	if (!read_structs(mem, g, f, &flag_size) || (f[F_HEAP].found && !rd64(mem, f[F_HEAP].address))) {
-		done = false;                /* not initialized yet */
-		goto out;
+	if (!read_structs(mem, g, f, &flag_size) || (f[F_HEAP].found && !rd64(mem, f[F_HEAP].address)) ||
+	    (g[Y_BLOCKER] && !blocker)) {
+		close(mem);
+		return false;                /* not initialized yet */
 	}
 	read_flags(mem, f, flag_size, flags);
 	if (flags[G_DTRACE_MON] > 0 || flags[G_DTRACE_EXT] > 0) {
-		j->by_probes = true;
-		snprintf(j->reason, sizeof(j->reason), "named by its monitor probes (-XX:+%s)",
-			 flags[G_DTRACE_MON] > 0 ? "DTraceMonitorProbes" : "ExtendedDTraceProbes");
-		goto out;
+		j->by_probes = true;         /* its monitors are its probes'; its parks are still named here */
+		jp.flags |= JVM_MONITOR_PROBES;
 	}
 	if (flags[G_COMPACT] > 0) {
 		snprintf(j->reason, sizeof(j->reason), "-XX:+UseCompactObjectHeaders: the class is in the object's "
@@ -266,32 +296,72 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 	jp.name_off = f[F_NAME].offset;
 	jp.length_off = f[F_LENGTH].offset;
 	jp.body_off = f[F_BODY].offset;
-	jp.flags = f[F_OBJECT].typed ? 0 : JVM_OBJECT_HANDLE;
+	jp.flags |= f[F_OBJECT].typed ? 0 : JVM_OBJECT_HANDLE;
 	if (flags[G_CCP]) {
-		const struct field *base = f[F_BASE].found ? &f[F_BASE] : &f[F_BASE25];
-		const struct field *shift = f[F_SHIFT].found ? &f[F_SHIFT] : &f[F_SHIFT25];
-		__u32 sh = 0;
-
-		if (!f[F_CKLASS].found || !base->found || !shift->found || !rd(mem, shift->address, &sh, sizeof(sh))) {
+		if (!f[F_CKLASS].found || !read_static(mem, f, F_BASE, &jp.klass_base, 8) ||
+		    !read_static(mem, f, F_SHIFT, &jp.klass_shift, 4)) {
 			snprintf(j->reason, sizeof(j->reason), "compressed class pointers whose base and shift are "
 				 "not in its gHotSpotVMStructs");
 			goto out;
 		}
 		jp.flags |= JVM_COMPRESSED_KLASS;
 		jp.klass_off = f[F_CKLASS].offset;
-		jp.klass_base = rd64(mem, base->address);
-		jp.klass_shift = sh;
 	} else if (f[F_KLASS].found) {
 		jp.klass_off = f[F_KLASS].offset;
 	} else {
 		snprintf(j->reason, sizeof(j->reason), "no oopDesc::_metadata._klass in its gHotSpotVMStructs");
 		goto out;
 	}
-	if (bpf_map_update_elem(map_fd, &j->tgid, &jp, BPF_ANY))
+	/* parks: the blocker field of the thread object, the thread list (else parks stay unnamed) */
+	if (blocker && f[F_THREAD_OBJ].found && either(f, F_OSTHREAD)->found && f[F_TID].found && f[F_LIST].found &&
+	    f[F_LENGTH_L].found && f[F_THREADS].found && flags[G_COOPS] >= 0 &&
+	    (flags[G_COOPS] == 0 || (read_static(mem, f, F_OOP_BASE, &jp.oop_base, 8) &&
+				     read_static(mem, f, F_OOP_SHIFT, &jp.oop_shift, 4)))) {
+		jp.blocker_off = blocker;
+		jp.thread_obj_off = f[F_THREAD_OBJ].offset;
+		jp.flags |= flags[G_COOPS] ? JVM_COMPRESSED_OOPS : 0;
+		j->thread_list = f[F_LIST].address;
+		j->length_off = f[F_LENGTH_L].offset;
+		j->threads_off = f[F_THREADS].offset;
+		j->osthread_off = either(f, F_OSTHREAD)->offset;
+		j->tid_off = f[F_TID].offset;
+	}
+	if (bpf_map_update_elem(map_fd, &j->tgid, &jp, BPF_ANY)) {
 		snprintf(j->reason, sizeof(j->reason), "jvm_procs map: %s", strerror(errno));
+		goto out;
+	}
+	j->mapped = true;
+	j->mem = mem;                        /* kept: its threads are read every tick */
+	return true;
 out:
 	close(mem);
-	return done;
+	return true;
+}
+
+/* the JVM's Java threads into jvm_threads, (tgid << 32 | tid) -> JavaThread *:
+ * ThreadsSMRSupport::_java_thread_list -> its _threads[_length] -> each one's
+ * _osthread -> _thread_id. Threads started since the last tick are added;
+ * a park of one not yet here is not named (usdt_parks_of_unknown_threads) */
+static void read_threads(const struct jvm *j)
+{
+	__u64 list = rd64(j->mem, j->thread_list), arr, *threads;
+	__u32 n = 0;
+
+	if (!list || !rd(j->mem, list + j->length_off, &n, sizeof(n)) || !n || n > 8192 ||
+	    !(arr = rd64(j->mem, list + j->threads_off)) || !(threads = calloc(n, sizeof(*threads))))
+		return;
+	if (rd(j->mem, arr, threads, n * sizeof(*threads))) {
+		for (__u32 i = 0; i < n; i++) {
+			__u64 os = rd64(j->mem, threads[i] + j->osthread_off), key;
+			__s32 tid = 0;
+
+			if (!os || !rd(j->mem, os + j->tid_off, &tid, sizeof(tid)) || tid <= 0)
+				continue;
+			key = (__u64)j->tgid << 32 | (__u32)tid;
+			bpf_map_update_elem(threads_fd, &key, &threads[i], BPF_ANY);
+		}
+	}
+	free(threads);
 }
 
 /* ---- the tracked processes -------------------------------------------------- */
@@ -374,6 +444,8 @@ void jvmmon_scan(int tracked_fd)
 		__u64 start;
 
 		prev = &tgid;
+		if (j && j->mapped && j->thread_list)
+			read_threads(j);
 		if (j && j->decided)
 			continue;
 		if (!j && (njvms >= MAX_JVMS || !worth_a_look(tgid)))
@@ -384,9 +456,12 @@ void jvmmon_scan(int tracked_fd)
 			j = &jvms[njvms++];
 			memset(j, 0, sizeof(*j));
 			j->tgid = tgid;
+			j->mem = -1;
 			snprintf(j->file, sizeof(j->file), "%s", file);
 		}
 		j->decided = read_layout(j, start);
+		if (j->mapped && j->thread_list)
+			read_threads(j);
 		if (!j->decided && ++j->tries >= MAX_TRIES) {
 			snprintf(j->reason, sizeof(j->reason), "its gHotSpotVMStructs table was not filled in %d ticks",
 				 MAX_TRIES);
@@ -403,8 +478,9 @@ void jvmmon_json(struct jw *w)
 		jw_obj(w);
 		jw_ku64(w, "tgid", jvms[i].tgid);
 		jw_kstr(w, "file", jvms[i].file);
-		jw_kbool(w, "named", jvms[i].decided && !jvms[i].reason[0]);
+		jw_kbool(w, "named", jvms[i].mapped && !jvms[i].by_probes);
 		jw_kbool(w, "by_probes", jvms[i].by_probes);
+		jw_kbool(w, "parks_named", jvms[i].mapped && jvms[i].thread_list);
 		jw_kstr(w, "reason", jvms[i].decided ? jvms[i].reason : "its tables were not initialized yet");
 		jw_obj_end(w);
 	}
@@ -413,6 +489,9 @@ void jvmmon_json(struct jw *w)
 
 void jvmmon_destroy(void)
 {
+	for (int i = 0; i < njvms; i++)
+		if (jvms[i].mem >= 0)
+			close(jvms[i].mem);
 	njvms = nfiles = nothers = 0;
-	map_fd = -1;
+	map_fd = threads_fd = -1;
 }

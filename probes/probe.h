@@ -495,11 +495,11 @@ enum task_counter {
 
 /* application lock waits from USDT probes (usdt.bpf.c), by process, probe
  * table entry, the lock's name (a string argument) or number (a tag), mode */
-#define USDT_NAME_LEN 40      /* the key stays 64 bytes (for_each_wait) */
+#define USDT_NAME_LEN 104     /* the key 128 bytes (for_each_wait): a Java class's full name */
 struct usdt_key {
 	__u32 tgid;
 	__u32 entry;          /* the table's probe index (the attach cookie's low byte) */
-	__u64 value;          /* the numeric argument naming the lock (a tag type) */
+	__u64 value;          /* the numeric argument naming the lock (a tag type); a JVM's: the object */
 	__u32 mode;
 	__u32 pad;
 	char name[USDT_NAME_LEN];   /* the string argument naming the lock */
@@ -517,7 +517,10 @@ struct usdt_key {
 	X(UCNT_LOST_OPEN, "lost_usdt_open_map_full")     /* a wait lost: open-wait map full */    \
 	X(UCNT_LOST_WAITS, "lost_usdt_map_full")  /* a wait lost: aggregation map full */     \
 	/* a HotSpot monitor enter in a JVM whose layout is not known (yet, or its monitor probes name it) */ \
-	X(UCNT_NO_JVM_LAYOUT, "usdt_monitor_enters_without_layout")
+	X(UCNT_NO_JVM_LAYOUT, "usdt_monitor_enters_without_layout")                             \
+	/* a park of a thread not (yet) in the JVM's thread list as read by the loader */        \
+	X(UCNT_NO_JVM_THREAD, "usdt_parks_of_unknown_threads")                                  \
+	X(UCNT_NOT_NAMED, "usdt_starts_of_other_names") /* a name not among the entry's: no wait */
 
 /* a JVM whose Java monitors usdt.bpf.c names at ObjectMonitor::EnterI (or
  * enter_internal) by the locked object's class, by process; the offsets are
@@ -531,10 +534,23 @@ struct jvm_proc {
 	__u32 length_off;     /* Symbol::_length, a u2 */
 	__u32 body_off;       /* Symbol::_body: the name's bytes, internal form (java/lang/Object) */
 	__u32 flags;          /* JVM_* below */
-	__u32 pad;
+	__u32 thread_obj_off; /* JavaThread::_threadObj: an OopHandle, the address of the java.lang.Thread's slot */
+	__u32 blocker_off;    /* java.lang.Thread.parkBlocker in the Thread object (0: not known) */
+	__u32 oop_shift;      /* CompressedOops' shift */
+	__u64 oop_base;       /* and base (compressed oops: a reference field is a 32-bit narrowOop) */
 };
 #define JVM_COMPRESSED_KLASS 1   /* the klass word is a 32-bit narrowKlass */
 #define JVM_OBJECT_HANDLE    2   /* _object holds the address of the object's slot, not the object */
+#define JVM_COMPRESSED_OOPS  4   /* reference fields are narrowOops */
+#define JVM_MONITOR_PROBES   8   /* -XX:+DTraceMonitorProbes: its monitor probes name its monitors, not EnterI */
+
+/* a name filter of a probe table entry (usdt.bpf.c): a wait counts only if
+ * its name ends with one of its entry's suffixes, by (entry << 2 | i) */
+#define USDT_SUFFIXES 4
+struct usdt_suffix {
+	__u32 len;
+	char s[USDT_NAME_LEN];
+};
 
 enum usdt_counter {
 	USDT_COUNTERS(COUNTER_ENUM)

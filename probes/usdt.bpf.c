@@ -16,6 +16,11 @@
  *   bits 16-19  argument giving the mode, 1-based (0: none)
  *   bit  13     that argument is a HotSpot ObjectMonitor *: the lock is
  *               named by the class of the object it locks (jvm_procs)
+ *   bit  14     the lock is named by the class of the calling Java thread's
+ *               park blocker (java.lang.Thread.parkBlocker: LockSupport.park's
+ *               argument), through jvm_threads
+ *   bit  15     only names ending with one of the entry's suffixes
+ *               (usdt_suffixes) are waits
  *   bits 20-23  argument giving the name string's length, 1-based (0: none,
  *               the string ends with a NUL): a JVM's class name is a
  *               Symbol's bytes, not NUL-terminated
@@ -88,19 +93,32 @@ struct {
 	__type(value, struct jvm_proc);
 } jvm_procs SEC(".maps");
 
-/* the class name of the object HotSpot's ObjectMonitor `mon` locks, into
- * `name` (zeroed: it stays NUL-terminated): mon->_object (a WeakHandle: the
- * object's slot) -> the object -> its klass (a narrowKlass, decoded) ->
- * Klass::_name (a Symbol: a u2 length and the bytes) */
-static __always_inline void monitor_class(const struct jvm_proc *j, __u64 mon, char *name)
+/* the Java threads of those JVMs, by (tgid << 32 | tid): their JavaThread
+ * (the loader reads the JVM's thread list every tick) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, __u64);
+} jvm_threads SEC(".maps");
+
+/* the name suffixes of the entries whose waits are filtered by name (bit 15) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 256 * USDT_SUFFIXES);
+	__type(key, __u32);
+	__type(value, struct usdt_suffix);
+} usdt_suffixes SEC(".maps");
+
+/* the class name of Java object `obj` into `name` (zeroed: it stays
+ * NUL-terminated): its klass (a narrowKlass, decoded) -> Klass::_name (a
+ * Symbol: a u2 length and the bytes); its length, -1 if unreadable */
+static __always_inline int object_class(const struct jvm_proc *j, __u64 obj, char *name)
 {
-	__u64 obj = 0, klass = 0, sym = 0;
+	__u64 klass = 0, sym = 0;
 	__u32 narrow = 0;
 	__u16 len = 0;
 
-	if (bpf_probe_read_user(&obj, sizeof(obj), (void *)(mon + j->object_off)) ||
-	    ((j->flags & JVM_OBJECT_HANDLE) && (!obj || bpf_probe_read_user(&obj, sizeof(obj), (void *)obj))) || !obj)
-		goto unreadable;
 	if (j->flags & JVM_COMPRESSED_KLASS) {
 		if (bpf_probe_read_user(&narrow, sizeof(narrow), (void *)(obj + j->klass_off)))
 			goto unreadable;
@@ -114,14 +132,95 @@ static __always_inline void monitor_class(const struct jvm_proc *j, __u64 mon, c
 	if (len > USDT_NAME_LEN - 1)
 		len = USDT_NAME_LEN - 1;
 	if (len && bpf_probe_read_user(name, len, (void *)(sym + j->body_off)) == 0)
-		return;
+		return len;
 unreadable:
 	ucount(UCNT_NAME_UNREADABLE);
+	return -1;
+}
+
+/* the class of the object HotSpot's ObjectMonitor `mon` locks: mon->_object
+ * (a WeakHandle: the object's slot) -> the object */
+static __always_inline int monitor_class(const struct jvm_proc *j, __u64 mon, char *name)
+{
+	__u64 obj = 0;
+
+	if (bpf_probe_read_user(&obj, sizeof(obj), (void *)(mon + j->object_off)) ||
+	    ((j->flags & JVM_OBJECT_HANDLE) && (!obj || bpf_probe_read_user(&obj, sizeof(obj), (void *)obj))) || !obj) {
+		ucount(UCNT_NAME_UNREADABLE);
+		return -1;
+	}
+	return object_class(j, obj, name);
+}
+
+/* the class of the park blocker of the calling thread (tgid, tid): its
+ * JavaThread -> _threadObj (an OopHandle: the slot) -> the java.lang.Thread
+ * -> its parkBlocker field (a narrowOop, decoded); false where there is
+ * none (LockSupport.park() without one) or it is not readable; else the
+ * name's length. (Its address is not kept: the GC moves a young lock
+ * object at each collection, and would count it many times over.) */
+static __always_inline int blocker_class(const struct jvm_proc *j, __u64 id, char *name)
+{
+	__u64 *thr = bpf_map_lookup_elem(&jvm_threads, &id), slot = 0, tobj = 0, blocker = 0;
+	__u32 narrow = 0;
+
+	if (!thr) {
+		ucount(UCNT_NO_JVM_THREAD);
+		return -1;
+	}
+	if (!j->blocker_off || bpf_probe_read_user(&slot, sizeof(slot), (void *)(*thr + j->thread_obj_off)) || !slot ||
+	    bpf_probe_read_user(&tobj, sizeof(tobj), (void *)slot) || !tobj)
+		return -1;
+	if (j->flags & JVM_COMPRESSED_OOPS) {
+		if (bpf_probe_read_user(&narrow, sizeof(narrow), (void *)(tobj + j->blocker_off)) || !narrow)
+			return -1;
+		blocker = j->oop_base + ((__u64)narrow << (j->oop_shift & 63));
+	} else if (bpf_probe_read_user(&blocker, sizeof(blocker), (void *)(tobj + j->blocker_off)) || !blocker) {
+		return -1;
+	}
+	return object_class(j, blocker, name);
 }
 
 static __always_inline bool traced(__u32 tgid)
 {
 	return system_wide || bpf_map_lookup_elem(&tracked, &tgid);
+}
+
+struct suffix_find {
+	const char *name;
+	__u32 n;              /* the name's length */
+	__u32 entry;
+	bool hit;
+};
+
+/* bpf_loop callback: whether the name ends with suffix i of its entry */
+static long suffix_one(__u32 i, void *ctx)
+{
+	struct suffix_find *f = ctx;
+	__u32 k = (f->entry & 0xff) * USDT_SUFFIXES + i;
+	struct usdt_suffix *x = bpf_map_lookup_elem(&usdt_suffixes, &k);
+
+	if (!x || !x->len || x->len > f->n || f->n >= USDT_NAME_LEN)
+		return 0;
+	for (__u32 c = 0; c < USDT_NAME_LEN; c++) {
+		__u32 at = f->n - x->len + c;
+
+		if (c >= x->len) {
+			f->hit = true;
+			return 1;
+		}
+		if (at >= USDT_NAME_LEN || f->name[at] != x->s[c])
+			return 0;
+	}
+	return 0;
+}
+
+/* whether `name` (n bytes) ends with one of entry's suffixes (usdt_suffixes) */
+static __always_inline bool name_wanted(__u32 entry, const char *name, __u32 n)
+{
+	struct suffix_find f = { .name = name, .n = n, .entry = entry };
+
+	bpf_loop(USDT_SUFFIXES, suffix_one, &f, 0);
+	return f.hit;
 }
 
 /* a wait starts: `name_v`/`mode_v`/`len_v` are the arguments the cookie
@@ -132,6 +231,7 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> 32;
 	struct usdt_open_key ok = { .tid = (__u32)id, .entry = cookie & 0xff };
 	const struct jvm_proc *jvm = NULL;
+	int name_n = -1;      /* the name string's length, -1: none */
 	__u32 zero = 0;
 	struct usdt_open *o;
 
@@ -139,12 +239,12 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 		return;
 	if (values && !(cookie & (1 << 12)) && (!name_ok || (__u64)name_v > 31 || !(values & (1ULL << name_v))))
 		return;       /* a value that is not a lock wait */
-	if (cookie & (1 << 13)) {
+	if (cookie & (3 << 13)) {
 		__u32 tgid = id >> 32;
 
 		jvm = bpf_map_lookup_elem(&jvm_procs, &tgid);
-		if (!jvm) {   /* layout not read yet, or the JVM's monitor probes name its monitors */
-			ucount(UCNT_NO_JVM_LAYOUT);
+		if (!jvm || ((cookie & (1 << 13)) && (jvm->flags & JVM_MONITOR_PROBES))) {
+			ucount(UCNT_NO_JVM_LAYOUT);   /* not read yet, or its monitor probes name its monitors */
 			return;
 		}
 	}
@@ -154,20 +254,31 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 	__builtin_memset(o, 0, sizeof(*o));
 	o->key.tgid = id >> 32;
 	o->key.entry = ok.entry;
-	if (name_ok && jvm) {
-		monitor_class(jvm, (__u64)name_v, o->key.name);
+	if (jvm && (cookie & (1 << 14))) {
+		if ((name_n = blocker_class(jvm, id, o->key.name)) < 0)
+			return;       /* no blocker: not named, no wait here */
+	} else if (name_ok && jvm) {
+		name_n = monitor_class(jvm, (__u64)name_v, o->key.name);
+		o->key.value = (__u64)name_v;   /* the monitor (C heap, not moved): its instances apart */
 	} else if (name_ok) {
 		if ((cookie & (1 << 12)) && len_ok) {     /* the key was zeroed: it stays NUL-terminated */
 			__u32 n = len_v < 0 ? 0 : len_v > USDT_NAME_LEN - 1 ? USDT_NAME_LEN - 1 : (__u32)len_v;
 
 			if (n && bpf_probe_read_user(o->key.name, n, (void *)name_v) < 0)
 				ucount(UCNT_NAME_UNREADABLE);
+			else
+				name_n = n;
 		} else if (cookie & (1 << 12)) {
-			if (bpf_probe_read_user_str(o->key.name, sizeof(o->key.name), (void *)name_v) < 0)
+			name_n = bpf_probe_read_user_str(o->key.name, sizeof(o->key.name), (void *)name_v) - 1;
+			if (name_n < 0)
 				ucount(UCNT_NAME_UNREADABLE);
 		} else {
 			o->key.value = (__u64)name_v;
 		}
+	}
+	if ((cookie & (1 << 15)) && (name_n < 0 || !name_wanted(ok.entry, o->key.name, name_n))) {
+		ucount(UCNT_NOT_NAMED);
+		return;
 	}
 	if (mode_ok)
 		o->key.mode = (__u32)mode_v;

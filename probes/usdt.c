@@ -60,7 +60,7 @@ int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void 
 	if (!err)
 		err = usdt_bpf__load(uskel);
 	if (!err)
-		jvmmon_set_map(bpf_map__fd(uskel->maps.jvm_procs));
+		jvmmon_set_maps(bpf_map__fd(uskel->maps.jvm_procs), bpf_map__fd(uskel->maps.jvm_threads));
 	if (err) {
 		usdt_bpf__destroy(uskel);
 		uskel = NULL;
@@ -107,6 +107,37 @@ static struct bpf_link *attach_one(struct usdt_link *l)
 					-1, l->path, l->provider, l->name, &opts);
 }
 
+/* `usdt suffix ENTRY I TEXT`: suffix I of the names entry ENTRY counts
+ * (a start whose cookie has bit 15 is a wait only for those) */
+static void suffix_command(const char *args)
+{
+	struct usdt_suffix x = {};
+	unsigned int entry, i;
+	char text[USDT_NAME_LEN];
+	__u32 key;
+	struct jw out;
+
+	if (sscanf(args, "%u %u %103s", &entry, &i, text) != 3 || entry > 255 || i >= USDT_SUFFIXES) {
+		emit_error("usdt", EINVAL, "usdt: expected 'suffix ENTRY 0..%d TEXT': '%s'", USDT_SUFFIXES - 1, args);
+		return;
+	}
+	if (!uskel) {
+		emit_error("usdt", -load_err, "usdt: the USDT program did not load: %s", strerror(-load_err));
+		return;
+	}
+	x.len = strlen(text);
+	memcpy(x.s, text, x.len);
+	key = entry * USDT_SUFFIXES + i;
+	if (bpf_map_update_elem(bpf_map__fd(uskel->maps.usdt_suffixes), &key, &x, BPF_ANY)) {
+		emit_error("usdt", errno, "usdt: suffix %u of entry %u: %s", i, entry, strerror(errno));
+		return;
+	}
+	jw_event_begin(&out, stdout, "usdt_suffix");
+	jw_ku64(&out, "entry", entry);
+	jw_kstr(&out, "suffix", text);
+	jw_event_end(&out);
+}
+
 void usdt_command(char *args)
 {
 	char what[16], provider[64], name[128];
@@ -114,6 +145,10 @@ void usdt_command(char *args)
 	int off = 0;
 	struct usdt_link *l;
 
+	if (strncmp(args, "suffix ", 7) == 0) {
+		suffix_command(args + 7);
+		return;
+	}
 	if (sscanf(args, "%15s %llu %63s %127s %n", what, &cookie, provider, name, &off) != 4 || !off ||
 	    !args[off] || (strcmp(what, "start") && strcmp(what, "done") && strcmp(what, "return")) ||
 	    (!strcmp(what, "return") && strcmp(provider, "-"))) {
@@ -149,7 +184,7 @@ void usdt_command(char *args)
 		return;
 	}
 	nlinks++;
-	if (!strcmp(what, "start") && (cookie & (1ULL << 13))) {   /* names HotSpot monitors */
+	if (!strcmp(what, "start") && (cookie & (3ULL << 13))) {   /* names HotSpot monitors or parks */
 		jvmmon_watch(l->path);
 		jvmmon_scan(tracked_map_fd);   /* now, not at the next tick: enters until then go unnamed */
 	}

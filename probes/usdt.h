@@ -16,7 +16,8 @@ int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void 
  * every process running it (the tracked map filters); PROVIDER "-": the
  * entry of function NAME (or of the first of its alternatives A,B the
  * binary has); `usdt return COOKIE - NAME PATH`: the done program at its
- * return */
+ * return; `usdt suffix ENTRY I TEXT`: a name suffix of an entry whose
+ * waits are filtered by name */
 void usdt_command(char *args);
 void usdt_start(void);
 void usdt_stop(void);

@@ -131,30 +131,72 @@ def test_a_jvm_whose_layout_is_not_read_says_why(e2e, tmp_path, monitor):
                for w in rec.warnings), rec.warnings
 
 
-def test_a_juc_lock_parks_and_is_a_lock_while_an_idle_pool_parked_the_same_way_is_idle(e2e, tmp_path):
-    """java.util.concurrent: a ReentrantLock's waiters park (LockSupport.park,
-    the JVM's Parker on a pthread condition variable), and so do a pool's
-    threads waiting for work in LinkedBlockingQueue.take(). Who woke each
-    park decides (roles.py): the workers' parks, woken by the worker that
-    unlocked, are the lock's wait, sized as the program's own clock
-    (tests/programs/Parking.java: System.nanoTime around lock()); the
-    pool's, woken by nobody, are idle."""
+@pytest.fixture
+def parking(tmp_path):
     if not shutil.which("javac") or not shutil.which("java"):
         pytest.skip("javac/java not found: tests/programs/Parking.java needs a JDK (apt-get install "
                     "default-jdk-headless)")
     subprocess.run(["javac", "-d", str(tmp_path), str(REPO / "tests" / "programs" / "Parking.java")], check=True,
                    capture_output=True)
-    clock, out = tmp_path / "clock.txt", tmp_path / "out"
-    r = lockscope("run", "--workers", "2", "--duration", "4", "--out", str(out), "--name", "pk",
-                  "--throughput-regex", r"ops/s: ([0-9.]+)", "--", "java", "-cp", str(tmp_path), "Parking",
-                  "{n}", "100", "20", "6", str(clock), timeout=240)
+    return tmp_path
+
+
+JUC = "j.u.c. lock java.util.concurrent.locks.ReentrantLock$NonfairSync"
+
+
+def _run_parking(classes, *jvm_flags: str) -> tuple[record.RunRecord, float]:
+    clock, out = classes / "clock.txt", classes / "out"
+    r = lockscope("run", "--workers", "2", "--duration", "4", "--out", str(out), "--name", "pk", "--force",
+                  "--throughput-regex", r"ops/s: ([0-9.]+)", "--", "java", *jvm_flags, "-cp", str(classes),
+                  "Parking", "{n}", "100", "20", "6", str(clock), timeout=240)
     assert r.returncode == 0, r.stderr
     [path] = (out / "runs").glob("*.json")
-    rec = record.load(path)
-    own = float(clock.read_text())
+    return record.load(path), float(clock.read_text())
+
+
+def test_a_juc_lock_parks_and_is_a_lock_while_an_idle_pool_parked_the_same_way_is_idle(e2e, parking):
+    """java.util.concurrent: a ReentrantLock's waiters park (LockSupport.park
+    with the lock's Sync as blocker; the JVM's Unsafe_Park, a Parker on a
+    pthread condition variable), and so do a pool's threads waiting for
+    work in LinkedBlockingQueue.take() (blocker: a ConditionObject). The
+    workers' parks are named by their blocker's class and sized as the
+    program's own clock (tests/programs/Parking.java: System.nanoTime around
+    lock()); the pool's, not a lock's blocker, are left to the wake-ups:
+    woken by nobody, idle."""
+    rec, own = _run_parking(parking)
     top = rec.locks[0]
     print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:3]]})
-    assert top.name.startswith("pthread_cond @ Parker::park(") and own > 0.3, [lk.name for lk in rec.locks[:3]]
-    assert abs(top.wait_share - own) <= 0.10, (top.wait_share, own)
+    assert (top.name, top.kind, top.component, top.tier) == (JUC, "j.u.c. lock", "Java", "verified"), \
+        [lk.name for lk in rec.locks[:3]]
+    assert own > 0.3 and abs(top.wait_share - own) <= 0.10, (top.wait_share, own)
+    # the parks inside the lock's waits are those waits, not a condition variable as well
+    park = sum(lk.wait_share for lk in rec.locks if "Parker::park" in lk.name)
+    assert park < 0.05, [(lk.name, lk.wait_share) for lk in rec.locks[:5]]
     pool = next(ro for ro in rec.roles if ro.name == "pool-#-thread-#")
     assert not pool.worker and pool.lock_ns < 0.01 * pool.idle_ns, pool
+    [jvm] = rec.probe.raw.usdt_probe.jvms
+    assert jvm.parks_named, jvm
+
+
+PARK_JFC = JFC.replace("jdk.JavaMonitorEnter", "jdk.ThreadPark")
+
+
+def test_juc_parks_agree_with_jfr_in_the_same_run(e2e, parking):
+    """JFR's jdk.ThreadPark (threshold 0) times each Unsafe.park and names
+    its parkedClass: the same class, and the same mean park, as lockscope's
+    in the same run."""
+    if not shutil.which("jfr"):
+        pytest.skip("jfr not found: the JDK's flight recorder tool (default-jdk-headless has it)")
+    jfc, jfr = parking / "park.jfc", parking / "run.jfr"
+    jfc.write_text(PARK_JFC)
+    rec, _ = _run_parking(parking, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}")
+    [w] = [w for w in rec.probe.raw.usdt if w.lock == JUC]
+    out = subprocess.run(["jfr", "print", "--json", "--events", "jdk.ThreadPark", str(jfr)],
+                         capture_output=True, text=True, check=True).stdout
+    events = [e["values"] for e in json.loads(out)["recording"]["events"]]
+    waits = [_jfr_seconds(e["duration"]) for e in events
+             if (e.get("parkedClass") or {}).get("name") == "java/util/concurrent/locks/ReentrantLock$NonfairSync"]
+    jfr_mean, ours = sum(waits) / len(waits), w.total_ns / w.count / 1e9
+    print({"jfr": (len(waits), round(sum(waits), 3), jfr_mean), "lockscope": (w.count, w.total_ns / 1e9, ours)})
+    assert len(waits) > 500 and w.count > 500
+    assert abs(ours - jfr_mean) <= 0.10 * jfr_mean, (ours, jfr_mean)

@@ -103,7 +103,7 @@ def test_the_jvm_monitor_probes_name_the_class_from_a_counted_string():
     flag, ObjectMonitor::EnterI (enter_internal in JDK 25) is timed from its
     entry to its return, the class read through its ObjectMonitor (bit 13)."""
     specs = usdt.default().probes_for("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
-    [spec, enter] = specs
+    [spec, enter, park] = specs
     assert (spec.provider, spec.start, spec.kind) == ("hotspot", "monitor__contended__enter", "Java monitor")
     assert (spec.cookie >> 8) & 0xf == 3 and spec.cookie & (1 << 12) and (spec.cookie >> 20) & 0xf == 4
     assert spec.lock_name(0, "java/util/HashMap") == "Java monitor of java.util.HashMap"
@@ -115,6 +115,11 @@ def test_the_jvm_monitor_probes_name_the_class_from_a_counted_string():
     assert [(w, n) for w, n, _ in enter.attachments] == [("start", enter.start), ("return", enter.start)]
     assert enter.lock_name(0, "Monitor$Counter") == "Java monitor of Monitor$Counter"
     assert enter.lock_name(0, "") == "Java monitor of [unreadable name]"
+    # a j.u.c. lock: Unsafe_Park named by the park blocker's class, only a lock's (bit 15: by suffix)
+    assert park.cookie & (1 << 14) and park.cookie & (1 << 15) and not (park.cookie >> 8) & 0xf
+    assert "$NonfairSync" in park.name_suffixes and park.attachments[1][0] == "return"
+    assert park.lock_name(0, "java/util/concurrent/locks/ReentrantLock$NonfairSync") == \
+        "j.u.c. lock java.util.concurrent.locks.ReentrantLock$NonfairSync"
 
 
 def test_a_return_done_or_a_monitor_name_needs_a_function(tmp_path):
@@ -124,6 +129,9 @@ def test_a_return_done_or_a_monitor_name_needs_a_function(tmp_path):
         usdt.Table.load(f)
     f.write_text(SDT_TABLE.replace("name_string = true", 'name_from = "hotspot_monitor"'))
     with pytest.raises(ValueError, match="name_from"):
+        usdt.Table.load(f)
+    f.write_text(SDT_TABLE.replace("name_string = true", 'name_suffixes = ["a", "b", "c", "d", "e"]'))
+    with pytest.raises(ValueError, match="name_suffixes: at most 4"):
         usdt.Table.load(f)
 
 
@@ -136,16 +144,34 @@ def _jvm_raw(jvms, waits=()):
     return raw
 
 
+def test_the_waits_of_a_jvms_objects_count_their_instances():
+    """EnterI's waits are kept by monitor (the key's value): one lock entry
+    per class, its instances the monitors seen; other entries' values are
+    names, not instances."""
+    path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+    enter = next(s for s in usdt.default().probes_for(path) if s.name_from == "hotspot_monitor")
+    rows = [{"tgid": 7, "entry": enter.entry, "value": mon, "mode": 0, "name": "Account", "count": 2,
+             "total_ns": 500, "max_ns": 400} for mon in (0x7f0010, 0x7f0020, 0x7f0030)]
+    raw = type("Raw", (), {})()
+    raw.__dict__.update(usdt.resolve({"usdt_probe": {"loaded": True}, "usdt": rows}))
+    [w] = raw.usdt
+    assert (w.lock, w.count, w.total_ns, w.max_ns, w.instances) == ("Java monitor of Account", 6, 1500, 400, 3)
+    [lock] = usdt.name_usdt(raw, 2, 1000)
+    assert lock.instances == 3 and lock.count == 6
+
+
 def test_a_jvm_named_at_enteri_needs_no_flag_and_one_that_is_not_says_why():
     """The monitor probes' flag warning is for a JVM nobody looked at; a JVM
-    whose layout was not read says why (its -XX:+UseCompactObjectHeaders)."""
+    whose layout was not read says why (its -XX:+UseCompactObjectHeaders);
+    one whose monitor probes name its monitors needs no word."""
     path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
     assert any("-XX:+DTraceMonitorProbes" in w for w in usdt.usdt_warnings(_jvm_raw([])))
-    named = _jvm_raw([{"tgid": 9, "file": path, "named": True, "by_probes": False}])
+    named = _jvm_raw([{"tgid": 9, "file": path, "named": True, "by_probes": False, "parks_named": True}])
     assert usdt.usdt_warnings(named) == [] and named.usdt_probe.jvms[0].named
-    flag = _jvm_raw([{"tgid": 9, "file": path, "named": False, "by_probes": True,
-                      "reason": "named by its monitor probes (-XX:+DTraceMonitorProbes)"}])
+    flag = _jvm_raw([{"tgid": 9, "file": path, "named": False, "by_probes": True, "parks_named": True}])
     assert usdt.usdt_warnings(flag) == []
+    [w] = usdt.usdt_warnings(_jvm_raw([{"tgid": 9, "file": path, "named": True, "parks_named": False}]))
+    assert w.startswith("java.util.concurrent locks of process 9 not named by class"), w
     compact = _jvm_raw([{"tgid": 9, "file": path, "named": False, "by_probes": False,
                          "reason": "-XX:+UseCompactObjectHeaders: the class is in the object's mark word"}])
     [w] = usdt.usdt_warnings(compact)

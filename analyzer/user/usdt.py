@@ -41,6 +41,8 @@ NESTED_ENTRIES = 8           # probes/probe.h USDT_ENTRIES
 MAX_ARG = 12                 # USDT probes have at most 12 arguments
 MAX_FUNC_ARG = 5             # an exported function's arguments usdt.bpf.c reads (registers)
 MAX_VALUE = 31               # `only`: the cookie's 32-bit mask of name values
+MAX_SUFFIXES = 4             # probes/probe.h USDT_SUFFIXES
+MAX_NAME = 103               # probes/probe.h USDT_NAME_LEN, less its NUL
 
 
 @dataclass
@@ -68,8 +70,10 @@ class ProbeSpec:
     name_len_arg: int = 0        # 1-based: the name string's length (a JVM's class name has no NUL)
     name_dots: bool = False      # "/" in the name string read as "." (a JVM's internal class names)
     # "hotspot_monitor": the name argument is a HotSpot ObjectMonitor *, named by
-    # its object's class (usdt.bpf.c, with the JVM's layout from probes/jvmmon.c)
+    # its object's class; "hotspot_park_blocker": the calling Java thread's park
+    # blocker's class (usdt.bpf.c, with the JVM's layout from probes/jvmmon.c)
     name_from: str = ""
+    name_suffixes: list[str] = field(default_factory=list)   # only names ending so are waits ([]: all)
     done_at_return: bool = False # the wait is done when `start` returns (done = "return")
     label: str = ""              # the start probe as the record names it, where not its symbol
 
@@ -79,7 +83,9 @@ class ProbeSpec:
         argument, and the mask of the name values that are lock waits."""
         mask = sum(1 << v for v in self.only)
         return (self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0)
-                | (1 << 13 if self.name_from == "hotspot_monitor" else 0) | self.mode_arg << 16
+                | (1 << 13 if self.name_from == "hotspot_monitor" else 0)
+                | (1 << 14 if self.name_from == "hotspot_park_blocker" else 0)
+                | (1 << 15 if self.name_suffixes else 0) | self.mode_arg << 16
                 | self.name_len_arg << 20 | mask << 32)
 
     @property
@@ -102,7 +108,7 @@ class ProbeSpec:
         return [("start", self.start, self.cookie), done]
 
     def lock_name(self, value: int, name: str) -> str:
-        if not self.name_arg:
+        if not self.name_arg and not self.name_from:
             return self.prefix.strip() or self.kind
         if self.name_string or self.name_from:
             return self.prefix + ((name.replace("/", ".") if self.name_dots else name) or "[unreadable name]")
@@ -154,10 +160,16 @@ class Table:
                 only = [int(v) for v in q.get("only", [])]
                 start = q["start"] if isinstance(q["start"], str) else ",".join(q["start"])
                 name_from = q.get("name_from", "")
-                if name_from not in ("", "hotspot_monitor") or (name_from and not (attach == "function"
-                                                                                    and q.get("name_arg"))):
+                if name_from not in ("", "hotspot_monitor", "hotspot_park_blocker") or \
+                        (name_from and attach != "function") or \
+                        (name_from == "hotspot_monitor" and not q.get("name_arg")):
                     raise ValueError(f"{path}: {p['name']} {start}: name_from is \"hotspot_monitor\" (an "
-                                     f"ObjectMonitor * argument of a function), not {name_from!r}")
+                                     f"ObjectMonitor * argument, name_arg, of a function) or "
+                                     f"\"hotspot_park_blocker\", not {name_from!r}")
+                suffixes = [str(x) for x in q.get("name_suffixes", [])]
+                if len(suffixes) > MAX_SUFFIXES or any(not x or len(x) > MAX_NAME or " " in x for x in suffixes):
+                    raise ValueError(f"{path}: {p['name']} {start}: name_suffixes: at most {MAX_SUFFIXES}, "
+                                     f"each 1..{MAX_NAME} characters without spaces")
                 if q["done"] == "return" and attach != "function":
                     raise ValueError(f"{path}: {p['name']} {start}: done = \"return\" needs attach = \"function\"")
                 if any(not 0 <= v <= MAX_VALUE for v in only) or (only and q.get("name_string")):
@@ -172,7 +184,8 @@ class Table:
                     modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
                     sleeps_in=list(q.get("sleeps_in", [])), attach=attach, only=only,
                     name_len_arg=q.get("name_len_arg", 0), name_dots=bool(q.get("name_dots", False)),
-                    name_from=name_from, done_at_return=q["done"] == "return", label=q.get("label", "")))
+                    name_from=name_from, done_at_return=q["done"] == "return", label=q.get("label", ""),
+                    name_suffixes=suffixes))
                 entry += 1
             programs.append(Program(p["name"], component, p.get("provider", ""), list(p["binaries"]), specs,
                                     list(p.get("release_frames", [])), p.get("if_silent", "")))
@@ -239,21 +252,32 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
         return {}
     probe = data["usdt_probe"]
     jvms = [JvmProcess(tgid=j["tgid"], file=j.get("file", ""), named=bool(j.get("named")),
-                       by_probes=bool(j.get("by_probes")), reason=j.get("reason") or None)
+                       by_probes=bool(j.get("by_probes")), parks_named=bool(j.get("parks_named")),
+                       reason=j.get("reason") or None)
             for j in probe.get("jvms") or []]
     out: dict[str, Any] = {"usdt_probe": UsdtProbe(loaded=bool(probe.get("loaded")), reason=probe.get("reason"),
                                                    attached=probe.get("attached", []), jvms=jvms)}
     table = table or default()
-    waits = []
+    waits: dict[tuple, UsdtWait] = {}
+    objects: dict[tuple, set] = {}
     for row in data.get("usdt", []):
         spec = table.entry(row["entry"])
         if spec is None:
             continue
-        waits.append(UsdtWait(tgid=row["tgid"], entry=row["entry"], lock=spec.lock_name(row["value"], row["name"]),
-                              kind=spec.kind, component=spec.component, mode=spec.mode_name(row["mode"]),
-                              probe=spec.probe, count=row["count"], total_ns=row["total_ns"],
-                              max_ns=row["max_ns"], explain=spec.explain or None))
-    out["usdt"] = heaviest(waits, "total_ns")
+        lock, mode = spec.lock_name(row["value"], row["name"]), spec.mode_name(row["mode"])
+        key = (row["tgid"], row["entry"], lock, mode)
+        w = waits.get(key)
+        if w is None:
+            w = waits[key] = UsdtWait(tgid=row["tgid"], entry=row["entry"], lock=lock, kind=spec.kind,
+                                      component=spec.component, mode=mode, probe=spec.probe,
+                                      explain=spec.explain or None)
+        w.count += row["count"]
+        w.total_ns += row["total_ns"]
+        w.max_ns = max(w.max_ns, row["max_ns"])
+        if spec.name_from == "hotspot_monitor":   # the value is the ObjectMonitor: its instances
+            objects.setdefault(key, set()).add(row["value"])
+            w.instances = len(objects[key])
+    out["usdt"] = heaviest(list(waits.values()), "total_ns")
     return out
 
 
@@ -261,6 +285,7 @@ def name_usdt(raw, workers: int, window_ns: int) -> list[Lock]:
     """The USDT waits of a record's raw section as named locks, heaviest first."""
     groups: dict[str, LockAcc] = {}
     procs: dict[str, set] = {}
+    instances: dict[str, int] = {}
     for w in raw.usdt or []:
         acc = groups.get(w.lock)
         if acc is None:
@@ -270,10 +295,11 @@ def name_usdt(raw, workers: int, window_ns: int) -> list[Lock]:
                 rule=f"usdt {w.probe}")
         acc.add(w.count, w.total_ns, w.max_ns, w.mode)
         procs.setdefault(w.lock, set()).add(w.tgid)
+        instances[w.lock] = instances.get(w.lock, 0) + (w.instances or 0)
     locks = []
     for name, acc in groups.items():
         lk = acc.to_lock(workers, window_ns, lambda k: "")
-        lk.instances = 1
+        lk.instances = instances.get(name) or 1
         lk.roles = {}
         locks.append(lk)
     return heaviest_first(locks)
@@ -332,4 +358,8 @@ def usdt_warnings(raw, table: Table | None = None) -> list[str]:
         if not j.named and not j.by_probes:
             out.append(f"Java monitors of process {j.tgid} not named by class: {j.reason or 'not read'} "
                        f"({j.file}); its monitors' waits show as pthread_cond @ os::PlatformEvent::park")
+        elif not j.parks_named:
+            out.append(f"java.util.concurrent locks of process {j.tgid} not named by class: its thread list or "
+                       f"java.lang.Thread's parkBlocker offset was not found ({j.file}); their waits show as "
+                       f"pthread_cond @ Parker::park")
     return out

@@ -115,17 +115,22 @@ class ProbeSession(JsonLinesProcess):
 
     def _attach_usdt_to(self, exe: str) -> None:
         for spec in usdt.default().probes_for(exe):
+            for i, suffix in enumerate(spec.name_suffixes):   # the names that are its waits, first
+                self._usdt_command(f"usdt suffix {spec.entry} {i} {suffix}", "usdt_suffix")
             for what, name, cookie in spec.attachments:
-                self.send(f"usdt {what} {cookie} {spec.probe_provider} {name} {exe}")
-                while True:
-                    ev = self.read_event(30)
-                    if ev.get("event") == "usdt_attached":
-                        break
-                    if ev.get("event") == "error" and ev.get("stage") == "usdt":
-                        self.usdt_errors.append(ev.get("message", "usdt probe not attached"))
-                        break
-                    if ev.get("event") == "error":
-                        self.on_error(ev)
+                self._usdt_command(f"usdt {what} {cookie} {spec.probe_provider} {name} {exe}", "usdt_attached")
+
+    def _usdt_command(self, line: str, done: str) -> None:
+        self.send(line)
+        while True:
+            ev = self.read_event(30)
+            if ev.get("event") == done:
+                break
+            if ev.get("event") == "error" and ev.get("stage") == "usdt":
+                self.usdt_errors.append(ev.get("message", "usdt probe not attached"))
+                break
+            if ev.get("event") == "error":
+                self.on_error(ev)
 
     def rescan_usdt(self) -> None:
         """The tracked processes and their descendants, again: a tracked
