@@ -162,10 +162,13 @@ def lock_names(locks: list[Lock], raw: RawProbe, kernel_addrs: set[int]):
     return name_of
 
 
-def release_site(frames: list[str], kernel: bool) -> str:
+def release_site(frames: list[str], kernel: bool, python: bool = False) -> str:
     """The code that released the lock: for a kernel lock the first kernel
     function past the wake-up and unlock functions, for a futex the
-    innermost frame of the program's own code."""
+    innermost frame of the program's own code, for CPython's GIL (`python`:
+    the releaser's Python frames) the Python function that held it."""
+    if python:
+        return frames[0]
     if not kernel:
         return userlocks.site(frames)
     for fr in frames:
@@ -184,7 +187,7 @@ def _holders(own: str, rows: list[Release], acts: dict, raw: RawProbe, kb: Knowl
         frames = stacks.get(r.site_stack or "", [])
         if not frames:
             continue
-        key = frames[0] if r.site_stack.startswith(PY_SITE) else release_site(frames, r.kernel)
+        key = release_site(frames, r.kernel, python=r.site_stack.startswith(PY_SITE))
         if key not in sites:
             sites[key] = _Site(stack=_shown(frames, key))
         _add(sites[key], own, r, acts.get((r.lock, r.tgid, r.stack, r.sample, r.py_stack), []), raw, kb, name_of)

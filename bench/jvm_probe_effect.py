@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
-"""Does naming Java monitors at ObjectMonitor::EnterI change the JVM? The
-entry and return uprobes fire on every contended enter, after spinning
-failed. tests/programs/Monitor.java counts its own enters per second and the
-share of its threads' time spent entering the monitor (System.nanoTime
-before `synchronized` and first thing inside), run alternately alone and
+"""Does naming Java monitors and j.u.c. locks change the JVM? The entry and
+return uprobes on ObjectMonitor::EnterI fire on every contended enter, after
+spinning failed; those on Unsafe_Park on every park, a lock's or not. A Java
+program counts its own operations per second, run alternately alone and
 under `lockscope run` (no -XX:+DTraceMonitorProbes: the EnterI way), side by
-side.
+side:
 
-    sudo python3 bench/jvm_probe_effect.py [--rounds 3] [--threads 2] [--seconds 6] [--java PATH]
+- monitor: tests/programs/Monitor.java, and the share of its threads' time
+  spent entering the monitor (its own clock);
+- parking: tests/programs/Parking.java (a ReentrantLock), and the share spent
+  in lock();
+- jdklocks: tests/programs/JdkLocks.java (a Hashtable, and an
+  ArrayBlockingQueue whose consumers park on its conditions: parks that are
+  probed but are no lock's), 6 threads.
 
-A probe that lengthened the enter would show as fewer ops/s and a larger
-wait share in the lockscope column. Not a test: the figures go in
+    sudo python3 bench/jvm_probe_effect.py [--program monitor] [--rounds 3] [--threads 2] [--seconds 6] [--java PATH]
+
+A probe that lengthened the enter or the park would show as fewer ops/s and
+a larger wait share in the lockscope column. Not a test: the figures go in
 bench/README.md.
 """
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -27,38 +35,49 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+PROGRAMS = {"monitor": "Monitor", "parking": "Parking", "jdklocks": "JdkLocks"}
+
+
 def parse(text: str, clock: Path) -> tuple[float, float]:
     ops = [float(x) for x in re.findall(r"ops/s: ([0-9.]+)", text)]
-    return statistics.mean(ops), float(clock.read_text())
+    return statistics.mean(ops), float(clock.read_text()) if clock.exists() else float("nan")
 
 
-def argv(java: str, classes: Path, threads: int, seconds: float, clock: Path) -> list[str]:
-    return [java, "-cp", str(classes), "Monitor", str(threads), "100", "20", str(seconds), str(clock)]
+def argv(java: str, program: str, classes: Path, threads: int, seconds: float, clock: Path) -> list[str]:
+    if program == "JdkLocks":
+        return [java, "-cp", str(classes), program, str(seconds)]
+    return [java, "-cp", str(classes), program, str(threads), "100", "20", str(seconds), str(clock)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--program", choices=sorted(PROGRAMS), default="monitor")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=6)
     ap.add_argument("--java", default=shutil.which("java") or "java")
     a = ap.parse_args()
     javac = str(Path(a.java).with_name("javac"))
+    program = PROGRAMS[a.program]
+    workers = 6 if program == "JdkLocks" else a.threads
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        subprocess.run([javac, "-d", str(tmp), str(REPO / "tests" / "programs" / "Monitor.java")], check=True)
+        subprocess.run([javac, "-d", str(tmp), str(REPO / "tests" / "programs" / f"{program}.java")], check=True)
         clock, out = tmp / "clock.txt", tmp / "out"
         print("round  alone ops/s  wait   | lockscope ops/s  wait   | ratio")
         ratios = []
         for i in range(1, a.rounds + 1):
-            p = subprocess.run(argv(a.java, tmp, a.threads, a.seconds, clock), capture_output=True, text=True,
-                               check=True)
+            clock.unlink(missing_ok=True)
+            p = subprocess.run(argv(a.java, program, tmp, a.threads, a.seconds, clock), capture_output=True,
+                               text=True, check=True)
             ops_a, wait_a = parse(p.stdout, clock)
             shutil.rmtree(out, ignore_errors=True)
             log = tmp / "stdout.txt"
-            cmd = " ".join(argv(a.java, tmp, a.threads, a.seconds, clock)) + f" > {log}"
+            clock.unlink(missing_ok=True)
+            cmd = " ".join(shlex.quote(x) for x in argv(a.java, program, tmp, a.threads, a.seconds, clock))
             subprocess.run([sys.executable, "-m", "lockscope", "run", "--out", str(out), "--workers",
-                            str(a.threads), "--duration", str(a.seconds - 1), "--", "sh", "-c", f"exec {cmd}"],
+                            str(workers), "--duration", str(a.seconds + 2), "--", "sh", "-c",
+                            f"exec {cmd} > {shlex.quote(str(log))}"],
                            cwd=REPO, capture_output=True, check=True)
             ops_b, wait_b = parse(log.read_text(), clock)
             ratios.append(ops_b / ops_a)

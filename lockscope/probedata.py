@@ -273,7 +273,7 @@ class UsdtProbe:
     loaded: bool = False
     reason: Optional[str] = optional()
     attached: list[dict] = field(default_factory=list)
-    jvms: list[JvmProcess] = field(default_factory=list)
+    jvms: Optional[list[JvmProcess]] = optional()   # absent in records before them
 
 
 @dataclass

@@ -78,6 +78,68 @@ struct stack_row {
 	int labels[PY_DEPTH];    /* index in names, -1: not read */
 };
 
+/* an open-addressing index from a non-zero (a, b) key to a position in an
+ * array (the stack rows by id, the code names by process and code object):
+ * each tick looks up every stack of the map, up to thousands */
+struct index {
+	struct index_slot {
+		__u64 a, b;      /* a == 0: empty */
+		size_t pos;
+	} *slots;
+	size_t cap, n;           /* cap a power of two, or 0 */
+};
+
+static size_t index_home(const struct index *x, __u64 a, __u64 b)
+{
+	__u64 h = (a * 0x9e3779b97f4a7c15ULL) ^ (b * 0xc2b2ae3d27d4eb4fULL);
+
+	return (size_t)(h ^ (h >> 29)) & (x->cap - 1);
+}
+
+/* the position of key (a, b), or -1 */
+static long index_find(const struct index *x, __u64 a, __u64 b)
+{
+	for (size_t i = x->cap ? index_home(x, a, b) : 0, k = 0; k < x->cap; i = (i + 1) & (x->cap - 1), k++) {
+		if (!x->slots[i].a)
+			return -1;
+		if (x->slots[i].a == a && x->slots[i].b == b)
+			return (long)x->slots[i].pos;
+	}
+	return -1;
+}
+
+/* adds key (a, b) at pos (not already in); false without memory */
+static bool index_put(struct index *x, __u64 a, __u64 b, size_t pos)
+{
+	size_t i;
+
+	if ((x->n + 1) * 2 > x->cap) {     /* at most half full: grow, and place the keys again */
+		struct index old = *x;
+
+		x->cap = old.cap ? old.cap * 2 : 256;
+		if (!(x->slots = calloc(x->cap, sizeof(*x->slots)))) {
+			*x = old;
+			return false;
+		}
+		x->n = 0;
+		for (size_t k = 0; k < old.cap; k++)
+			if (old.slots[k].a)
+				index_put(x, old.slots[k].a, old.slots[k].b, old.slots[k].pos);
+		free(old.slots);
+	}
+	for (i = index_home(x, a, b); x->slots[i].a; i = (i + 1) & (x->cap - 1))
+		;
+	x->slots[i] = (struct index_slot){ .a = a, .b = b, .pos = pos };
+	x->n++;
+	return true;
+}
+
+static void index_free(struct index *x)
+{
+	free(x->slots);
+	memset(x, 0, sizeof(*x));
+}
+
 static int procs_fd = -1, stacks_fd = -1, waits_fd = -1;
 static struct pyp procs[MAX_PY_PROCS];
 static int nprocs;
@@ -85,6 +147,7 @@ static struct code_name *names;
 static size_t nnames, cnames;
 static struct stack_row *rows;
 static size_t nrows, crows;
+static struct index rows_by_id, names_by_code;   /* (id + 1, 0); (code, tgid) */
 
 void pyframes_set_maps(int procs_map_fd, int stacks_map_fd, int waits_map_fd)
 {
@@ -288,12 +351,12 @@ static int code_label(struct pyp *p, __u64 code)
 {
 	char qual[NAME_LEN * 2] = "?", file[NAME_LEN * 2] = "?";
 	__u64 qp = 0, fp = 0, type = 0;
+	long at = code ? index_find(&names_by_code, code, p->tgid) : -1;
 	__s32 line = 0;
 	const char *base;
 
-	for (size_t i = 0; i < nnames; i++)
-		if (names[i].code == code && names[i].tgid == p->tgid)
-			return (int)i;
+	if (at >= 0)
+		return (int)at;
 	if (!read_mem(p, code + 8, &type, sizeof(type)) || (p->code_type && type != p->code_type))
 		return -1;                                     /* gone, or not a code object */
 	if (!read_mem(p, code + p->lay->qualname_off, &qp, sizeof(qp)) ||
@@ -312,6 +375,8 @@ static int code_label(struct pyp *p, __u64 code)
 		names = v;
 		cnames = c;
 	}
+	if (!index_put(&names_by_code, code, p->tgid, nnames))
+		return -1;
 	names[nnames].tgid = p->tgid;
 	names[nnames].code = code;
 	snprintf(names[nnames].label, LABEL_LEN, "%s (%s:%d)", qual, base ? base + 1 : file, line);
@@ -327,13 +392,11 @@ void pyframes_resolve(void)
 	if (stacks_fd < 0 || !nprocs)
 		return;
 	while (bpf_map_get_next_key(stacks_fd, prev, &id) == 0) {
-		struct stack_row *r = NULL;
+		long at = index_find(&rows_by_id, (__u64)id + 1, 0);
+		struct stack_row *r = at >= 0 ? &rows[at] : NULL;
 		struct pyp *p;
 
 		prev = &id;
-		for (size_t i = 0; i < nrows && !r; i++)
-			if (rows[i].id == id)
-				r = &rows[i];
 		if (r && r->resolved)
 			continue;
 		if (!r) {
@@ -348,7 +411,7 @@ void pyframes_resolve(void)
 			}
 			r = &rows[nrows];
 			memset(r, 0, sizeof(*r));
-			if (bpf_map_lookup_elem(stacks_fd, &id, &r->s))
+			if (bpf_map_lookup_elem(stacks_fd, &id, &r->s) || !index_put(&rows_by_id, (__u64)id + 1, 0, nrows))
 				continue;
 			r->id = id;
 			nrows++;
@@ -376,6 +439,7 @@ void pyframes_clear(void)
 			bpf_map_delete_elem(waits_fd, &k);
 	}
 	nrows = 0;
+	index_free(&rows_by_id);
 }
 
 void pyframes_json(struct jw *w)
@@ -444,6 +508,8 @@ void pyframes_destroy(void)
 	nprocs = 0;
 	free(names);
 	free(rows);
+	index_free(&rows_by_id);
+	index_free(&names_by_code);
 	names = NULL;
 	rows = NULL;
 	nnames = cnames = nrows = crows = 0;

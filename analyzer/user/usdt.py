@@ -347,14 +347,14 @@ def usdt_warnings(raw, table: Table | None = None) -> list[str]:
     # monitors): a silent program of these kinds needs no flag (or the JVM's
     # own warning below says why they were not named)
     named_kinds = {s.kind for p in table.programs for s in p.probes if s.name_from == "hotspot_monitor"} \
-        if probe.jvms else set()
+        if probe.jvms else set()    # None in records from before JVMs were looked at
     for p in table.programs:
         attached = any(a.get("probe") == "start" and any(a.get("name") == s.start and p.matches(a.get("path", ""))
                                                          for s in p.probes) for a in probe.attached)
         if p.if_silent and attached and not seen & {s.entry for s in p.probes} \
                 and not (kinds | named_kinds) & {s.kind for s in p.probes}:
             out.append(f"{p.name}: its lock-wait probes were attached but none fired: {p.if_silent}")
-    for j in probe.jvms:
+    for j in probe.jvms or []:
         if not j.named and not j.by_probes:
             out.append(f"Java monitors of process {j.tgid} not named by class: {j.reason or 'not read'} "
                        f"({j.file}); its monitors' waits show as pthread_cond @ os::PlatformEvent::park")
