@@ -206,7 +206,8 @@ static void read_flags(int mem, const struct field *f, __u64 flag_size, int *fla
 	for (int k = 0; k < NFLAGS; k++)
 		flags[k] = -1;
 	if (!n || n > 10000 || !table || !flag_size || flag_size > 256 || !f[F_FLAG_NAME].found ||
-	    !f[F_FLAG_ADDR].found || !(buf = malloc(n * flag_size)))
+	    !f[F_FLAG_ADDR].found || f[F_FLAG_NAME].offset + 8 > flag_size || f[F_FLAG_ADDR].offset + 8 > flag_size ||
+	    !(buf = malloc(n * flag_size)))
 		return;
 	if (rd(mem, table, buf, n * flag_size)) {
 		for (__u64 i = 0; i < n; i++) {

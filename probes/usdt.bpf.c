@@ -13,7 +13,6 @@
  *   bits  0-7   entry (the table's probe index)
  *   bits  8-11  argument naming the lock, 1-based (0: none)
  *   bit  12     that argument is a char * (copied as a string), else a number
- *   bits 16-19  argument giving the mode, 1-based (0: none)
  *   bit  13     that argument is a HotSpot ObjectMonitor *: the lock is
  *               named by the class of the object it locks (jvm_procs)
  *   bit  14     the lock is named by the class of the calling Java thread's
@@ -21,6 +20,7 @@
  *               argument), through jvm_threads
  *   bit  15     only names ending with one of the entry's suffixes
  *               (usdt_suffixes) are waits
+ *   bits 16-19  argument giving the mode, 1-based (0: none)
  *   bits 20-23  argument giving the name string's length, 1-based (0: none,
  *               the string ends with a NUL): a JVM's class name is a
  *               Symbol's bytes, not NUL-terminated
