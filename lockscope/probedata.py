@@ -13,6 +13,7 @@ from typing import Any, Optional
 from lockscope.holddata import OwnerLook, PythonProcess, PythonWait, Release, ReleaseActivity
 from lockscope.ktextdata import TextCall
 from lockscope.jsondata import HEX, KernelObject, format_addr, optional, parse_addr
+from lockscope.usdtdata import JvmProcess, UsdtProbe, UsdtStack, UsdtWait  # noqa: F401 (the schema's parts)
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
 
@@ -252,47 +253,6 @@ class FutexAddress:
     symbol_offset: Optional[int] = optional()
     vaddr: Optional[int] = optional(hex=True)
     reason: Optional[str] = optional()
-
-
-@dataclass
-class JvmProcess:
-    """A JVM whose Java monitors are named at ObjectMonitor::EnterI (probes/
-    jvmmon.c): its libjvm.so, whether they were, and why not (monitor probes
-    on, a layout not readable)."""
-    tgid: int = 0
-    file: str = ""
-    named: bool = False
-    by_probes: bool = False      # its -XX:+DTraceMonitorProbes probes name them instead
-    parks_named: bool = False    # its parks (LockSupport.park) named by their blocker's class
-    reason: Optional[str] = optional()
-
-
-@dataclass
-class UsdtProbe:
-    """What was attached: each start/done probe and the binary."""
-    loaded: bool = False
-    reason: Optional[str] = optional()
-    attached: list[dict] = field(default_factory=list)
-    jvms: Optional[list[JvmProcess]] = optional()   # absent in records before them
-
-
-@dataclass
-class UsdtWait:
-    """Waits of one (process, table entry, lock, mode), named at record time."""
-    tgid: int
-    entry: int = 0
-    lock: str = ""               # e.g. "LWLock WALWrite", "heavyweight lock on transactionid"
-    kind: str = ""
-    component: str = ""
-    mode: str = ""
-    probe: str = ""              # provider:start
-    count: int = 0
-    total_ns: int = 0
-    max_ns: int = 0
-    explain: Optional[str] = optional()
-    # distinct objects behind it, where the probe tells them apart (a JVM's
-    # monitors, by the ObjectMonitor's address: one deflated and inflated again counts again)
-    instances: Optional[int] = optional()
 
 
 @dataclass

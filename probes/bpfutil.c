@@ -13,7 +13,7 @@
 #include "jsonw.h"
 #include "bpfutil.h"
 
-#define MAX_KEY_SIZE 128
+#define MAX_KEY_SIZE 192
 
 uint64_t now_ns(void)
 {

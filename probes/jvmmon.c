@@ -118,7 +118,8 @@ static const char *const sym_names[NSYMS] = {
 /* the fields read (JDK 17 and 25 names; the first of two alternatives found wins) */
 enum { F_OBJECT, F_CKLASS, F_KLASS, F_NAME, F_LENGTH, F_BODY, F_BASE, F_BASE25, F_SHIFT, F_SHIFT25, F_FLAGS,
        F_NUMFLAGS, F_FLAG_NAME, F_FLAG_ADDR, F_HEAP, F_THREAD_OBJ, F_OSTHREAD, F_OSTHREAD25, F_TID, F_LIST, F_LENGTH_L,
-       F_THREADS, F_OOP_BASE, F_OOP_BASE25, F_OOP_SHIFT, F_OOP_SHIFT25, NFIELDS };
+       F_THREADS, F_OOP_BASE, F_OOP_BASE25, F_OOP_SHIFT, F_OOP_SHIFT25, F_CONST_METHOD, F_CONSTANTS, F_NAME_INDEX,
+       F_HOLDER, F_INTERP, F_STUB_BUFFER, F_BUFFER_LIMIT, NFIELDS };
 static const char *const fields[NFIELDS][2] = {
 	{ "ObjectMonitor", "_object" }, { "oopDesc", "_metadata._compressed_klass" },
 	{ "oopDesc", "_metadata._klass" }, { "Klass", "_name" }, { "Symbol", "_length" }, { "Symbol", "_body" },
@@ -130,7 +131,19 @@ static const char *const fields[NFIELDS][2] = {
 	{ "OSThread", "_thread_id" }, { "ThreadsSMRSupport", "_java_thread_list" }, { "ThreadsList", "_length" },
 	{ "ThreadsList", "_threads" }, { "CompressedOops", "_narrow_oop._base" }, { "CompressedOops", "_base" },
 	{ "CompressedOops", "_narrow_oop._shift" }, { "CompressedOops", "_shift" },
+	{ "Method", "_constMethod" }, { "ConstMethod", "_constants" }, { "ConstMethod", "_name_index" },
+	{ "ConstantPool", "_pool_holder" }, { "AbstractInterpreter", "_code" }, { "StubQueue", "_stub_buffer" },
+	{ "StubQueue", "_buffer_limit" },
 };
+
+/* the sizes read from gHotSpotVMTypes */
+enum { T_FLAG, T_CONSTANT_POOL, NTYPES };
+static const char *const type_names[NTYPES] = { "JVMFlag", "ConstantPool" };
+
+/* an interpreted frame's Method * lies 3 words below its frame pointer on
+ * x86-64 (frame_x86.hpp: interpreter_frame_method_offset, one below
+ * interpreter_frame_last_sp_offset, which gHotSpotVMIntConstants has) */
+#define INTERP_METHOD_FP_OFF (-3 * 8)
 
 struct field {
 	bool found;
@@ -145,9 +158,10 @@ static const char *const flag_names[NFLAGS] = {
 	"UseCompressedOops",
 };
 
-/* the fields of gHotSpotVMStructs, and sizeof(JVMFlag) from gHotSpotVMTypes;
- * false while the JVM has not filled them (the strides are 0) */
-static bool read_structs(int mem, const __u64 *g, struct field *f, __u64 *flag_size)
+/* the fields of gHotSpotVMStructs, and the sizes of type_names from
+ * gHotSpotVMTypes (0: not found); false while the JVM has not filled them
+ * (the strides are 0) */
+static bool read_structs(int mem, const __u64 *g, struct field *f, __u64 *size)
 {
 	__u64 stride = g[Y_STRIDE], tstride = g[Y_TSTRIDE];
 	unsigned char e[256];
@@ -181,17 +195,17 @@ static bool read_structs(int mem, const __u64 *g, struct field *f, __u64 *flag_s
 			f[k].address = *(__u64 *)(e + g[Y_ADDRESS]);
 		}
 	}
-	*flag_size = 0;
+	for (int k = 0; k < NTYPES; k++)
+		size[k] = 0;
 	for (__u64 i = 0, at = g[Y_TYPES]; i < MAX_ENTRIES && rd(mem, at, e, tstride); i++, at += tstride) {
 		__u64 tn = *(__u64 *)(e + g[Y_TTYPE_NAME]);
 
 		if (!tn)
 			break;
 		rdstr(mem, tn, type, sizeof(type));
-		if (!strcmp(type, "JVMFlag")) {
-			*flag_size = *(__u64 *)(e + g[Y_TSIZE]);
-			break;
-		}
+		for (int k = 0; k < NTYPES; k++)
+			if (!strcmp(type, type_names[k]))
+				size[k] = *(__u64 *)(e + g[Y_TSIZE]);
 	}
 	return true;
 }
@@ -241,6 +255,52 @@ static bool read_static(int mem, const struct field *f, int k, void *v, size_t n
 	return x->found && rd(mem, x->address, v, n);
 }
 
+/* the values of sym_names in libjvm.so `file` (tens of thousands of
+ * symbols: parsed once per file, not per JVM nor per look at one starting) */
+static bool symbols_of(const char *file, __u64 *g, struct elf_base *eb)
+{
+	static struct { char path[PATH_MAX]; bool ok; __u64 g[NSYMS]; struct elf_base eb; } cache[MAX_FILES];
+	static int ncache;
+	int i;
+
+	for (i = 0; i < ncache && strcmp(cache[i].path, file); i++)
+		;
+	if (i == ncache) {
+		if (ncache == MAX_FILES)
+			return elf_symbol_values(file, sym_names, NSYMS, g, eb);
+		snprintf(cache[i].path, sizeof(cache[i].path), "%s", file);
+		cache[i].ok = elf_symbol_values(file, sym_names, NSYMS, cache[i].g, &cache[i].eb);
+		ncache++;
+	}
+	memcpy(g, cache[i].g, sizeof(cache[i].g));
+	*eb = cache[i].eb;
+	return cache[i].ok;
+}
+
+/* where its waits' Java frames are found: the interpreter's code
+ * (AbstractInterpreter::_code, a StubQueue) and how a Method * is named;
+ * JVM_FRAMES set where all are known */
+static void read_frames(int mem, const struct field *f, __u64 cp_size, struct jvm_proc *jp)
+{
+	__u64 queue = f[F_INTERP].found ? rd64(mem, f[F_INTERP].address) : 0;
+	__s32 limit = 0;
+
+	for (int k = F_CONST_METHOD; k <= F_BUFFER_LIMIT; k++)
+		if (!f[k].found)
+			return;
+	if (!queue || !cp_size || !(jp->interp_lo = rd64(mem, queue + f[F_STUB_BUFFER].offset)) ||
+	    !rd(mem, queue + f[F_BUFFER_LIMIT].offset, &limit, sizeof(limit)) || limit <= 0)
+		return;
+	jp->interp_hi = jp->interp_lo + (__u64)limit;
+	jp->method_fp_off = INTERP_METHOD_FP_OFF;
+	jp->const_method_off = f[F_CONST_METHOD].offset;
+	jp->constants_off = f[F_CONSTANTS].offset;
+	jp->name_index_off = f[F_NAME_INDEX].offset;
+	jp->holder_off = f[F_HOLDER].offset;
+	jp->cp_size = cp_size;
+	jp->flags |= JVM_FRAMES;
+}
+
 /* what names the monitors and parks of JVM j, whose libjvm.so is mapped
  * at map_start: true once decided (the map entry made, or j->reason says
  * why not), false to look again next tick */
@@ -248,13 +308,13 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 {
 	struct field f[NFIELDS] = {};
 	struct jvm_proc jp = {};
-	__u64 g[NSYMS], flag_size;
+	__u64 g[NSYMS], size[NTYPES];
 	int flags[NFLAGS], mem;
 	struct elf_base eb;
 	__u32 blocker = 0;
 	char path[64];
 
-	if (!elf_symbol_values(j->file, sym_names, NSYMS, g, &eb) || !g[Y_STRUCTS] || !g[Y_STRIDE]) {
+	if (!symbols_of(j->file, g, &eb) || !g[Y_STRUCTS] || !g[Y_STRIDE]) {
 		snprintf(j->reason, sizeof(j->reason), "its libjvm.so exports no gHotSpotVMStructs table");
 		return true;
 	}
@@ -267,12 +327,13 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 		rd(mem, elf_address(&eb, g[Y_BLOCKER], map_start), &blocker, sizeof(blocker));
 	for (int k = 0; k < Y_BLOCKER; k++)  /* each is a variable: its value, in the process */
 		g[k] = g[k] ? rd64(mem, elf_address(&eb, g[k], map_start)) : 0;
-	if (!read_structs(mem, g, f, &flag_size) || (f[F_HEAP].found && !rd64(mem, f[F_HEAP].address)) ||
+	if (!read_structs(mem, g, f, size) || (f[F_HEAP].found && !rd64(mem, f[F_HEAP].address)) ||
+	    (f[F_INTERP].found && !rd64(mem, f[F_INTERP].address)) ||
 	    (g[Y_BLOCKER] && !blocker)) {
 		close(mem);
 		return false;                /* not initialized yet */
 	}
-	read_flags(mem, f, flag_size, flags);
+	read_flags(mem, f, size[T_FLAG], flags);
 	if (flags[G_DTRACE_MON] > 0 || flags[G_DTRACE_EXT] > 0) {
 		j->by_probes = true;         /* its monitors are its probes'; its parks are still named here */
 		jp.flags |= JVM_MONITOR_PROBES;
@@ -327,6 +388,7 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 		j->osthread_off = either(f, F_OSTHREAD)->offset;
 		j->tid_off = f[F_TID].offset;
 	}
+	read_frames(mem, f, size[T_CONSTANT_POOL], &jp);
 	if (bpf_map_update_elem(map_fd, &j->tgid, &jp, BPF_ANY)) {
 		snprintf(j->reason, sizeof(j->reason), "jvm_procs map: %s", strerror(errno));
 		goto out;

@@ -495,7 +495,7 @@ enum task_counter {
 
 /* application lock waits from USDT probes (usdt.bpf.c), by process, probe
  * table entry, the lock's name (a string argument) or number (a tag), mode */
-#define USDT_NAME_LEN 104     /* the key 128 bytes (for_each_wait): a Java class's full name */
+#define USDT_NAME_LEN 104     /* the key 128 bytes: a Java class's full name */
 struct usdt_key {
 	__u32 tgid;
 	__u32 entry;          /* the table's probe index (the attach cookie's low byte) */
@@ -503,6 +503,39 @@ struct usdt_key {
 	__u32 mode;
 	__u32 pad;
 	char name[USDT_NAME_LEN];   /* the string argument naming the lock */
+};
+
+/* usdt_stats' key: the lock (the key its holders know it by) and the call
+ * path of the wait (a JVM's: usdt_stacks), 0: none */
+struct usdt_stat_key {
+	struct usdt_key key;
+	__u64 stack;
+};
+
+/* the call path of a JVM's waits (usdt_stacks, by a hash of it): frame-
+ * pointer return addresses from the probed function's caller outwards, an
+ * interpreted Java frame as its Method * with JVM_METHOD_FRAME set (named
+ * in jvm_methods); 0 past the end */
+#define USDT_FRAMES 24
+#define JVM_METHOD_FRAME (1ULL << 63)
+struct usdt_stack {
+	__u32 tgid;
+	__u32 n;
+	__u64 pc[USDT_FRAMES];
+};
+
+/* the name of an interpreted Java frame's method, by (tgid, Method *): its
+ * class (internal form, java/util/Hashtable) and its name */
+#define JVM_METHOD_LEN 64
+struct jvm_method_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 method;
+};
+
+struct jvm_method {
+	char cls[USDT_NAME_LEN];
+	char name[JVM_METHOD_LEN];
 };
 
 /* a USDT-named lock as hold_key.lock (holders.bpf.h): this bit, which no
@@ -520,7 +553,8 @@ struct usdt_key {
 	X(UCNT_NO_JVM_LAYOUT, "usdt_monitor_enters_without_layout")                             \
 	/* a park of a thread not (yet) in the JVM's thread list as read by the loader */        \
 	X(UCNT_NO_JVM_THREAD, "usdt_parks_of_unknown_threads")                                  \
-	X(UCNT_NOT_NAMED, "usdt_starts_of_other_names") /* a name not among the entry's: no wait */
+	X(UCNT_NOT_NAMED, "usdt_starts_of_other_names") /* a name not among the entry's: no wait */ \
+	X(UCNT_LOST_STACKS, "lost_usdt_stacks_map_full") /* a JVM wait's call path not kept: map full */
 
 /* a JVM whose Java monitors usdt.bpf.c names at ObjectMonitor::EnterI (or
  * enter_internal) by the locked object's class, by process; the offsets are
@@ -538,11 +572,20 @@ struct jvm_proc {
 	__u32 blocker_off;    /* java.lang.Thread.parkBlocker in the Thread object (0: not known) */
 	__u32 oop_shift;      /* CompressedOops' shift */
 	__u64 oop_base;       /* and base (compressed oops: a reference field is a 32-bit narrowOop) */
+	/* Java frames (JVM_FRAMES): the template interpreter's code, where a
+	 * return address into it is an interpreted frame's; that frame's
+	 * Method * at its frame pointer + method_fp_off; Method::_constMethod,
+	 * ConstMethod::_constants and _name_index, ConstantPool::_pool_holder,
+	 * sizeof(ConstantPool) (its entries follow it) */
+	__u64 interp_lo, interp_hi;
+	__s32 method_fp_off;
+	__u32 const_method_off, constants_off, name_index_off, holder_off, cp_size;
 };
 #define JVM_COMPRESSED_KLASS 1   /* the klass word is a 32-bit narrowKlass */
 #define JVM_OBJECT_HANDLE    2   /* _object holds the address of the object's slot, not the object */
 #define JVM_COMPRESSED_OOPS  4   /* reference fields are narrowOops */
 #define JVM_MONITOR_PROBES   8   /* -XX:+DTraceMonitorProbes: its monitor probes name its monitors, not EnterI */
+#define JVM_FRAMES          16   /* its interpreter and Method layout known: waits keep their Java frames */
 
 /* a name filter of a probe table entry (usdt.bpf.c): a wait counts only if
  * its name ends with one of its entry's suffixes, by (entry << 2 | i) */

@@ -33,6 +33,9 @@
  * are the function's first five, from the registers. Where the wait is done
  * when the start function returns (HotSpot's ObjectMonitor::EnterI, which
  * returns holding the monitor), lksc_func_done is its return probe.
+ * A JVM's wait keeps its call path (usdt_stacks: frame pointers walked from
+ * the probed function's caller, an interpreted Java frame as its Method *,
+ * named in jvm_methods), part of its usdt_stats key beside the lock.
  * Only tracked processes count (the `tracked` map shared with
  * contention.bpf.c), so the probes may be attached for every process that
  * runs the binary.
@@ -60,7 +63,7 @@ struct usdt_open_key {
 
 struct usdt_open {
 	__u64 t0;
-	struct usdt_key key;
+	struct usdt_stat_key sk;
 };
 
 struct {
@@ -78,7 +81,7 @@ struct {
 	__type(value, struct usdt_open);
 } usdt_scratch SEC(".maps");
 
-WAIT_STATS_MAP(usdt_stats, struct usdt_key);
+WAIT_STATS_MAP(usdt_stats, struct usdt_stat_key);
 
 
 COUNTERS_MAP(usdt_counters, UCNT__MAX, ucount);
@@ -102,6 +105,37 @@ struct {
 	__type(value, __u64);
 } jvm_threads SEC(".maps");
 
+/* the call paths of JVM waits, by a hash of their frames and process */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct usdt_stack);
+} usdt_stacks SEC(".maps");
+
+/* the interpreted Java methods in them, named once */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct jvm_method_key);
+	__type(value, struct jvm_method);
+} jvm_methods SEC(".maps");
+
+/* scratch for the stack being walked and the method being named */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct usdt_stack);
+} usdt_walk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct jvm_method);
+} method_scratch SEC(".maps");
+
 /* the name suffixes of the entries whose waits are filtered by name (bit 15) */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -110,32 +144,127 @@ struct {
 	__type(value, struct usdt_suffix);
 } usdt_suffixes SEC(".maps");
 
-/* the class name of Java object `obj` into `name` (zeroed: it stays
- * NUL-terminated): its klass (a narrowKlass, decoded) -> Klass::_name (a
- * Symbol: a u2 length and the bytes); its length, -1 if unreadable */
+/* the bytes of HotSpot Symbol `sym` (a u2 length and the bytes, not
+ * NUL-terminated) into `out` of `size` (zeroed: it stays NUL-terminated);
+ * their length, -1 if unreadable */
+static __always_inline int symbol_bytes(const struct jvm_proc *j, __u64 sym, char *out, __u32 size)
+{
+	__u16 len = 0;
+
+	if (!sym || bpf_probe_read_user(&len, sizeof(len), (void *)(sym + j->length_off)))
+		return -1;
+	if (len > size - 1)
+		len = size - 1;
+	if (len && bpf_probe_read_user(out, len, (void *)(sym + j->body_off)) == 0)
+		return len;
+	return -1;
+}
+
+/* the class name of Java object `obj` into `name` (zeroed): its klass (a
+ * narrowKlass, decoded) -> Klass::_name; its length, -1 if unreadable */
 static __always_inline int object_class(const struct jvm_proc *j, __u64 obj, char *name)
 {
 	__u64 klass = 0, sym = 0;
 	__u32 narrow = 0;
-	__u16 len = 0;
+	int n = -1;
 
 	if (j->flags & JVM_COMPRESSED_KLASS) {
-		if (bpf_probe_read_user(&narrow, sizeof(narrow), (void *)(obj + j->klass_off)))
-			goto unreadable;
-		klass = j->klass_base + ((__u64)narrow << (j->klass_shift & 63));
-	} else if (bpf_probe_read_user(&klass, sizeof(klass), (void *)(obj + j->klass_off))) {
-		goto unreadable;
+		if (bpf_probe_read_user(&narrow, sizeof(narrow), (void *)(obj + j->klass_off)) == 0)
+			klass = j->klass_base + ((__u64)narrow << (j->klass_shift & 63));
+	} else {
+		bpf_probe_read_user(&klass, sizeof(klass), (void *)(obj + j->klass_off));
 	}
-	if (!klass || bpf_probe_read_user(&sym, sizeof(sym), (void *)(klass + j->name_off)) || !sym ||
-	    bpf_probe_read_user(&len, sizeof(len), (void *)(sym + j->length_off)))
-		goto unreadable;
-	if (len > USDT_NAME_LEN - 1)
-		len = USDT_NAME_LEN - 1;
-	if (len && bpf_probe_read_user(name, len, (void *)(sym + j->body_off)) == 0)
-		return len;
-unreadable:
-	ucount(UCNT_NAME_UNREADABLE);
-	return -1;
+	if (klass && bpf_probe_read_user(&sym, sizeof(sym), (void *)(klass + j->name_off)) == 0)
+		n = symbol_bytes(j, sym, name, USDT_NAME_LEN);
+	if (n < 0)
+		ucount(UCNT_NAME_UNREADABLE);
+	return n;
+}
+
+/* Method `m` of JVM `j` (tgid) named in jvm_methods, once: its class (the
+ * constant pool's holder) and name (a constant pool entry) */
+static __always_inline void name_method(const struct jvm_proc *j, __u32 tgid, __u64 m)
+{
+	struct jvm_method_key k = { .tgid = tgid, .method = m };
+	__u64 cm = 0, cp = 0, holder = 0, sym = 0, csym = 0;
+	struct jvm_method *n;
+	__u32 zero = 0;
+	__u16 idx = 0;
+
+	if (bpf_map_lookup_elem(&jvm_methods, &k) || !(n = bpf_map_lookup_elem(&method_scratch, &zero)))
+		return;
+	__builtin_memset(n, 0, sizeof(*n));
+	if (bpf_probe_read_user(&cm, sizeof(cm), (void *)(m + j->const_method_off)) || !cm ||
+	    bpf_probe_read_user(&cp, sizeof(cp), (void *)(cm + j->constants_off)) || !cp ||
+	    bpf_probe_read_user(&idx, sizeof(idx), (void *)(cm + j->name_index_off)) ||
+	    bpf_probe_read_user(&holder, sizeof(holder), (void *)(cp + j->holder_off)) || !holder ||
+	    bpf_probe_read_user(&sym, sizeof(sym), (void *)(cp + j->cp_size + (__u64)idx * 8)) ||
+	    bpf_probe_read_user(&csym, sizeof(csym), (void *)(holder + j->name_off)))
+		return;
+	if (symbol_bytes(j, sym, n->name, JVM_METHOD_LEN) > 0 && symbol_bytes(j, csym, n->cls, USDT_NAME_LEN) > 0)
+		bpf_map_update_elem(&jvm_methods, &k, n, BPF_NOEXIST);
+}
+
+/* a frame-pointer walk from a probed function's entry: (pc, fp) is a frame,
+ * the return address into it and its frame pointer */
+struct walk {
+	__u64 pc, fp, hash;
+	__u32 tgid;
+};
+
+/* bpf_loop callback: frame i into usdt_walk (an interpreted one as its
+ * Method *), then its caller's; 1 to stop */
+static long frame_one(__u32 i, void *ctx)
+{
+	struct walk *w = ctx;
+	__u32 zero = 0;
+	struct usdt_stack *st = bpf_map_lookup_elem(&usdt_walk, &zero);
+	const struct jvm_proc *j = bpf_map_lookup_elem(&jvm_procs, &w->tgid);
+	__u64 pc = w->pc, m = 0, up[2];
+
+	if (!st || !j || !pc || i >= USDT_FRAMES)
+		return 1;
+	if (pc >= j->interp_lo && pc < j->interp_hi &&
+	    bpf_probe_read_user(&m, sizeof(m), (void *)(w->fp + (__s64)j->method_fp_off)) == 0 && m) {
+		name_method(j, w->tgid, m);
+		pc = m | JVM_METHOD_FRAME;
+	}
+	asm volatile("" : "+r"(i));   /* bounded again here: the check above was spilled across calls */
+	if (i >= USDT_FRAMES)
+		return 1;
+	st->pc[i] = pc;
+	st->n = i + 1;
+	w->hash = (w->hash ^ pc) * 0x100000001b3ULL;
+	/* the caller: its frame pointer saved at fp, the return address above;
+	 * a frame without one (compiled Java code without
+	 * -XX:+PreserveFramePointer) ends the walk where its fp is no frame's */
+	if (!w->fp || bpf_probe_read_user(up, sizeof(up), (void *)w->fp) || up[0] <= w->fp || (up[0] & 7))
+		return 1;
+	w->fp = up[0];
+	w->pc = up[1];
+	return 0;
+}
+
+/* the call path of the wait starting in the probed function (at its entry:
+ * the return address on top of the stack, the caller's frame pointer in
+ * rbp) into usdt_stacks: its hash, 0 if none */
+static __always_inline __u64 java_stack(struct pt_regs *ctx, __u32 tgid)
+{
+	struct walk w = { .fp = PT_REGS_FP_CORE(ctx), .hash = 0xcbf29ce484222325ULL ^ tgid, .tgid = tgid };
+	struct usdt_stack *st;
+	__u32 zero = 0;
+
+	if (bpf_probe_read_user(&w.pc, sizeof(w.pc), (void *)PT_REGS_SP_CORE(ctx)) || !(st = bpf_map_lookup_elem(&usdt_walk, &zero)))
+		return 0;
+	__builtin_memset(st, 0, sizeof(*st));
+	bpf_loop(USDT_FRAMES, frame_one, &w, 0);
+	if (!st->n)
+		return 0;
+	st->tgid = tgid;
+	w.hash |= 1;
+	if (!bpf_map_lookup_elem(&usdt_stacks, &w.hash) && bpf_map_update_elem(&usdt_stacks, &w.hash, st, BPF_NOEXIST))
+		ucount(UCNT_LOST_STACKS);
+	return w.hash;
 }
 
 /* the class of the object HotSpot's ObjectMonitor `mon` locks: mon->_object
@@ -225,7 +354,7 @@ static __always_inline bool name_wanted(__u32 entry, const char *name, __u32 n)
 
 /* a wait starts: `name_v`/`mode_v`/`len_v` are the arguments the cookie
  * names (read when `name_ok`/`mode_ok`/`len_ok`) */
-static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, long mode_v, bool mode_ok,
+static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long name_v, bool name_ok, long mode_v, bool mode_ok,
 				       long len_v, bool len_ok)
 {
 	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> 32;
@@ -252,41 +381,43 @@ static __always_inline void wait_start(__u64 cookie, long name_v, bool name_ok, 
 	if (!o)
 		return;
 	__builtin_memset(o, 0, sizeof(*o));
-	o->key.tgid = id >> 32;
-	o->key.entry = ok.entry;
+	o->sk.key.tgid = id >> 32;
+	o->sk.key.entry = ok.entry;
 	if (jvm && (cookie & (1 << 14))) {
-		if ((name_n = blocker_class(jvm, id, o->key.name)) < 0)
+		if ((name_n = blocker_class(jvm, id, o->sk.key.name)) < 0)
 			return;       /* no blocker: not named, no wait here */
 	} else if (name_ok && jvm) {
-		name_n = monitor_class(jvm, (__u64)name_v, o->key.name);
-		o->key.value = (__u64)name_v;   /* the monitor (C heap, not moved): its instances apart */
+		name_n = monitor_class(jvm, (__u64)name_v, o->sk.key.name);
+		o->sk.key.value = (__u64)name_v;   /* the monitor (C heap, not moved): its instances apart */
 	} else if (name_ok) {
 		if ((cookie & (1 << 12)) && len_ok) {     /* the key was zeroed: it stays NUL-terminated */
 			__u32 n = len_v < 0 ? 0 : len_v > USDT_NAME_LEN - 1 ? USDT_NAME_LEN - 1 : (__u32)len_v;
 
-			if (n && bpf_probe_read_user(o->key.name, n, (void *)name_v) < 0)
+			if (n && bpf_probe_read_user(o->sk.key.name, n, (void *)name_v) < 0)
 				ucount(UCNT_NAME_UNREADABLE);
 			else
 				name_n = n;
 		} else if (cookie & (1 << 12)) {
-			name_n = bpf_probe_read_user_str(o->key.name, sizeof(o->key.name), (void *)name_v) - 1;
+			name_n = bpf_probe_read_user_str(o->sk.key.name, sizeof(o->sk.key.name), (void *)name_v) - 1;
 			if (name_n < 0)
 				ucount(UCNT_NAME_UNREADABLE);
 		} else {
-			o->key.value = (__u64)name_v;
+			o->sk.key.value = (__u64)name_v;
 		}
 	}
-	if ((cookie & (1 << 15)) && (name_n < 0 || !name_wanted(ok.entry, o->key.name, name_n))) {
+	if ((cookie & (1 << 15)) && (name_n < 0 || !name_wanted(ok.entry, o->sk.key.name, name_n))) {
 		ucount(UCNT_NOT_NAMED);
 		return;
 	}
 	if (mode_ok)
-		o->key.mode = (__u32)mode_v;
+		o->sk.key.mode = (__u32)mode_v;
+	if (jvm && (jvm->flags & JVM_FRAMES))
+		o->sk.stack = java_stack(ctx, id >> 32);
 	o->t0 = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&usdt_open, &ok, o, BPF_ANY))
 		ucount(UCNT_LOST_OPEN);
 	else
-		bpf_map_update_elem(&usdt_waiting, &ok.tid, &o->key, BPF_ANY);
+		bpf_map_update_elem(&usdt_waiting, &ok.tid, &o->sk.key, BPF_ANY);
 	ucount(UCNT_STARTS);
 }
 
@@ -300,7 +431,7 @@ int lksc_usdt_start(struct pt_regs *ctx)
 	bool mode_ok = mode_arg && bpf_usdt_arg(ctx, mode_arg - 1, &mode_v) == 0;
 	bool len_ok = len_arg && bpf_usdt_arg(ctx, len_arg - 1, &len_v) == 0;
 
-	wait_start(cookie, name_v, name_ok, mode_v, mode_ok, len_v, len_ok);
+	wait_start(ctx, cookie, name_v, name_ok, mode_v, mode_ok, len_v, len_ok);
 	return 0;
 }
 
@@ -325,7 +456,7 @@ int lksc_func_start(struct pt_regs *ctx)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf, len_arg = (cookie >> 20) & 0xf;
 
-	wait_start(cookie, func_arg(ctx, name_arg), name_arg >= 1 && name_arg <= 5,
+	wait_start(ctx, cookie, func_arg(ctx, name_arg), name_arg >= 1 && name_arg <= 5,
 		   func_arg(ctx, mode_arg), mode_arg >= 1 && mode_arg <= 5,
 		   func_arg(ctx, len_arg), len_arg >= 1 && len_arg <= 5);
 	return 0;
@@ -345,7 +476,7 @@ static __always_inline void waiting_done(const struct usdt_open_key *done)
 		ok.entry = e;
 		o = e == done->entry ? NULL : bpf_map_lookup_elem(&usdt_open, &ok);
 		if (o) {
-			bpf_map_update_elem(&usdt_waiting, &done->tid, &o->key, BPF_ANY);
+			bpf_map_update_elem(&usdt_waiting, &done->tid, &o->sk.key, BPF_ANY);
 			return;
 		}
 	}
@@ -363,7 +494,7 @@ static __always_inline void wait_done(__u32 entry)
 		return;               /* started before the window, not traced, or not a lock wait */
 	delta = now - o->t0;
 	if (enabled) {
-		s = bpf_map_lookup_elem(&usdt_stats, &o->key);
+		s = bpf_map_lookup_elem(&usdt_stats, &o->sk);
 		if (s) {
 			s->count++;
 			s->total_ns += delta;
@@ -372,7 +503,7 @@ static __always_inline void wait_done(__u32 entry)
 		} else {
 			one.count = 1;
 			one.total_ns = one.max_ns = delta;
-			if (bpf_map_update_elem(&usdt_stats, &o->key, &one, BPF_NOEXIST))
+			if (bpf_map_update_elem(&usdt_stats, &o->sk, &one, BPF_NOEXIST))
 				ucount(UCNT_LOST_WAITS);
 		}
 		ucount(UCNT_DONES);

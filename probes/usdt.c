@@ -121,10 +121,6 @@ static void suffix_command(const char *args)
 		emit_error("usdt", EINVAL, "usdt: expected 'suffix ENTRY 0..%d TEXT': '%s'", USDT_SUFFIXES - 1, args);
 		return;
 	}
-	if (!uskel) {
-		emit_error("usdt", -load_err, "usdt: the USDT program did not load: %s", strerror(-load_err));
-		return;
-	}
 	x.len = strlen(text);
 	memcpy(x.s, text, x.len);
 	key = entry * USDT_SUFFIXES + i;
@@ -145,6 +141,10 @@ void usdt_command(char *args)
 	int off = 0;
 	struct usdt_link *l;
 
+	if (!uskel) {
+		emit_error("usdt", -load_err, "usdt: the USDT program did not load: %s", strerror(-load_err));
+		return;
+	}
 	if (strncmp(args, "suffix ", 7) == 0) {
 		suffix_command(args + 7);
 		return;
@@ -154,10 +154,6 @@ void usdt_command(char *args)
 	    (!strcmp(what, "return") && strcmp(provider, "-"))) {
 		emit_error("usdt", EINVAL, "usdt: expected 'start|done COOKIE PROVIDER|- NAME PATH' or "
 			   "'return COOKIE - NAME PATH': '%s'", args);
-		return;
-	}
-	if (!uskel) {
-		emit_error("usdt", -load_err, "usdt: the USDT program did not load: %s", strerror(-load_err));
 		return;
 	}
 	if (nlinks >= MAX_USDT_LINKS) {
@@ -202,6 +198,7 @@ void usdt_start(void)
 	uskel->bss->enabled = false;
 	clear_map(uskel->maps.usdt_open);
 	clear_map(uskel->maps.usdt_stats);
+	clear_map(uskel->maps.usdt_stacks);
 	zero = calloc(nc, sizeof(*zero));
 	for (__u32 i = 0; zero && i < UCNT__MAX; i++)
 		bpf_map_update_elem(bpf_map__fd(uskel->maps.usdt_counters), &i, zero, BPF_ANY);
@@ -222,7 +219,8 @@ struct emit_ctx {
 
 static void emit_wait(const void *key, const struct wait_stat *s, void *ctx)
 {
-	const struct usdt_key *k = key;
+	const struct usdt_stat_key *sk = key;
+	const struct usdt_key *k = &sk->key;
 	struct emit_ctx *c = ctx;
 	char name[USDT_NAME_LEN + 1];
 
@@ -234,6 +232,8 @@ static void emit_wait(const void *key, const struct wait_stat *s, void *ctx)
 	jw_ku64(c->w, "value", k->value);
 	jw_ku64(c->w, "mode", k->mode);
 	jw_kstr(c->w, "name", name);
+	if (sk->stack)
+		jw_khex(c->w, "stack", sk->stack);
 	jw_ku64(c->w, "count", s->count);
 	jw_ku64(c->w, "total_ns", s->total_ns);
 	jw_ku64(c->w, "max_ns", s->max_ns);
@@ -241,7 +241,55 @@ static void emit_wait(const void *key, const struct wait_stat *s, void *ctx)
 	c->n++;
 }
 
-static unsigned int nwaits;
+static unsigned int nwaits, nstacks;
+
+/* "usdt_stacks": the call paths of JVM waits (return addresses, or an
+ * interpreted frame's Method * with JVM_METHOD_FRAME set); "jvm_methods":
+ * the names of those methods */
+static void emit_jvm_stacks(struct jw *w)
+{
+	int fd = bpf_map__fd(uskel->maps.usdt_stacks);
+	struct jvm_method_key mk, *mprev = NULL;
+	__u64 id, *prev = NULL;
+	struct usdt_stack st;
+	struct jvm_method m;
+
+	jw_key(w, "usdt_stacks");
+	jw_arr(w);
+	nstacks = 0;
+	while (bpf_map_get_next_key(fd, prev, &id) == 0) {
+		prev = &id;
+		if (bpf_map_lookup_elem(fd, &id, &st))
+			continue;
+		jw_obj(w);
+		jw_khex(w, "id", id);
+		jw_ku64(w, "tgid", st.tgid);
+		jw_key(w, "pcs");
+		jw_arr(w);
+		for (__u32 i = 0; i < st.n && i < USDT_FRAMES; i++)
+			jw_hex(w, st.pc[i]);
+		jw_arr_end(w);
+		jw_obj_end(w);
+		nstacks++;
+	}
+	jw_arr_end(w);
+	fd = bpf_map__fd(uskel->maps.jvm_methods);
+	jw_key(w, "jvm_methods");
+	jw_arr(w);
+	while (bpf_map_get_next_key(fd, mprev, &mk) == 0) {
+		mprev = &mk;
+		if (bpf_map_lookup_elem(fd, &mk, &m))
+			continue;
+		m.cls[sizeof(m.cls) - 1] = m.name[sizeof(m.name) - 1] = '\0';
+		jw_obj(w);
+		jw_ku64(w, "tgid", mk.tgid);
+		jw_khex(w, "method", mk.method);
+		jw_kutf8(w, "class", m.cls);
+		jw_kutf8(w, "name", m.name);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
 
 void usdt_json(struct jw *w)
 {
@@ -273,6 +321,7 @@ void usdt_json(struct jw *w)
 	for_each_wait(bpf_map__fd(uskel->maps.usdt_stats), nc, emit_wait, &c);
 	jw_arr_end(w);
 	nwaits = c.n;
+	emit_jvm_stacks(w);
 }
 
 void usdt_counters_json(struct jw *w)
@@ -300,8 +349,10 @@ void usdt_programs_json(struct jw *w)
 
 void usdt_map_use_json(struct jw *w)
 {
-	if (uskel)
+	if (uskel) {
 		emit_map_use(w, "usdt_stats", uskel->maps.usdt_stats, nwaits);
+		emit_map_use(w, "usdt_stacks", uskel->maps.usdt_stacks, nstacks);
+	}
 }
 
 void usdt_destroy(void)

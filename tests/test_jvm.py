@@ -13,11 +13,14 @@ import json
 import re
 import shutil
 import subprocess
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from conftest import REPO, lockscope
 from lockscope import record
+from lockscope.analyzer.user import jvmframes
 
 LOCK = "Java monitor of Monitor$Counter"
 # JDK 25 (enter_internal, its own VMStructs names) where a Temurin 25 is installed beside Debian's 17
@@ -80,14 +83,24 @@ def test_without_the_monitor_probes_flag_enteri_names_the_class(e2e, tmp_path, m
     _check_named(rec, own, "ObjectMonitor::EnterI()")
     [jvm] = rec.probe.raw.usdt_probe.jvms
     assert jvm.named and not jvm.by_probes, jvm
+    # where: the interpreted method holding the synchronized block (no flag needed), then its callers
+    stack = rec.locks[0].stacks[0]
+    assert stack.site == "Monitor.lambda$main$0" and stack.frames[0] == stack.site, stack
+    assert "java.lang.Thread.run" in stack.frames and stack.wait_ns > 0.5 * rec.locks[0].wait_ns, stack
 
 
 JFC = """<?xml version="1.0" encoding="UTF-8"?>
 <configuration version="2.0">
   <event name="jdk.JavaMonitorEnter"><setting name="enabled">true</setting>
-    <setting name="stackTrace">false</setting><setting name="threshold">0 ms</setting></event>
+    <setting name="stackTrace">true</setting><setting name="threshold">0 ms</setting></event>
 </configuration>
 """
+
+
+def _jfr_frames(event: dict) -> list[str]:
+    """The Java methods of a JFR event's stack trace, innermost first."""
+    return [f"{f['method']['type']['name'].replace('/', '.')}.{f['method']['name']}"
+            for f in (event.get("stackTrace") or {}).get("frames") or []]
 
 
 def _jfr_seconds(text: str) -> float:
@@ -110,14 +123,20 @@ def test_enteri_waits_agree_with_jfr_in_the_same_run(e2e, tmp_path, monitor):
     rec, _ = _run(tmp_path, monitor, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}")
     [w] = [w for w in rec.probe.raw.usdt if w.lock == LOCK]
     assert w.probe == "ObjectMonitor::EnterI()"
-    out = subprocess.run(["jfr", "print", "--json", "--events", "jdk.JavaMonitorEnter", str(jfr)],
+    out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.JavaMonitorEnter",
+                          str(jfr)],
                          capture_output=True, text=True, check=True).stdout
     events = [e["values"] for e in json.loads(out)["recording"]["events"]]
-    waits = [_jfr_seconds(e["duration"]) for e in events if e["monitorClass"]["name"] == "Monitor$Counter"]
+    mine = [e for e in events if e["monitorClass"]["name"] == "Monitor$Counter"]
+    waits = [_jfr_seconds(e["duration"]) for e in mine]
     jfr_mean, ours = sum(waits) / len(waits), w.total_ns / w.count / 1e9
     print({"jfr": (len(waits), round(sum(waits), 3), jfr_mean), "lockscope": (w.count, w.total_ns / 1e9, ours)})
     assert len(waits) > 500 and w.count > 500
     assert abs(ours - jfr_mean) <= 0.10 * jfr_mean, (ours, jfr_mean)
+    # the method that entered: JFR's top frame, and lockscope's site
+    [(jfr_top, _)] = Counter(_jfr_frames(e)[0] for e in mine).most_common(1)
+    site = next(lk for lk in rec.locks if lk.name == LOCK).stacks[0].site
+    assert site == jfr_top == "Monitor.lambda$main$0", (site, jfr_top)
 
 
 def test_a_jvm_whose_layout_is_not_read_says_why(e2e, tmp_path, monitor):
@@ -189,14 +208,25 @@ def test_juc_parks_agree_with_jfr_in_the_same_run(e2e, parking):
         pytest.skip("jfr not found: the JDK's flight recorder tool (default-jdk-headless has it)")
     jfc, jfr = parking / "park.jfc", parking / "run.jfr"
     jfc.write_text(PARK_JFC)
-    rec, _ = _run_parking(parking, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}")
+    # compiled frames keep frame pointers, and the JVM writes its perf map (/tmp/perf-PID.map) at exit
+    rec, _ = _run_parking(parking, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}",
+                          "-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit")
     [w] = [w for w in rec.probe.raw.usdt if w.lock == JUC]
-    out = subprocess.run(["jfr", "print", "--json", "--events", "jdk.ThreadPark", str(jfr)],
+    Path(f"/tmp/perf-{w.tgid}.map").unlink(missing_ok=True)    # the JVM's, made at this test's asking
+    out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.ThreadPark", str(jfr)],
                          capture_output=True, text=True, check=True).stdout
-    events = [e["values"] for e in json.loads(out)["recording"]["events"]]
-    waits = [_jfr_seconds(e["duration"]) for e in events
-             if (e.get("parkedClass") or {}).get("name") == "java/util/concurrent/locks/ReentrantLock$NonfairSync"]
+    events = [e["values"] for e in json.loads(out)["recording"]["events"]
+              if (e["values"].get("parkedClass") or {}).get("name") ==
+              "java/util/concurrent/locks/ReentrantLock$NonfairSync"]
+    waits = [_jfr_seconds(e["duration"]) for e in events]
     jfr_mean, ours = sum(waits) / len(waits), w.total_ns / w.count / 1e9
     print({"jfr": (len(waits), round(sum(waits), 3), jfr_mean), "lockscope": (w.count, w.total_ns / 1e9, ours)})
     assert len(waits) > 500 and w.count > 500
     assert abs(ours - jfr_mean) <= 0.10 * jfr_mean, (ours, jfr_mean)
+    # the method that took the lock, through the JDK's lock code: JFR's stacks and lockscope's agree
+    [(jfr_site, _)] = Counter(jvmframes.site(_jfr_frames(e)) for e in events).most_common(1)
+    stack = rec.locks[0].stacks[0]
+    print({"jfr": jfr_site, "lockscope": stack.frames[:6]})
+    assert stack.site == jfr_site == "Parking.lambda$main$0", (stack.site, jfr_site)
+    assert "java.util.concurrent.locks.ReentrantLock.lock" in stack.frames, stack.frames
+    assert sum(st.wait_ns for st in rec.locks[0].stacks) > 0.8 * rec.locks[0].wait_ns

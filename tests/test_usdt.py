@@ -22,7 +22,7 @@ import pytest
 import pgcluster
 from conftest import REPO, e2e_missing, leaked_progs
 from lockscope import record
-from lockscope.analyzer.user import usdt
+from lockscope.analyzer.user import jvmframes, usdt
 
 PROBES = ("lwlock__wait__start", "lwlock__wait__done", "lock__wait__start", "lock__wait__done")
 WINDOW_S = 4
@@ -158,6 +158,69 @@ def test_the_waits_of_a_jvms_objects_count_their_instances():
     assert (w.lock, w.count, w.total_ns, w.max_ns, w.instances) == ("Java monitor of Account", 6, 1500, 400, 3)
     [lock] = usdt.name_usdt(raw, 2, 1000)
     assert lock.instances == 3 and lock.count == 6
+
+
+# lines of a perf map Temurin 25 wrote (-XX:+DumpPerfMapAtExit) in a run of tests/programs/Parking.java
+PERF_MAP = """0x00007f35a793fd60 0x00000000000194c8 Interpreter
+0x00007f35a7938ee0 0x0000000000004f60 StubRoutines (initialstubs)
+0x00007f35a7ed1500 0x0000000000000148 void jdk.internal.misc.Unsafe.park(boolean, long)
+0x00007f35a7ed4b00 0x0000000000000440 void java.util.concurrent.locks.ReentrantLock.lock()
+0x00007f35a0415100 0x00000000000001b0 boolean java.util.regex.Pattern$$Lambda/0x800000027.is(int)
+0x00007f35a7a6fee0 0x0000000000000050 C2 Runtime complete_monitor_locking
+"""
+
+
+def test_a_jvm_waits_call_path_is_its_java_methods(tmp_path, monkeypatch):
+    """A JVM wait's call path as usdt.bpf.c walks it: compiled frames named
+    by the JVM's perf map, an interpreted one by the Method the probe named;
+    the JVM's stubs before the first Java frame dropped, and the frames past
+    the last one named; the site the first method outside the JDK's lock
+    code. Without a perf map, the compiled frames are not named."""
+    monkeypatch.setattr(jvmframes, "PERF_MAP", str(tmp_path / "perf-{pid}.map"))
+    (tmp_path / "perf-7.map").write_text(PERF_MAP)
+    path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+    park = next(s for s in usdt.default().probes_for(path) if s.name_from == "hotspot_park_blocker")
+    method = 0x7f0000801230
+    pcs = [0x7f35a7a6ff00, 0x7f35a7ed1580, jvmframes.METHOD_FRAME | method, 0x7f35a7ed4c00,
+           jvmframes.METHOD_FRAME | 0x7f0000809990, 0x7f35a7938f00, 0x1000]
+    data = {"usdt_probe": {"loaded": True}, "jvm_methods": [
+        {"tgid": 7, "method": hex(method), "class": "java/util/concurrent/locks/AbstractQueuedSynchronizer",
+         "name": "acquire"},
+        {"tgid": 7, "method": "0x7f0000809990", "class": "Parking$$Lambda$1+0x00007fc5cc000a08", "name": "run"}],
+        "usdt_stacks": [{"id": "0x51", "tgid": 7, "pcs": [hex(p) for p in pcs]}],
+        "usdt": [{"tgid": 7, "entry": park.entry, "value": 0, "mode": 0, "count": 3, "total_ns": 900,
+                  "max_ns": 400, "stack": "0x51", "name": "java/util/concurrent/locks/ReentrantLock$NonfairSync"},
+                 {"tgid": 7, "entry": park.entry, "value": 0, "mode": 0, "count": 1, "total_ns": 100,
+                  "max_ns": 100, "name": "java/util/concurrent/locks/ReentrantLock$NonfairSync"}]}
+    raw = type("Raw", (), {})()
+    raw.__dict__.update(usdt.resolve(data))
+    [w] = raw.usdt
+    assert w.count == 4 and len(w.stacks) == 1
+    assert w.stacks[0].frames == ["jdk.internal.misc.Unsafe.park",
+                                  "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire",
+                                  "java.util.concurrent.locks.ReentrantLock.lock", "Parking$$Lambda$1.run",
+                                  "[StubRoutines (initialstubs)]"]
+    assert (w.stacks[0].count, w.stacks[0].total_ns) == (3, 900)
+    [lock] = usdt.name_usdt(raw, 2, 1000)
+    assert lock.stacks[0].site == "Parking$$Lambda$1.run" and lock.count == 4
+    (tmp_path / "perf-7.map").unlink()
+    raw.__dict__.update(usdt.resolve(data))
+    assert raw.usdt[0].stacks[0].frames == ["java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire",
+                                            "[unknown]", "Parking$$Lambda$1.run"]
+
+
+def test_perf_map_symbols_are_java_methods_or_the_jvms_stubs():
+    assert jvmframes.perf_method("void JdkLocks.lambda$main$0(long, java.util.Hashtable, long[], int)") == \
+        "JdkLocks.lambda$main$0"
+    assert jvmframes.perf_method("boolean java.util.regex.Pattern$$Lambda/0x800000027.is(int)") == \
+        "java.util.regex.Pattern$$Lambda.is"
+    assert jvmframes.perf_method("java.util.Hashtable::put(Ljava/lang/Object;)") == "java.util.Hashtable.put"
+    for stub in ("Interpreter", "StubRoutines (initialstubs)", "C2 Runtime complete_monitor_locking"):
+        assert jvmframes.perf_method(stub) is None, stub
+    pm = jvmframes.parse_perf_map(PERF_MAP + "garbage\n")
+    assert pm.symbol(0x7f35a7ed4b01).endswith("ReentrantLock.lock()")
+    assert pm.symbol(0x7f35a7ed4b00) is None            # a return address: the call is just before it
+    assert pm.symbol(0x7f35a7ed4f40).endswith("ReentrantLock.lock()") and pm.symbol(0x7f35a7ed4f41) is None
 
 
 def test_a_jvm_named_at_enteri_needs_no_flag_and_one_that_is_not_says_why():

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from . import userlocks
+from . import jvmframes, userlocks
 from ..lockacc import LockAcc, heaviest_first
-from lockscope.probedata import JvmProcess, UsdtProbe, UsdtWait, heaviest
+from lockscope.probedata import JvmProcess, UsdtProbe, UsdtStack, UsdtWait, heaviest
 from lockscope.record import Lock
 
 TABLE_FILE = Path(__file__).with_name("usdt.toml")
@@ -43,6 +43,7 @@ MAX_FUNC_ARG = 5             # an exported function's arguments usdt.bpf.c reads
 MAX_VALUE = 31               # `only`: the cookie's 32-bit mask of name values
 MAX_SUFFIXES = 4             # probes/probe.h USDT_SUFFIXES
 MAX_NAME = 103               # probes/probe.h USDT_NAME_LEN, less its NUL
+MAX_STACKS = 8               # call paths kept per wait in the record, heaviest first
 
 
 @dataclass
@@ -260,6 +261,8 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
     table = table or default()
     waits: dict[tuple, UsdtWait] = {}
     objects: dict[tuple, set] = {}
+    frames = jvmframes.resolve_stacks(data)
+    paths: dict[tuple, dict[tuple, UsdtStack]] = {}
     for row in data.get("usdt", []):
         spec = table.entry(row["entry"])
         if spec is None:
@@ -277,6 +280,13 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
         if spec.name_from == "hotspot_monitor":   # the value is the ObjectMonitor: its instances
             objects.setdefault(key, set()).add(row["value"])
             w.instances = len(objects[key])
+        if frames.get(row.get("stack")):      # a call path with frames named
+            fr = frames[row["stack"]]
+            st = paths.setdefault(key, {}).setdefault(tuple(fr), UsdtStack(frames=fr))
+            st.count += row["count"]
+            st.total_ns += row["total_ns"]
+    for key, by_path in paths.items():
+        waits[key].stacks = heaviest(list(by_path.values()), "total_ns")[:MAX_STACKS]
     out["usdt"] = heaviest(list(waits.values()), "total_ns")
     return out
 
@@ -294,11 +304,13 @@ def name_usdt(raw, workers: int, window_ns: int) -> list[Lock]:
                 explain=w.explain or f"{w.component} {w.kind}: named by the program's probe {w.probe}",
                 rule=f"usdt {w.probe}")
         acc.add(w.count, w.total_ns, w.max_ns, w.mode)
+        for st in w.stacks or []:
+            acc.add_stack(tuple(st.frames), None, st.count, st.total_ns, st.count)
         procs.setdefault(w.lock, set()).add(w.tgid)
         instances[w.lock] = instances.get(w.lock, 0) + (w.instances or 0)
     locks = []
     for name, acc in groups.items():
-        lk = acc.to_lock(workers, window_ns, lambda k: "")
+        lk = acc.to_lock(workers, window_ns, lambda k: jvmframes.site(list(k)))
         lk.instances = instances.get(name) or 1
         lk.roles = {}
         locks.append(lk)
