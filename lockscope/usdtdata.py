@@ -30,6 +30,10 @@ class JvmProcess:
     named: bool = False
     by_probes: bool = False      # its -XX:+DTraceMonitorProbes probes name them instead
     parks_named: bool = False    # its parks (LockSupport.park) named by their blocker's class
+    # how its waits' Java frames were walked: "java" (interpreted and compiled, from the
+    # thread's last Java frame), "frame pointers" (compiled ones only with
+    # -XX:+PreserveFramePointer), "none"; absent in records before them
+    frames: Optional[str] = optional()
     reason: Optional[str] = optional()
 
 

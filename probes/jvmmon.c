@@ -40,6 +40,7 @@ struct jvm {
 	bool decided;
 	bool by_probes;          /* -XX:+DTraceMonitorProbes: its monitor probes name its monitors */
 	bool mapped;             /* in jvm_procs */
+	__u32 frames;            /* JVM_FRAMES, JVM_CODE_CACHE: how its waits' Java frames are walked */
 	int mem;                 /* /proc/PID/mem while mapped (its threads are read every tick), else -1 */
 	__u64 thread_list;       /* &ThreadsSMRSupport::_java_thread_list, 0: its threads are not read */
 	__u32 length_off, threads_off, osthread_off, tid_off;   /* ThreadsList::_length, _threads; JavaThread::_osthread; OSThread::_thread_id */
@@ -105,21 +106,27 @@ static void rdstr(int mem, __u64 addr, char *out, size_t size)
 /* ---- gHotSpotVMStructs ---------------------------------------------------- */
 
 enum { Y_STRUCTS, Y_TYPE_NAME, Y_FIELD_NAME, Y_TYPE_STRING, Y_IS_STATIC, Y_OFFSET, Y_ADDRESS, Y_STRIDE,
-       Y_TYPES, Y_TTYPE_NAME, Y_TSIZE, Y_TSTRIDE, Y_BLOCKER, NSYMS };
+       Y_TYPES, Y_TTYPE_NAME, Y_TSIZE, Y_TSTRIDE, Y_INTS, Y_INT_NAME, Y_INT_VALUE, Y_INT_STRIDE, Y_BLOCKER,
+       Y_NM_VTABLE, NSYMS };
 static const char *const sym_names[NSYMS] = {
 	"gHotSpotVMStructs", "gHotSpotVMStructEntryTypeNameOffset", "gHotSpotVMStructEntryFieldNameOffset",
 	"gHotSpotVMStructEntryTypeStringOffset", "gHotSpotVMStructEntryIsStaticOffset",
 	"gHotSpotVMStructEntryOffsetOffset", "gHotSpotVMStructEntryAddressOffset",
 	"gHotSpotVMStructEntryArrayStride", "gHotSpotVMTypes", "gHotSpotVMTypeEntryTypeNameOffset",
-	"gHotSpotVMTypeEntrySizeOffset", "gHotSpotVMTypeEntryArrayStride",
+	"gHotSpotVMTypeEntrySizeOffset", "gHotSpotVMTypeEntryArrayStride", "gHotSpotVMIntConstants",
+	"gHotSpotVMIntConstantEntryNameOffset", "gHotSpotVMIntConstantEntryValueOffset",
+	"gHotSpotVMIntConstantEntryArrayStride",
 	"_ZN16java_lang_Thread20_park_blocker_offsetE",   /* an int: Thread.parkBlocker's offset (.symtab) */
+	"_ZTV7nmethod",                                   /* nmethod's vtable (JDK 17; none in 25) */
 };
 
 /* the fields read (JDK 17 and 25 names; the first of two alternatives found wins) */
 enum { F_OBJECT, F_CKLASS, F_KLASS, F_NAME, F_LENGTH, F_BODY, F_BASE, F_BASE25, F_SHIFT, F_SHIFT25, F_FLAGS,
        F_NUMFLAGS, F_FLAG_NAME, F_FLAG_ADDR, F_HEAP, F_THREAD_OBJ, F_OSTHREAD, F_OSTHREAD25, F_TID, F_LIST, F_LENGTH_L,
        F_THREADS, F_OOP_BASE, F_OOP_BASE25, F_OOP_SHIFT, F_OOP_SHIFT25, F_CONST_METHOD, F_CONSTANTS, F_NAME_INDEX,
-       F_HOLDER, F_INTERP, F_STUB_BUFFER, F_BUFFER_LIMIT, NFIELDS };
+       F_HOLDER, F_INTERP, F_STUB_BUFFER, F_BUFFER_LIMIT, F_ANCHOR, F_LAST_SP, F_LAST_PC, F_LAST_FP, F_HEAPS,
+       F_MEMORY, F_SEGMAP, F_LOG2_SEG, F_VS_LOW, F_VS_HIGH, F_NM_METHOD, F_NM_METHOD25, F_FRAME_SIZE, F_KIND,
+       F_GA_LEN, F_GA_DATA, NFIELDS };
 static const char *const fields[NFIELDS][2] = {
 	{ "ObjectMonitor", "_object" }, { "oopDesc", "_metadata._compressed_klass" },
 	{ "oopDesc", "_metadata._klass" }, { "Klass", "_name" }, { "Symbol", "_length" }, { "Symbol", "_body" },
@@ -133,12 +140,20 @@ static const char *const fields[NFIELDS][2] = {
 	{ "CompressedOops", "_narrow_oop._shift" }, { "CompressedOops", "_shift" },
 	{ "Method", "_constMethod" }, { "ConstMethod", "_constants" }, { "ConstMethod", "_name_index" },
 	{ "ConstantPool", "_pool_holder" }, { "AbstractInterpreter", "_code" }, { "StubQueue", "_stub_buffer" },
-	{ "StubQueue", "_buffer_limit" },
+	{ "StubQueue", "_buffer_limit" }, { "JavaThread", "_anchor" }, { "JavaFrameAnchor", "_last_Java_sp" },
+	{ "JavaFrameAnchor", "_last_Java_pc" }, { "JavaFrameAnchor", "_last_Java_fp" }, { "CodeCache", "_heaps" },
+	{ "CodeHeap", "_memory" }, { "CodeHeap", "_segmap" }, { "CodeHeap", "_log2_segment_size" },
+	{ "VirtualSpace", "_low_boundary" }, { "VirtualSpace", "_high_boundary" }, { "CompiledMethod", "_method" },
+	{ "nmethod", "_method" }, { "CodeBlob", "_frame_size" }, { "CodeBlob", "_kind" },
+	{ "GrowableArrayBase", "_len" }, { "GrowableArray<int>", "_data" },
 };
 
 /* the sizes read from gHotSpotVMTypes */
-enum { T_FLAG, T_CONSTANT_POOL, NTYPES };
-static const char *const type_names[NTYPES] = { "JVMFlag", "ConstantPool" };
+enum { T_FLAG, T_CONSTANT_POOL, T_HEAP_BLOCK, NTYPES };
+static const char *const type_names[NTYPES] = { "JVMFlag", "ConstantPool", "HeapBlock" };
+
+/* the int constant naming an nmethod's CodeBlob::_kind (JDK 25) */
+#define NMETHOD_KIND "CodeBlobKind::Nmethod"
 
 /* an interpreted frame's Method * lies 3 words below its frame pointer on
  * x86-64 (frame_x86.hpp: interpreter_frame_method_offset, one below
@@ -301,6 +316,77 @@ static void read_frames(int mem, const struct field *f, __u64 cp_size, struct jv
 	jp->flags |= JVM_FRAMES;
 }
 
+/* gHotSpotVMIntConstants' `name`, false if not there */
+static bool read_int_constant(int mem, const __u64 *g, const char *name, __s32 *v)
+{
+	unsigned char e[64];
+	char n[64];
+
+	if (!g[Y_INTS] || !g[Y_INT_STRIDE] || g[Y_INT_STRIDE] > sizeof(e) || g[Y_INT_NAME] + 8 > g[Y_INT_STRIDE] ||
+	    g[Y_INT_VALUE] + 4 > g[Y_INT_STRIDE])
+		return false;
+	for (__u64 i = 0, at = g[Y_INTS]; i < MAX_ENTRIES && rd(mem, at, e, g[Y_INT_STRIDE]); i++, at += g[Y_INT_STRIDE]) {
+		__u64 np = *(__u64 *)(e + g[Y_INT_NAME]);
+
+		if (!np)
+			break;
+		rdstr(mem, np, n, sizeof(n));
+		if (!strcmp(n, name)) {
+			*v = *(__s32 *)(e + g[Y_INT_VALUE]);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* compiled frames: the code heaps (CodeCache::_heaps, a GrowableArray of
+ * CodeHeap *: each one's reserved range, segment map and segment size),
+ * how a blob is told to be an nmethod (`nm_vtable`: nmethod's vtable in the
+ * process, JDK 17; else CodeBlob::_kind), its Method * and frame size, and
+ * the thread's last Java frame; JVM_CODE_CACHE set where all are known */
+static void read_code_cache(int mem, const struct field *f, const __u64 *g, __u64 block_size, __u64 nm_vtable,
+			    struct jvm_proc *jp)
+{
+	__u64 heaps = f[F_HEAPS].found ? rd64(mem, f[F_HEAPS].address) : 0, data;
+	__u32 len_off = f[F_GA_LEN].found ? f[F_GA_LEN].offset : 0, data_off = f[F_GA_DATA].found ? f[F_GA_DATA].offset : 8;
+	__s32 n = 0, kind;
+
+	for (int k = F_ANCHOR; k <= F_VS_HIGH; k++)
+		if (!f[k].found)
+			return;
+	if (!either(f, F_NM_METHOD)->found || !f[F_FRAME_SIZE].found || !block_size || !heaps ||
+	    !rd(mem, heaps + len_off, &n, sizeof(n)) || n <= 0 || !(data = rd64(mem, heaps + data_off)))
+		return;
+	for (int i = 0; i < n && i < JVM_HEAPS; i++) {
+		__u64 h = rd64(mem, data + 8 * i);
+		struct jvm_heap *x = &jp->heaps[i];
+
+		x->lo = rd64(mem, h + f[F_MEMORY].offset + f[F_VS_LOW].offset);
+		x->hi = rd64(mem, h + f[F_MEMORY].offset + f[F_VS_HIGH].offset);
+		x->segmap = rd64(mem, h + f[F_SEGMAP].offset + f[F_VS_LOW].offset);
+		if (!h || !x->lo || x->hi <= x->lo || !x->segmap ||
+		    !rd(mem, h + f[F_LOG2_SEG].offset, &x->log2_seg, sizeof(x->log2_seg)) || x->log2_seg > 20)
+			return;
+	}
+	if (nm_vtable) {
+		jp->nm_tag = nm_vtable;
+		jp->nm_tag_size = 8;             /* at offset 0 */
+	} else if (f[F_KIND].found && read_int_constant(mem, g, NMETHOD_KIND, &kind)) {
+		jp->nm_tag = (__u8)kind;
+		jp->nm_tag_off = f[F_KIND].offset;
+		jp->nm_tag_size = 1;
+	} else {
+		return;
+	}
+	jp->nm_method_off = either(f, F_NM_METHOD)->offset;
+	jp->frame_size_off = f[F_FRAME_SIZE].offset;
+	jp->block_size = block_size;
+	jp->anchor_sp_off = f[F_ANCHOR].offset + f[F_LAST_SP].offset;
+	jp->anchor_pc_off = f[F_ANCHOR].offset + f[F_LAST_PC].offset;
+	jp->anchor_fp_off = f[F_ANCHOR].offset + f[F_LAST_FP].offset;
+	jp->flags |= JVM_CODE_CACHE;
+}
+
 /* what names the monitors and parks of JVM j, whose libjvm.so is mapped
  * at map_start: true once decided (the map entry made, or j->reason says
  * why not), false to look again next tick */
@@ -389,11 +475,15 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 		j->tid_off = f[F_TID].offset;
 	}
 	read_frames(mem, f, size[T_CONSTANT_POOL], &jp);
+	if (jp.flags & JVM_FRAMES)
+		read_code_cache(mem, f, g, size[T_HEAP_BLOCK],
+				g[Y_NM_VTABLE] ? elf_address(&eb, g[Y_NM_VTABLE], map_start) + 16 : 0, &jp);
 	if (bpf_map_update_elem(map_fd, &j->tgid, &jp, BPF_ANY)) {
 		snprintf(j->reason, sizeof(j->reason), "jvm_procs map: %s", strerror(errno));
 		goto out;
 	}
 	j->mapped = true;
+	j->frames = jp.flags & (JVM_FRAMES | JVM_CODE_CACHE);
 	j->mem = mem;                        /* kept: its threads are read every tick */
 	return true;
 out:
@@ -544,6 +634,11 @@ void jvmmon_json(struct jw *w)
 		jw_kbool(w, "named", jvms[i].mapped && !jvms[i].by_probes);
 		jw_kbool(w, "by_probes", jvms[i].by_probes);
 		jw_kbool(w, "parks_named", jvms[i].mapped && jvms[i].thread_list);
+		/* its waits' Java frames: from the thread's last Java frame through
+		 * interpreted and compiled frames; by frame pointers (compiled ones
+		 * only with -XX:+PreserveFramePointer); none */
+		jw_kstr(w, "frames", (jvms[i].frames & JVM_CODE_CACHE) ? "java" :
+			(jvms[i].frames & JVM_FRAMES) ? "frame pointers" : "none");
 		jw_kstr(w, "reason", jvms[i].decided ? jvms[i].reason : "its tables were not initialized yet");
 		jw_obj_end(w);
 	}

@@ -353,11 +353,13 @@ static bool read_commands(struct probe *p, struct input *in, const char **reason
 	return true;
 }
 
+#define DRAIN_MS 50          /* between looks at the wake-up map, within a tick */
+
 /* until quit, end of input or a signal; the exit status */
 static int poll_loop(struct probe *p, int sfd, long interval_ms, const char **reason)
 {
 	static struct input in;
-	uint64_t last_objects = 0;
+	uint64_t last_objects = 0, last_tick = now_ns();
 
 	for (;;) {
 		struct pollfd pfd[2] = {
@@ -365,14 +367,21 @@ static int poll_loop(struct probe *p, int sfd, long interval_ms, const char **re
 			{ .fd = sfd, .events = POLLIN },
 		};
 		long tick = p->series_ms && p->series_ms < interval_ms ? p->series_ms : interval_ms;
-		int n = poll(pfd, 2, p->enabled ? (int)tick : -1);
+		int n = poll(pfd, 2, p->enabled ? (int)(tick < DRAIN_MS ? tick : DRAIN_MS) : -1);
 
 		if (n < 0 && errno != EINTR) {
 			*reason = "poll failed";
 			return 1;
 		}
 		if (n == 0) {
-			on_tick(p, interval_ms, &last_objects);
+			uint64_t now = now_ns();
+
+			if (now - last_tick >= (uint64_t)tick * 1000000ULL) {
+				on_tick(p, interval_ms, &last_objects);
+				last_tick = now;
+			} else {
+				tasks_drain_wakeups();
+			}
 			continue;
 		}
 		if (pfd[1].revents & POLLIN) {

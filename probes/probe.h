@@ -512,10 +512,12 @@ struct usdt_stat_key {
 	__u64 stack;
 };
 
-/* the call path of a JVM's waits (usdt_stacks, by a hash of it): frame-
- * pointer return addresses from the probed function's caller outwards, an
- * interpreted Java frame as its Method * with JVM_METHOD_FRAME set (named
- * in jvm_methods); 0 past the end */
+/* the call path of a JVM's waits (usdt_stacks, by a hash of it): its Java
+ * frames, innermost first, each as its Method * with JVM_METHOD_FRAME set
+ * (named in jvm_methods), walked from the thread's last Java frame; where
+ * the JVM's code heaps are not known, frame-pointer return addresses from
+ * the probed function's caller outwards instead, an interpreted frame as
+ * its Method *; 0 past the end */
 #define USDT_FRAMES 24
 #define JVM_METHOD_FRAME (1ULL << 63)
 struct usdt_stack {
@@ -559,6 +561,7 @@ struct jvm_method {
 /* a JVM whose Java monitors usdt.bpf.c names at ObjectMonitor::EnterI (or
  * enter_internal) by the locked object's class, by process; the offsets are
  * the JVM's own (its exported gHotSpotVMStructs table, probes/jvmmon.c) */
+#define JVM_HEAPS 3            /* code heaps: non-nmethods, profiled and non-profiled nmethods */
 struct jvm_proc {
 	__u64 klass_base;     /* CompressedKlassPointers' base (compressed class pointers) */
 	__u32 klass_shift;    /* and shift */
@@ -580,12 +583,26 @@ struct jvm_proc {
 	__u64 interp_lo, interp_hi;
 	__s32 method_fp_off;
 	__u32 const_method_off, constants_off, name_index_off, holder_off, cp_size;
+	/* compiled frames (JVM_CODE_CACHE): a wait's Java frames walked from the
+	 * thread's last Java frame (JavaThread::_anchor's sp, pc, fp), a return
+	 * address found in the code heaps through their segment maps (as
+	 * CodeHeap::find_blob does), an nmethod told by its tag (its vtable,
+	 * JDK 17; its kind, JDK 25), its Method * and frame size read */
+	struct jvm_heap {
+		__u64 lo, hi, segmap;
+		__u32 log2_seg, pad;
+	} heaps[JVM_HEAPS];
+	__u64 nm_tag;
+	__u32 nm_tag_off, nm_tag_size;
+	__u32 nm_method_off, frame_size_off, block_size;
+	__u32 anchor_sp_off, anchor_pc_off, anchor_fp_off;
 };
 #define JVM_COMPRESSED_KLASS 1   /* the klass word is a 32-bit narrowKlass */
 #define JVM_OBJECT_HANDLE    2   /* _object holds the address of the object's slot, not the object */
 #define JVM_COMPRESSED_OOPS  4   /* reference fields are narrowOops */
 #define JVM_MONITOR_PROBES   8   /* -XX:+DTraceMonitorProbes: its monitor probes name its monitors, not EnterI */
 #define JVM_FRAMES          16   /* its interpreter and Method layout known: waits keep their Java frames */
+#define JVM_CODE_CACHE      32   /* its code heaps and thread anchor known: compiled frames walked too */
 
 /* a name filter of a probe table entry (usdt.bpf.c): a wait counts only if
  * its name ends with one of its entry's suffixes, by (entry << 2 | i) */

@@ -299,17 +299,24 @@ static void drain_wakeups(size_t max)
 	}
 }
 
-void tasks_drain(void)
+void tasks_drain_wakeups(void)
 {
 	/* entries in the map now: those put in, less those taken out */
 	size_t max;
 
 	if (!tskel || !tskel->bss->enabled)
 		return;
-	pyframes_resolve();          /* Python code names, while their processes run */
 	max = bpf_map__max_entries(tskel->maps.wakeups);
 	if (tskel->bss->wakeup_inserts - wdrained >= max / 4)
 		drain_wakeups(max);
+}
+
+void tasks_drain(void)
+{
+	if (!tskel || !tskel->bss->enabled)
+		return;
+	pyframes_resolve();          /* Python code names, while their processes run */
+	tasks_drain_wakeups();
 }
 
 static int by_count_desc(const void *a, const void *b)

@@ -22,6 +22,10 @@ void tasks_usdt_on(void);
 void tasks_start(uint64_t t_start);
 /* while the window runs (every tick): move the wake-up edges out of their
  * map when it is a quarter full, so that it never fills */
+/* the wake-up map drained where a quarter full (the poll loop looks every
+ * DRAIN_MS: a fork storm's tens of thousands of edges a second fill it
+ * within one tick) */
+void tasks_drain_wakeups(void);
 void tasks_drain(void);
 /* stop counting; threads on or off CPU at stop count up to t_stop */
 void tasks_stop(uint64_t t_stop);

@@ -33,9 +33,9 @@
  * are the function's first five, from the registers. Where the wait is done
  * when the start function returns (HotSpot's ObjectMonitor::EnterI, which
  * returns holding the monitor), lksc_func_done is its return probe.
- * A JVM's wait keeps its call path (usdt_stacks: frame pointers walked from
- * the probed function's caller, an interpreted Java frame as its Method *,
- * named in jvm_methods), part of its usdt_stats key beside the lock.
+ * A JVM's wait keeps its call path (usdt_stacks: its Java frames walked as
+ * HotSpot's frame::sender does, each as its Method *, named in
+ * jvm_methods), part of its usdt_stats key beside the lock.
  * Only tracked processes count (the `tracked` map shared with
  * contention.bpf.c), so the probes may be attached for every process that
  * runs the binary.
@@ -245,19 +245,149 @@ static long frame_one(__u32 i, void *ctx)
 	return 0;
 }
 
-/* the call path of the wait starting in the probed function (at its entry:
- * the return address on top of the stack, the caller's frame pointer in
- * rbp) into usdt_stacks: its hash, 0 if none */
-static __always_inline __u64 java_stack(struct pt_regs *ctx, __u32 tgid)
+/* the CodeBlob of code-heap address pc, 0 if none: its segment in the
+ * heap's segment map, stepped back to its block's first (each byte the
+ * distance to go back, 0 at a block's start, 0xff free), past the block's
+ * header (CodeHeap::find_blob) */
+#define SEGMAP_HOPS 16
+static __always_inline __u64 find_blob(const struct jvm_proc *j, __u64 pc)
+{
+	const struct jvm_heap *h = NULL;
+	__u64 seg;
+	__u8 b = 0;
+
+	for (int i = 0; i < JVM_HEAPS; i++)
+		if (pc >= j->heaps[i].lo && pc < j->heaps[i].hi) {
+			h = &j->heaps[i];
+			break;
+		}
+	if (!h)
+		return 0;
+	seg = (pc - h->lo) >> (h->log2_seg & 31);
+	for (int i = 0; i < SEGMAP_HOPS; i++) {
+		if (bpf_probe_read_user(&b, sizeof(b), (void *)(h->segmap + seg)) || b == 0xff || seg < b)
+			return 0;
+		if (!b)
+			return h->lo + (seg << (h->log2_seg & 31)) + j->block_size;
+		seg -= b;
+	}
+	return 0;
+}
+
+/* the frame size in words of code blob `blob` (0: it makes no frame of its
+ * own: the call stub where the thread's Java frames begin), and its
+ * Method * if it is an nmethod (else 0: a runtime stub the JVM was entered
+ * through); false if unreadable */
+static __always_inline bool blob_frame(const struct jvm_proc *j, __u64 blob, __u64 *m, __s32 *words)
+{
+	__u64 tag = 0;
+	__u8 kind = 0;
+
+	if (j->nm_tag_size == 1) {
+		if (bpf_probe_read_user(&kind, sizeof(kind), (void *)(blob + j->nm_tag_off)))
+			return false;
+		tag = kind;
+	} else if (bpf_probe_read_user(&tag, sizeof(tag), (void *)(blob + j->nm_tag_off))) {
+		return false;
+	}
+	*m = 0;
+	if (tag == j->nm_tag && (bpf_probe_read_user(m, sizeof(*m), (void *)(blob + j->nm_method_off)) || !*m))
+		return false;
+	return !bpf_probe_read_user(words, sizeof(*words), (void *)(blob + j->frame_size_off)) &&
+	       *words >= 0 && *words < 65536;
+}
+
+/* a walk of a thread's Java frames, as HotSpot's frame::sender: (pc, sp,
+ * fp) a frame's return address into it, its (unextended) stack pointer and
+ * its frame pointer (an interpreted frame's only) */
+struct jwalk {
+	__u64 pc, sp, fp, hash;
+	__u32 tgid;
+};
+
+/* bpf_loop callback: the next Java frame into usdt_walk as its Method *
+ * (a runtime stub's frame passed over), then its caller's; 1 to stop */
+static long jframe_one(__u32 i, void *ctx)
+{
+	struct jwalk *w = ctx;
+	__u32 zero = 0, k;
+	struct usdt_stack *st = bpf_map_lookup_elem(&usdt_walk, &zero);
+	const struct jvm_proc *j = bpf_map_lookup_elem(&jvm_procs, &w->tgid);
+	__u64 m = 0, blob, up[2] = {}, sp = 0;
+	__s32 words = 0;
+	bool more;
+
+	if (!st || !j || !w->pc)
+		return 1;
+	if (w->pc >= j->interp_lo && w->pc < j->interp_hi) {
+		/* interpreted: its Method * below fp, its caller's sp (sender_sp) just below fp */
+		if (bpf_probe_read_user(&m, sizeof(m), (void *)(w->fp + (__s64)j->method_fp_off)) || !m)
+			return 1;
+		more = !bpf_probe_read_user(up, sizeof(up), (void *)w->fp) &&
+		       !bpf_probe_read_user(&sp, sizeof(sp), (void *)(w->fp - 8));
+	} else {
+		/* compiled, or a stub: its caller's frame begins frame-size words up;
+		 * the return address and the saved rbp (an interpreted caller's fp)
+		 * below that */
+		blob = find_blob(j, w->pc);
+		if (!blob || !blob_frame(j, blob, &m, &words) || !words)
+			return 1;
+		sp = w->sp + (__u64)words * 8;
+		more = !bpf_probe_read_user(up, sizeof(up), (void *)(sp - 16));
+	}
+	if (m) {
+		name_method(j, w->tgid, m);
+		k = st->n;
+		if (k >= USDT_FRAMES)
+			return 1;
+		st->pc[k] = m | JVM_METHOD_FRAME;
+		st->n = k + 1;
+		w->hash = (w->hash ^ m) * 0x100000001b3ULL;
+	}
+	if (!more)
+		return 1;
+	w->fp = up[0];
+	w->pc = up[1];
+	w->sp = sp;
+	return 0;
+}
+
+/* the thread's last Java frame, where it entered the JVM (JavaThread::
+ * _anchor: its sp, and its pc or the return address just below sp, and an
+ * interpreted frame's fp); false where it has none */
+static __always_inline bool java_anchor(const struct jvm_proc *j, __u64 thread, struct jwalk *w)
+{
+	if (!thread || bpf_probe_read_user(&w->sp, sizeof(w->sp), (void *)(thread + j->anchor_sp_off)) || !w->sp ||
+	    bpf_probe_read_user(&w->pc, sizeof(w->pc), (void *)(thread + j->anchor_pc_off)) ||
+	    bpf_probe_read_user(&w->fp, sizeof(w->fp), (void *)(thread + j->anchor_fp_off)))
+		return false;
+	return w->pc || !bpf_probe_read_user(&w->pc, sizeof(w->pc), (void *)(w->sp - 8));
+}
+
+/* the call path of the wait starting in the probed function into
+ * usdt_stacks: its hash, 0 if none. With the JVM's code heaps known, its
+ * Java frames from the thread's last one (`thread`: its JavaThread);
+ * else by frame pointers from the probed function's entry (the return
+ * address on top of the stack, the caller's frame pointer in rbp), which
+ * finds compiled frames only with -XX:+PreserveFramePointer */
+static __always_inline __u64 java_stack(struct pt_regs *ctx, const struct jvm_proc *j, __u32 tgid, __u64 thread)
 {
 	struct walk w = { .fp = PT_REGS_FP_CORE(ctx), .hash = 0xcbf29ce484222325ULL ^ tgid, .tgid = tgid };
-	struct usdt_stack *st;
+	struct jwalk jw = { .hash = w.hash, .tgid = tgid };
+	struct usdt_stack *st = NULL;
 	__u32 zero = 0;
 
-	if (bpf_probe_read_user(&w.pc, sizeof(w.pc), (void *)PT_REGS_SP_CORE(ctx)) || !(st = bpf_map_lookup_elem(&usdt_walk, &zero)))
+	if (!(st = bpf_map_lookup_elem(&usdt_walk, &zero)))
 		return 0;
 	__builtin_memset(st, 0, sizeof(*st));
-	bpf_loop(USDT_FRAMES, frame_one, &w, 0);
+	if ((j->flags & JVM_CODE_CACHE) && java_anchor(j, thread, &jw)) {
+		bpf_loop(USDT_FRAMES, jframe_one, &jw, 0);
+		w.hash = jw.hash;
+	} else {
+		if (bpf_probe_read_user(&w.pc, sizeof(w.pc), (void *)PT_REGS_SP_CORE(ctx)))
+			return 0;
+		bpf_loop(USDT_FRAMES, frame_one, &w, 0);
+	}
 	if (!st->n)
 		return 0;
 	st->tgid = tgid;
@@ -411,8 +541,12 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 	}
 	if (mode_ok)
 		o->sk.key.mode = (__u32)mode_v;
-	if (jvm && (jvm->flags & JVM_FRAMES))
-		o->sk.stack = java_stack(ctx, id >> 32);
+	if (jvm && (jvm->flags & JVM_FRAMES)) {
+		__u64 *thr = (cookie & (1 << 13)) ? NULL : bpf_map_lookup_elem(&jvm_threads, &id);
+
+		/* EnterI's and enter_internal's second argument is the JavaThread */
+		o->sk.stack = java_stack(ctx, jvm, id >> 32, (cookie & (1 << 13)) ? PT_REGS_PARM2_CORE(ctx) : thr ? *thr : 0);
+	}
 	o->t0 = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&usdt_open, &ok, o, BPF_ANY))
 		ucount(UCNT_LOST_OPEN);

@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -83,10 +82,12 @@ def test_without_the_monitor_probes_flag_enteri_names_the_class(e2e, tmp_path, m
     _check_named(rec, own, "ObjectMonitor::EnterI()")
     [jvm] = rec.probe.raw.usdt_probe.jvms
     assert jvm.named and not jvm.by_probes, jvm
+    assert jvm.frames == "java", jvm      # its code heaps read: compiled frames walked too
     # where: the interpreted method holding the synchronized block (no flag needed), then its callers
     stack = rec.locks[0].stacks[0]
     assert stack.site == "Monitor.lambda$main$0" and stack.frames[0] == stack.site, stack
-    assert "java.lang.Thread.run" in stack.frames and stack.wait_ns > 0.5 * rec.locks[0].wait_ns, stack
+    [w] = [w for w in rec.probe.raw.usdt if w.lock == LOCK]      # its waits, without the spin before them
+    assert "java.lang.Thread.run" in stack.frames and stack.wait_ns > 0.5 * w.total_ns, stack
 
 
 JFC = """<?xml version="1.0" encoding="UTF-8"?>
@@ -208,11 +209,8 @@ def test_juc_parks_agree_with_jfr_in_the_same_run(e2e, parking):
         pytest.skip("jfr not found: the JDK's flight recorder tool (default-jdk-headless has it)")
     jfc, jfr = parking / "park.jfc", parking / "run.jfr"
     jfc.write_text(PARK_JFC)
-    # compiled frames keep frame pointers, and the JVM writes its perf map (/tmp/perf-PID.map) at exit
-    rec, _ = _run_parking(parking, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}",
-                          "-XX:+PreserveFramePointer", "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit")
+    rec, _ = _run_parking(parking, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}")
     [w] = [w for w in rec.probe.raw.usdt if w.lock == JUC]
-    Path(f"/tmp/perf-{w.tgid}.map").unlink(missing_ok=True)    # the JVM's, made at this test's asking
     out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.ThreadPark", str(jfr)],
                          capture_output=True, text=True, check=True).stdout
     events = [e["values"] for e in json.loads(out)["recording"]["events"]
@@ -223,10 +221,55 @@ def test_juc_parks_agree_with_jfr_in_the_same_run(e2e, parking):
     print({"jfr": (len(waits), round(sum(waits), 3), jfr_mean), "lockscope": (w.count, w.total_ns / 1e9, ours)})
     assert len(waits) > 500 and w.count > 500
     assert abs(ours - jfr_mean) <= 0.10 * jfr_mean, (ours, jfr_mean)
-    # the method that took the lock, through the JDK's lock code: JFR's stacks and lockscope's agree
+    # the method that took the lock, through the JDK's lock code (compiled by now: no JVM flag needed
+    # for its frames), JFR's stacks and lockscope's agree
     [(jfr_site, _)] = Counter(jvmframes.site(_jfr_frames(e)) for e in events).most_common(1)
     stack = rec.locks[0].stacks[0]
     print({"jfr": jfr_site, "lockscope": stack.frames[:6]})
     assert stack.site == jfr_site == "Parking.lambda$main$0", (stack.site, jfr_site)
     assert "java.util.concurrent.locks.ReentrantLock.lock" in stack.frames, stack.frames
-    assert sum(st.wait_ns for st in rec.locks[0].stacks) > 0.8 * rec.locks[0].wait_ns
+    assert sum(st.wait_ns for st in rec.locks[0].stacks) > 0.8 * w.total_ns
+
+
+def _unhidden(frames: list[str]) -> list[str]:
+    """Frames without the JVM's hidden lambda classes (JFR and lockscope number them apart)."""
+    return [f for f in frames if "$$Lambda" not in f]
+
+
+def test_compiled_frames_are_walked_without_flags_as_jfr_sees_them(e2e, tmp_path):
+    """The JDK's Hashtable, shared by 2 threads of tests/programs/JdkLocks.java:
+    within a second its synchronized put is compiled, inlined into the
+    caller's loop, and enters the monitor through the JIT's runtime stub.
+    lockscope walks the compiled frames from the thread's last Java frame
+    (no -XX:+PreserveFramePointer, no perf map): the compiled method the put
+    was inlined into is the site, and the frames are those of JFR's
+    jdk.JavaMonitorEnter stack traces in the same run, less the inlined put."""
+    if not shutil.which("javac") or not shutil.which("jfr"):
+        pytest.skip("javac or jfr not found: tests/programs/JdkLocks.java needs a JDK (apt-get install "
+                    "default-jdk-headless)")
+    subprocess.run(["javac", "-d", str(tmp_path), str(REPO / "tests" / "programs" / "JdkLocks.java")], check=True,
+                   capture_output=True)
+    jfc, jfr, out = tmp_path / "monitor.jfc", tmp_path / "run.jfr", tmp_path / "out"
+    jfc.write_text(JFC)
+    r = lockscope("run", "--workers", "2", "--duration", "4", "--out", str(out), "--name", "jl", "--force", "--",
+                  "java", f"-XX:StartFlightRecording=filename={jfr},settings={jfc}", "-cp", str(tmp_path),
+                  "JdkLocks", "7", timeout=240)
+    assert r.returncode == 0, r.stderr
+    [path] = (out / "runs").glob("*.json")
+    rec = record.load(path)
+    [jvm] = rec.probe.raw.usdt_probe.jvms
+    assert jvm.frames == "java", jvm
+    lock = next(lk for lk in rec.locks if lk.name == "Java monitor of java.util.Hashtable")
+    out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.JavaMonitorEnter",
+                          str(jfr)], capture_output=True, text=True, check=True).stdout
+    stacks = Counter(tuple(_jfr_frames(e["values"])) for e in json.loads(out)["recording"]["events"]
+                     if e["values"]["monitorClass"]["name"] == "java/util/Hashtable")
+    [(jfr_stack, _)] = stacks.most_common(1)
+    compiled = [st for st in lock.stacks if st.site == "JdkLocks.lambda$main$0"]
+    print({"jfr": jfr_stack, "lockscope": [(st.frames, st.count) for st in lock.stacks]})
+    assert jfr_stack[:2] == ("java.util.Hashtable.put", "JdkLocks.lambda$main$0"), jfr_stack
+    # the put inlined: lockscope's frames begin at its caller, and are JFR's from there
+    assert compiled and compiled[0].frames[0] == "JdkLocks.lambda$main$0", lock.stacks
+    assert _unhidden(compiled[0].frames) == _unhidden(list(jfr_stack[1:])), (compiled[0].frames, jfr_stack)
+    [w] = [w for w in rec.probe.raw.usdt if w.lock == lock.name]   # its waits, without the spin before them
+    assert sum(st.wait_ns for st in compiled) > 0.5 * w.total_ns, lock.stacks

@@ -254,7 +254,7 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
     probe = data["usdt_probe"]
     jvms = [JvmProcess(tgid=j["tgid"], file=j.get("file", ""), named=bool(j.get("named")),
                        by_probes=bool(j.get("by_probes")), parks_named=bool(j.get("parks_named")),
-                       reason=j.get("reason") or None)
+                       frames=j.get("frames"), reason=j.get("reason") or None)
             for j in probe.get("jvms") or []]
     out: dict[str, Any] = {"usdt_probe": UsdtProbe(loaded=bool(probe.get("loaded")), reason=probe.get("reason"),
                                                    attached=probe.get("attached", []), jvms=jvms)}
