@@ -155,10 +155,12 @@ static const char *const type_names[NTYPES] = { "JVMFlag", "ConstantPool", "Heap
 /* the int constant naming an nmethod's CodeBlob::_kind (JDK 25) */
 #define NMETHOD_KIND "CodeBlobKind::Nmethod"
 
-/* an interpreted frame's Method * lies 3 words below its frame pointer on
- * x86-64 (frame_x86.hpp: interpreter_frame_method_offset, one below
- * interpreter_frame_last_sp_offset, which gHotSpotVMIntConstants has) */
-#define INTERP_METHOD_FP_OFF (-3 * 8)
+/* an interpreted frame's Method * lies one word below its last sp on x86-64
+ * (frame_x86.hpp: interpreter_frame_method_offset is
+ * interpreter_frame_last_sp_offset - 1; gHotSpotVMIntConstants has the
+ * latter, -2 in JDK 17 and 25), in words from its frame pointer */
+#define INTERP_LAST_SP "frame::interpreter_frame_last_sp_offset"
+#define INTERP_LAST_SP_DEFAULT (-2)
 
 struct field {
 	bool found;
@@ -292,30 +294,6 @@ static bool symbols_of(const char *file, __u64 *g, struct elf_base *eb)
 	return cache[i].ok;
 }
 
-/* where its waits' Java frames are found: the interpreter's code
- * (AbstractInterpreter::_code, a StubQueue) and how a Method * is named;
- * JVM_FRAMES set where all are known */
-static void read_frames(int mem, const struct field *f, __u64 cp_size, struct jvm_proc *jp)
-{
-	__u64 queue = f[F_INTERP].found ? rd64(mem, f[F_INTERP].address) : 0;
-	__s32 limit = 0;
-
-	for (int k = F_CONST_METHOD; k <= F_BUFFER_LIMIT; k++)
-		if (!f[k].found)
-			return;
-	if (!queue || !cp_size || !(jp->interp_lo = rd64(mem, queue + f[F_STUB_BUFFER].offset)) ||
-	    !rd(mem, queue + f[F_BUFFER_LIMIT].offset, &limit, sizeof(limit)) || limit <= 0)
-		return;
-	jp->interp_hi = jp->interp_lo + (__u64)limit;
-	jp->method_fp_off = INTERP_METHOD_FP_OFF;
-	jp->const_method_off = f[F_CONST_METHOD].offset;
-	jp->constants_off = f[F_CONSTANTS].offset;
-	jp->name_index_off = f[F_NAME_INDEX].offset;
-	jp->holder_off = f[F_HOLDER].offset;
-	jp->cp_size = cp_size;
-	jp->flags |= JVM_FRAMES;
-}
-
 /* gHotSpotVMIntConstants' `name`, false if not there */
 static bool read_int_constant(int mem, const __u64 *g, const char *name, __s32 *v)
 {
@@ -337,6 +315,31 @@ static bool read_int_constant(int mem, const __u64 *g, const char *name, __s32 *
 		}
 	}
 	return false;
+}
+
+/* where its waits' Java frames are found: the interpreter's code
+ * (AbstractInterpreter::_code, a StubQueue) and how a Method * is named;
+ * JVM_FRAMES set where all are known */
+static void read_frames(int mem, const struct field *f, const __u64 *g, __u64 cp_size, struct jvm_proc *jp)
+{
+	__u64 queue = f[F_INTERP].found ? rd64(mem, f[F_INTERP].address) : 0;
+	__s32 limit = 0, last_sp = INTERP_LAST_SP_DEFAULT;
+
+	for (int k = F_CONST_METHOD; k <= F_BUFFER_LIMIT; k++)
+		if (!f[k].found)
+			return;
+	if (!queue || !cp_size || !(jp->interp_lo = rd64(mem, queue + f[F_STUB_BUFFER].offset)) ||
+	    !rd(mem, queue + f[F_BUFFER_LIMIT].offset, &limit, sizeof(limit)) || limit <= 0)
+		return;
+	jp->interp_hi = jp->interp_lo + (__u64)limit;
+	read_int_constant(mem, g, INTERP_LAST_SP, &last_sp);
+	jp->method_fp_off = (last_sp - 1) * 8;
+	jp->const_method_off = f[F_CONST_METHOD].offset;
+	jp->constants_off = f[F_CONSTANTS].offset;
+	jp->name_index_off = f[F_NAME_INDEX].offset;
+	jp->holder_off = f[F_HOLDER].offset;
+	jp->cp_size = cp_size;
+	jp->flags |= JVM_FRAMES;
 }
 
 /* compiled frames: the code heaps (CodeCache::_heaps, a GrowableArray of
@@ -474,7 +477,7 @@ static bool read_layout(struct jvm *j, __u64 map_start)
 		j->osthread_off = either(f, F_OSTHREAD)->offset;
 		j->tid_off = f[F_TID].offset;
 	}
-	read_frames(mem, f, size[T_CONSTANT_POOL], &jp);
+	read_frames(mem, f, g, size[T_CONSTANT_POOL], &jp);
 	if (jp.flags & JVM_FRAMES)
 		read_code_cache(mem, f, g, size[T_HEAP_BLOCK],
 				g[Y_NM_VTABLE] ? elf_address(&eb, g[Y_NM_VTABLE], map_start) + 16 : 0, &jp);
