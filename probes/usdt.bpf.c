@@ -205,15 +205,30 @@ static __always_inline void name_method(const struct jvm_proc *j, __u32 tgid, __
 		bpf_map_update_elem(&jvm_methods, &k, n, BPF_NOEXIST);
 }
 
-/* a frame-pointer walk from a probed function's entry: (pc, fp) is a frame,
- * the return address into it and its frame pointer */
+/* a walk of a thread's frames: (pc, sp, fp) a frame's return address into
+ * it, its (unextended) stack pointer, its frame pointer; the hash of the
+ * frames recorded so far */
 struct walk {
-	__u64 pc, fp, hash;
+	__u64 pc, sp, fp, hash;
 	__u32 tgid;
 };
 
-/* bpf_loop callback: frame i into usdt_walk (an interpreted one as its
- * Method *), then its caller's; 1 to stop */
+/* frame value v (a return address, or a Method * with JVM_METHOD_FRAME)
+ * appended to the walked stack; false where it is full */
+static __always_inline bool push_frame(struct usdt_stack *st, struct walk *w, __u64 v)
+{
+	__u32 k = st->n;
+
+	if (k >= USDT_FRAMES)
+		return false;
+	st->pc[k] = v;
+	st->n = k + 1;
+	w->hash = (w->hash ^ v) * 0x100000001b3ULL;
+	return true;
+}
+
+/* bpf_loop callback, by frame pointers: the next frame into usdt_walk (an
+ * interpreted one as its Method *), then its caller's; 1 to stop */
 static long frame_one(__u32 i, void *ctx)
 {
 	struct walk *w = ctx;
@@ -222,19 +237,15 @@ static long frame_one(__u32 i, void *ctx)
 	const struct jvm_proc *j = bpf_map_lookup_elem(&jvm_procs, &w->tgid);
 	__u64 pc = w->pc, m = 0, up[2];
 
-	if (!st || !j || !pc || i >= USDT_FRAMES)
+	if (!st || !j || !pc)
 		return 1;
 	if (pc >= j->interp_lo && pc < j->interp_hi &&
 	    bpf_probe_read_user(&m, sizeof(m), (void *)(w->fp + (__s64)j->method_fp_off)) == 0 && m) {
 		name_method(j, w->tgid, m);
 		pc = m | JVM_METHOD_FRAME;
 	}
-	asm volatile("" : "+r"(i));   /* bounded again here: the check above was spilled across calls */
-	if (i >= USDT_FRAMES)
+	if (!push_frame(st, w, pc))
 		return 1;
-	st->pc[i] = pc;
-	st->n = i + 1;
-	w->hash = (w->hash ^ pc) * 0x100000001b3ULL;
 	/* the caller: its frame pointer saved at fp, the return address above;
 	 * a frame without one (compiled Java code without
 	 * -XX:+PreserveFramePointer) ends the walk where its fp is no frame's */
@@ -297,20 +308,13 @@ static __always_inline bool blob_frame(const struct jvm_proc *j, __u64 blob, __u
 	       *words >= 0 && *words < 65536;
 }
 
-/* a walk of a thread's Java frames, as HotSpot's frame::sender: (pc, sp,
- * fp) a frame's return address into it, its (unextended) stack pointer and
- * its frame pointer (an interpreted frame's only) */
-struct jwalk {
-	__u64 pc, sp, fp, hash;
-	__u32 tgid;
-};
-
-/* bpf_loop callback: the next Java frame into usdt_walk as its Method *
- * (a runtime stub's frame passed over), then its caller's; 1 to stop */
+/* bpf_loop callback, as HotSpot's frame::sender (fp is an interpreted
+ * frame's only): the next Java frame into usdt_walk as its Method * (a
+ * runtime stub's frame passed over), then its caller's; 1 to stop */
 static long jframe_one(__u32 i, void *ctx)
 {
-	struct jwalk *w = ctx;
-	__u32 zero = 0, k;
+	struct walk *w = ctx;
+	__u32 zero = 0;
 	struct usdt_stack *st = bpf_map_lookup_elem(&usdt_walk, &zero);
 	const struct jvm_proc *j = bpf_map_lookup_elem(&jvm_procs, &w->tgid);
 	__u64 m = 0, blob, up[2] = {}, sp = 0;
@@ -337,12 +341,8 @@ static long jframe_one(__u32 i, void *ctx)
 	}
 	if (m) {
 		name_method(j, w->tgid, m);
-		k = st->n;
-		if (k >= USDT_FRAMES)
+		if (!push_frame(st, w, m | JVM_METHOD_FRAME))
 			return 1;
-		st->pc[k] = m | JVM_METHOD_FRAME;
-		st->n = k + 1;
-		w->hash = (w->hash ^ m) * 0x100000001b3ULL;
 	}
 	if (!more)
 		return 1;
@@ -355,7 +355,7 @@ static long jframe_one(__u32 i, void *ctx)
 /* the thread's last Java frame, where it entered the JVM (JavaThread::
  * _anchor: its sp, and its pc or the return address just below sp, and an
  * interpreted frame's fp); false where it has none */
-static __always_inline bool java_anchor(const struct jvm_proc *j, __u64 thread, struct jwalk *w)
+static __always_inline bool java_anchor(const struct jvm_proc *j, __u64 thread, struct walk *w)
 {
 	if (!thread || bpf_probe_read_user(&w->sp, sizeof(w->sp), (void *)(thread + j->anchor_sp_off)) || !w->sp ||
 	    bpf_probe_read_user(&w->pc, sizeof(w->pc), (void *)(thread + j->anchor_pc_off)) ||
@@ -372,18 +372,17 @@ static __always_inline bool java_anchor(const struct jvm_proc *j, __u64 thread, 
  * finds compiled frames only with -XX:+PreserveFramePointer */
 static __always_inline __u64 java_stack(struct pt_regs *ctx, const struct jvm_proc *j, __u32 tgid, __u64 thread)
 {
-	struct walk w = { .fp = PT_REGS_FP_CORE(ctx), .hash = 0xcbf29ce484222325ULL ^ tgid, .tgid = tgid };
-	struct jwalk jw = { .hash = w.hash, .tgid = tgid };
+	struct walk w = { .hash = 0xcbf29ce484222325ULL ^ tgid, .tgid = tgid };
 	struct usdt_stack *st = NULL;
 	__u32 zero = 0;
 
 	if (!(st = bpf_map_lookup_elem(&usdt_walk, &zero)))
 		return 0;
 	__builtin_memset(st, 0, sizeof(*st));
-	if ((j->flags & JVM_CODE_CACHE) && java_anchor(j, thread, &jw)) {
-		bpf_loop(USDT_FRAMES, jframe_one, &jw, 0);
-		w.hash = jw.hash;
+	if ((j->flags & JVM_CODE_CACHE) && java_anchor(j, thread, &w)) {
+		bpf_loop(USDT_FRAMES, jframe_one, &w, 0);
 	} else {
+		w.fp = PT_REGS_FP_CORE(ctx);
 		if (bpf_probe_read_user(&w.pc, sizeof(w.pc), (void *)PT_REGS_SP_CORE(ctx)))
 			return 0;
 		bpf_loop(USDT_FRAMES, frame_one, &w, 0);
@@ -411,22 +410,22 @@ static __always_inline int monitor_class(const struct jvm_proc *j, __u64 mon, ch
 	return object_class(j, obj, name);
 }
 
-/* the class of the park blocker of the calling thread (tgid, tid): its
- * JavaThread -> _threadObj (an OopHandle: the slot) -> the java.lang.Thread
+/* the class of the park blocker of the calling thread, whose JavaThread is
+ * `thread` (0: not in the JVM's thread list as last read): _threadObj (an OopHandle: the slot) -> the java.lang.Thread
  * -> its parkBlocker field (a narrowOop, decoded); false where there is
  * none (LockSupport.park() without one) or it is not readable; else the
  * name's length. (Its address is not kept: the GC moves a young lock
  * object at each collection, and would count it many times over.) */
-static __always_inline int blocker_class(const struct jvm_proc *j, __u64 id, char *name)
+static __always_inline int blocker_class(const struct jvm_proc *j, __u64 thread, char *name)
 {
-	__u64 *thr = bpf_map_lookup_elem(&jvm_threads, &id), slot = 0, tobj = 0, blocker = 0;
+	__u64 slot = 0, tobj = 0, blocker = 0;
 	__u32 narrow = 0;
 
-	if (!thr) {
+	if (!thread) {
 		ucount(UCNT_NO_JVM_THREAD);
 		return -1;
 	}
-	if (!j->blocker_off || bpf_probe_read_user(&slot, sizeof(slot), (void *)(*thr + j->thread_obj_off)) || !slot ||
+	if (!j->blocker_off || bpf_probe_read_user(&slot, sizeof(slot), (void *)(thread + j->thread_obj_off)) || !slot ||
 	    bpf_probe_read_user(&tobj, sizeof(tobj), (void *)slot) || !tobj)
 		return -1;
 	if (j->flags & JVM_COMPRESSED_OOPS) {
@@ -491,6 +490,7 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 	struct usdt_open_key ok = { .tid = (__u32)id, .entry = cookie & 0xff };
 	const struct jvm_proc *jvm = NULL;
 	int name_n = -1;      /* the name string's length, -1: none */
+	__u64 thread = 0;     /* a JVM wait's JavaThread, 0: not known */
 	__u32 zero = 0;
 	struct usdt_open *o;
 
@@ -513,8 +513,13 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 	__builtin_memset(o, 0, sizeof(*o));
 	o->sk.key.tgid = id >> 32;
 	o->sk.key.entry = ok.entry;
+	if (jvm) {         /* the calling JavaThread: EnterI's (enter_internal's) second argument, or a park's by tid */
+		__u64 *thr = (cookie & (1 << 13)) ? NULL : bpf_map_lookup_elem(&jvm_threads, &id);
+
+		thread = (cookie & (1 << 13)) ? PT_REGS_PARM2_CORE(ctx) : thr ? *thr : 0;
+	}
 	if (jvm && (cookie & (1 << 14))) {
-		if ((name_n = blocker_class(jvm, id, o->sk.key.name)) < 0)
+		if ((name_n = blocker_class(jvm, thread, o->sk.key.name)) < 0)
 			return;       /* no blocker: not named, no wait here */
 	} else if (name_ok && jvm) {
 		name_n = monitor_class(jvm, (__u64)name_v, o->sk.key.name);
@@ -541,12 +546,8 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 	}
 	if (mode_ok)
 		o->sk.key.mode = (__u32)mode_v;
-	if (jvm && (jvm->flags & JVM_FRAMES)) {
-		__u64 *thr = (cookie & (1 << 13)) ? NULL : bpf_map_lookup_elem(&jvm_threads, &id);
-
-		/* EnterI's and enter_internal's second argument is the JavaThread */
-		o->sk.stack = java_stack(ctx, jvm, id >> 32, (cookie & (1 << 13)) ? PT_REGS_PARM2_CORE(ctx) : thr ? *thr : 0);
-	}
+	if (jvm && (jvm->flags & JVM_FRAMES))
+		o->sk.stack = java_stack(ctx, jvm, id >> 32, thread);
 	o->t0 = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&usdt_open, &ok, o, BPF_ANY))
 		ucount(UCNT_LOST_OPEN);
