@@ -12,6 +12,7 @@ from dataclasses import asdict
 
 from .attribution import Attribution, RootCause, Wait, WhatIf
 from .confirmation import Confirmation
+from .intervals import METHOD, NO_INTERVAL
 from .results import Experiment, PointView, Unavailable
 from .usl import UslFit
 
@@ -52,12 +53,27 @@ def _point(p: PointView) -> dict:
             "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity,
             "oversubscribed": p.oversubscribed, "cpu": asdict(p.cpu), "waits": [_wait(w) for w in p.waits],
             "explained": p.lock_waits, "warnings": p.warnings, "named_share": p.named_share,
-            "time_sharing": p.time_sharing, "cpus": p.cpus}
+            "time_sharing": p.time_sharing, "cpus": p.cpus, "repeats": p.repeats, "record_ids": p.record_ids,
+            "intervals": _intervals(p),
+            "wait_intervals": {n: _interval(e) for n, e in p.wait_est.items()},
+            "background": asdict(p.background) if p.background else None,
+            "noise": _interval(p.noise) | {"value": p.noise.value} if p.noise else None}
+
+
+def _interval(e) -> dict:
+    return {"low": e.low, "high": e.high, "repeats": e.repeats}
+
+
+def _intervals(p: PointView) -> dict:
+    """{figure: {low, high, repeats}} beside the point's figures (low and
+    high None with one run)."""
+    return {k: _interval(e) for k, e in p.est.items()}
 
 
 def _curve_point(p: PointView) -> dict:
     return {"workers": p.workers, "ops_per_sec": p.ops_per_sec, "speedup": p.speedup,
-            "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity}
+            "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity,
+            "repeats": p.repeats, "intervals": _intervals(p)}
 
 
 def _attribution(p: PointView) -> dict:
@@ -92,7 +108,10 @@ def experiment(e: Experiment) -> dict:
         "workload": e.workload, "fs": e.fs, "kind": e.kind, "unit": e.unit,
         "curve": [_curve_point(p) for p in e.points],
         "points": [_point(p) for p in e.points],
+        "repeats": e.repeats,
+        "interval_method": METHOD if e.repeats > 1 else {"unavailable": NO_INTERVAL},
         "collapse": asdict(e.collapse) if e.collapse else None,
+        "undecided": asdict(e.undecided) if e.undecided else None,
         "root_cause": _root_cause(e.root_cause) | (
             {"confirmation": confirmation_json(e.confirmation)}
             if e.confirmation and e.confirmation.lock == e.root_cause.wait.name else {}) if e.root_cause else None,

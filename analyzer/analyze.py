@@ -10,9 +10,10 @@ from pathlib import Path
 
 from lockscope import confirmdata, record
 from lockscope.confirmdata import ConfirmRecord
-from . import attribution, confirmation, diagnosis, probeeffect, scaling, timeview, usl
+from . import attribution, confirmation, diagnosis, probeeffect, repeats, scaling, timeview, usl
 from .kernel import naming
 from .attribution import WhatIf
+from .intervals import estimate
 from .results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
@@ -72,10 +73,21 @@ def load_confirmations(path: Path) -> dict[tuple[str, str], ConfirmRecord]:
     return found
 
 
-def _curve(recs: list[RunRecord]) -> list[scaling.CurvePoint]:
+Runs = dict[int, dict[int, RunRecord]]       # workers -> repeat -> run record
+
+
+def _curve(runs: Runs) -> list[scaling.CurvePoint]:
     # ideal speedup is capped by the CPUs the workers ran on
-    cpus = [attribution.cpus_of(r) for r in recs]
-    return scaling.curve([(r.workers, r.ops_per_sec or 0.0, c) for r, c in zip(recs, cpus)])
+    return scaling.curve_repeated([(w, {k: r.ops_per_sec or 0.0 for k, r in by_k.items()},
+                                    attribution.cpus_of(next(iter(by_k.values()))))
+                                   for w, by_k in sorted(runs.items())])
+
+
+def _shown(by_k: dict[int, RunRecord]) -> RunRecord:
+    """The run a point shows: the one of median throughput (the lower of
+    the two middle ones for an even count)."""
+    ranked = sorted(by_k.items(), key=lambda kr: (kr[1].ops_per_sec or 0.0, kr[0]))
+    return ranked[(len(ranked) - 1) // 2][1]
 
 
 def _cpi(rec: RunRecord) -> float | Unavailable:
@@ -84,11 +96,12 @@ def _cpi(rec: RunRecord) -> float | Unavailable:
     return Unavailable(rec.cpi.reason or NO_CPI)
 
 
-def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint]) -> list[PointView]:
+def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint], runs: Runs | None = None) -> list[PointView]:
     views = []
     for r, p in zip(recs, pts):
         ws = sorted(attribution.waits(r).values(), key=lambda w: -w.worker_equivalents)
-        views.append(PointView(
+        by_k = (runs or {}).get(r.workers) or {1: r}
+        v = PointView(
             workers=r.workers, record_id=r.id, ops_per_sec=p.ops_per_sec, speedup=p.speedup,
             efficiency=p.efficiency, ideal=p.ideal, lost_capacity=p.lost_capacity,
             oversubscribed=r.oversubscribed, cpu=r.cpu, waits=ws[:TOP_LOCKS],
@@ -96,7 +109,16 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint]) -> list[P
             attribution=attribution.attribute(r, p.lost_capacity), cpi=_cpi(r),
             warnings=_warnings(r),
             named_share=naming.named_share(r.locks) if r.probe.attached else None,
-            time_sharing=attribution.time_sharing(r), cpus=attribution.cpus_of(r)))
+            time_sharing=attribution.time_sharing(r), cpus=attribution.cpus_of(r),
+            repeats=len(by_k), record_ids=[by_k[k].id for k in sorted(by_k)], est=dict(p.est),
+            background=r.background)
+        if len(by_k) > 1:
+            shares = {k: attribution.waits(x) for k, x in by_k.items()}
+            v.wait_est = {w.name: estimate([shares[k][w.name].wait_share if w.name in shares[k] else 0.0
+                                            for k in sorted(by_k)]) for w in v.waits}
+        noise = [x.background.noise for x in by_k.values() if x.background is not None]
+        v.noise = estimate(noise) if noise else None
+        views.append(v)
     return views
 
 
@@ -162,32 +184,44 @@ def confirm_point(exps: list[Experiment], crec: ConfirmRecord) -> confirmation.C
     return _confirmation(crec, e.points if e else [], e.whatif if e else None)
 
 
-def _experiment(workload: str, fs: str, recs: list[RunRecord], crec: ConfirmRecord | None = None) -> Experiment:
-    curve = _curve(recs)
-    pts = _point_views(recs, curve)
+def _experiment(workload: str, fs: str, runs: Runs, crec: ConfirmRecord | None = None) -> Experiment:
+    ws = sorted(runs)
+    recs = [_shown(runs[w]) for w in ws]
+    curve = _curve(runs)
+    pts = _point_views(recs, curve, runs)
     collapse = scaling.find_collapse(curve)
+    undecided = None if collapse else scaling.undecided(curve)
     root = None
-    if collapse:
-        i = next(i for i, p in enumerate(pts) if p.workers == collapse.workers)
-        root = attribution.root_cause(recs[i - 1], recs[i], pts[i - 1].lost_capacity, pts[i].lost_capacity)
-    wi = _whatif(recs, curve, collapse, root)
+    # an undecided point gets the wait that grew most across it too: the
+    # answer if it did collapse, said as such
+    at_w = collapse.workers if collapse else undecided.workers if undecided else None
+    if at_w is not None:
+        i = next(i for i, p in enumerate(pts) if p.workers == at_w)
+        lost = [{k: max(0.0, c.ideal - s) for k, s in c.speedups.items()} for c in curve]
+        root = repeats.root_cause(runs[ws[i - 1]], runs[ws[i]], recs[i - 1], recs[i], lost[i - 1], lost[i],
+                                  pts[i - 1], pts[i])
+    wi = _whatif(recs, curve, collapse, root if collapse else None)
     confirmed = _confirmation(crec, pts, wi)
     return Experiment(workload=workload, fs=fs, kind=recs[0].kind, unit=recs[0].throughput_unit, points=pts,
                       collapse=collapse, root_cause=root,
-                      diagnosis=diagnosis.sentence(title(workload, fs), pts, collapse, root, recs, confirmed),
+                      diagnosis=diagnosis.sentence(title(workload, fs), pts, collapse, root, recs, confirmed,
+                                                   undecided),
                       usl=_usl(recs, curve), whatif=wi,
-                      timeview=_timeview(recs, collapse), records=recs, confirmation=confirmed)
+                      timeview=_timeview(recs, collapse), records=recs, confirmation=confirmed,
+                      undecided=undecided, repeats=max(len(by_k) for by_k in runs.values()),
+                      all_records=[r for w in ws for _, r in sorted(runs[w].items())])
 
 
 def analyze(records: list[RunRecord],
             confirmations: dict[tuple[str, str], ConfirmRecord] | None = None) -> list[Experiment]:
     """`confirmations`: `lockscope confirm`'s records by (workload, fs)
-    (load_confirmations)."""
-    groups: dict[tuple[str, str], dict[int, RunRecord]] = {}
+    (load_confirmations). The runs of a point (`sweep --repeat K`) are
+    summarized with intervals; a run measured twice: the newer record wins."""
+    groups: dict[tuple[str, str], Runs] = {}
     for r in records:
-        # a worker count measured twice: the newer record wins
-        slot = groups.setdefault((r.workload, r.fs), {})
-        if r.workers not in slot or r.created >= slot[r.workers].created:
-            slot[r.workers] = r
-    return [_experiment(workload, fs, [by_w[w] for w in sorted(by_w)], (confirmations or {}).get((workload, fs)))
-            for (workload, fs), by_w in sorted(groups.items())]
+        slot = groups.setdefault((r.workload, r.fs), {}).setdefault(r.workers, {})
+        k = r.repeat or 1
+        if k not in slot or r.created >= slot[k].created:
+            slot[k] = r
+    return [_experiment(workload, fs, runs, (confirmations or {}).get((workload, fs)))
+            for (workload, fs), runs in sorted(groups.items())]

@@ -226,14 +226,32 @@ class RootCause:
     chain: list[holders.Step] = field(default_factory=list)
     via: list[str] = field(default_factory=list)
     cause: str | None = None
+    # over repeated runs (analyzer/analyze.py): in how many of them this wait grew most
+    first_in: int = 1
+    repeats: int = 1
+    # a second wait the repeats cannot tell apart from this one (the interval of
+    # their paired growths' difference reaches 0), or None
+    tied_with: str | None = None
+    # explains under CONTRIBUTOR_BELOW of the lost capacity gained: a contributor, and
+    # what holds the larger part, in words
+    contributor: bool = False
+    larger_part: str | None = None
+
+
+CONTRIBUTOR_BELOW = 0.33     # a wait explaining less of the loss gained is a contributor, not the cause
+
+
+def growths(before: RunRecord, at: RunRecord) -> dict[str, tuple[Wait, float]]:
+    """Every wait of `at` with its worker-equivalents gained from `before`."""
+    wb, wa = waits(before), waits(at)
+    return {name: (w, w.worker_equivalents - (wb[name].worker_equivalents if name in wb else 0.0))
+            for name, w in wa.items()}
 
 
 def root_cause(before: RunRecord, at: RunRecord, lost_before: float, lost_at: float) -> RootCause | None:
     """The wait whose worker-equivalents grow most from `before` to `at`."""
-    wb, wa = waits(before), waits(at)
     best, growth = None, 0.0
-    for name, w in wa.items():
-        g = w.worker_equivalents - (wb[name].worker_equivalents if name in wb else 0.0)
+    for name, (w, g) in growths(before, at).items():
         if g > growth:
             best, growth = w, g
     if best is None:

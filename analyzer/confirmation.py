@@ -16,19 +16,31 @@ critical sections, on the same path, so the two responses differ only by
 where the wait falls. The slopes are fitted through the origin over the
 injected phases, with a 95% bootstrap interval (phases resampled).
 
-Verdicts (thresholds in RULES):
-- confirmed: inside response >= 0.75, above the control by >= 0.25, and the
-  interval's low end above the control's response;
-- not confirmed: inside response < 0.5 (the lock passes on at most half of
-  an added wait: it is not what limits), or within 0.1 of the control
-  (waits cost the same inside the lock and out);
-- mixed: anything between;
-- inconclusive: no wait was added at all, or the waits added came to less than 3% of the time per
-  operation, or less than twice the plain phases' own spread: too little
-  to see a response (a kernel lock whose few contended acquisitions are
-  long, e.g. mmap_lock held across a munmap, gets few waits).
-Then, whatever the slopes: not confirmed when enough was added but no
-injected phase moved the throughput beyond twice the plain phases' spread.
+The slopes are fitted through the origin over the injected phases; each
+has Student's t interval at 95% (the slope's standard error through the
+origin, n - 1 degrees of freedom, n the injected phases). The phases run
+in ABBA order (lockscope/measure/confirm.py), so that a drift of the
+machine falls on inside and control alike.
+
+Verdicts, on the intervals (thresholds in RULES):
+- confirmed: the inside interval lies wholly above the control's, and
+  reaches a serial resource's response (its high end >= 0.75);
+- not confirmed: the inside interval overlaps the control's and lies wholly
+  below a serial resource's response (high end < 0.75): waits cost about
+  the same inside the lock and out; or it lies wholly below one half: the
+  lock passes on less than half of an added wait, it is not what limits;
+- inconclusive: anything else, with the widths and about how many more
+  rounds would decide; also when no wait was added, when the waits added
+  came to under 3% of the time per operation (too little to see a
+  response: a kernel lock whose few contended acquisitions are long, e.g.
+  mmap_lock held across a munmap, gets few waits; the plain phases'
+  spread is in the intervals already), when one injected phase cannot give an
+  interval, or when the machine's background changed between an injected
+  phase and its plain neighbours by more than half the effect measured.
+Confirmed needs the inside interval's high end >= 0.75, not confirmed
+needs it < 0.75 (or wholly below 0.5): no rerun can turn one into the
+other without its interval moving past the threshold, which a 95%
+interval does about one time in twenty.
 
 From a confirmed slope, the predicted throughput when the critical sections
 are shortened by 10/25/50%, assuming the lock is held for the whole serial
@@ -38,14 +50,16 @@ that point: an upper estimate, labelled as a prediction.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
+from .intervals import t_quantile
 from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord
 
-CONFIRMED, NOT_CONFIRMED, MIXED, INCONCLUSIVE = "confirmed", "not confirmed", "mixed", "inconclusive"
-RULES = {"confirmed_min": 0.75, "above_control": 0.25, "not_below": 0.5, "same_as_control": 0.1,
-         "min_added": 0.03}
+CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "confirmed", "not confirmed", "inconclusive"
+DECIDED = (CONFIRMED, NOT_CONFIRMED)
+RULES = {"serial": 0.75, "not_below": 0.5, "min_added": 0.03, "background_vs_effect": 0.5}
 SHORTER = (0.10, 0.25, 0.50)
 PROBE_EFFECT = 0.8      # below this share of its rate alone, the plain phases are said to be slowed
 
@@ -88,6 +102,9 @@ class Confirmation:
     space: str = "kernel"
     how: str = ""
     warnings: list[str] = field(default_factory=list)
+    rounds: int = 0                    # inside phases per delay
+    background_change: float | None = None   # median change of the background between paired phases
+    more_rounds: int | None = None     # inconclusive: about how many more rounds would decide
 
 
 def points(rec: ConfirmRecord, where: str) -> list[Point]:
@@ -122,41 +139,81 @@ def _slope(x, y) -> float:
 
 
 def response(pts: list[Point]) -> Response:
+    """The slope through the origin of time per operation gained against
+    wait added, with its t interval (95%, n - 1 degrees of freedom)."""
     pts = [p for p in pts if p.added_per_op_ns > 0]
     if not pts:
         return Response(None, None, None, pts)
     x, y = [p.added_per_op_ns for p in pts], [p.delta_ns_per_op for p in pts]
     s = _slope(x, y)
-    if len(pts) < 3:
+    if len(pts) < 2:
         return Response(s, None, None, pts)
-    import numpy                    # scipy and numpy only where an interval is computed
-    from scipy.stats import bootstrap
-    ci = bootstrap((numpy.array(x), numpy.array(y)), _slope, paired=True, vectorized=False, n_resamples=2000,
-                   method="percentile", random_state=numpy.random.default_rng(1)).confidence_interval
-    return Response(s, float(ci.low), float(ci.high), pts)
+    sxx = sum(a * a for a in x)
+    resid = sum((b - s * a) ** 2 for a, b in zip(x, y)) / (len(pts) - 1)
+    half = t_quantile(len(pts) - 1) * math.sqrt(resid / sxx)
+    return Response(s, s - half, s + half, pts)
 
 
-def verdict(inside: Response, outside: Response, space: str = "kernel") -> tuple[str, str]:
+def _control(outside: Response) -> tuple[float, float]:
+    """The control's interval; a control that got no wait counts as 0."""
+    if outside.slope is None:
+        return 0.0, 0.0
+    if outside.low is None:
+        return outside.slope, outside.slope
+    return outside.low, outside.high
+
+
+def more_rounds(inside: Response, outside: Response, rounds: int) -> int | None:
+    """About how many more rounds would narrow the intervals (as 1/sqrt of
+    the phases) enough to decide; None when narrower ones would not: the
+    responses sit where neither rule can be met."""
+    if inside.low is None or rounds < 1:
+        return None
+    half_i = (inside.high - inside.low) / 2
+    c_lo, c_hi = _control(outside)
+    half_c = (c_hi - c_lo) / 2
+    ctl = (c_lo + c_hi) / 2
+    factors = []
+    gap = inside.slope - ctl
+    if gap > 0 and inside.slope >= RULES["serial"] and half_i + half_c > 0:
+        factors.append(((half_i + half_c) / gap) ** 2)          # to confirm
+    if inside.slope < RULES["serial"] and half_i > 0:
+        factors.append((half_i / (RULES["serial"] - inside.slope)) ** 2)   # to rule the lock out
+    if not factors:
+        return None
+    return max(1, math.ceil(rounds * min(factors)) - rounds)
+
+
+def verdict(inside: Response, outside: Response, space: str = "kernel", rounds: int = 0) -> tuple[str, str]:
     r = RULES
     if inside.slope is None:
         return INCONCLUSIVE, ("no wait was added inside the lock: " +
                               ("it was not acquired under contention" if space == "kernel" else
                                "no release reached the probed function (inlined into its callers? a Go program "
                                "needs -gcflags=all=-l)"))
-    ctl = outside.slope if outside.slope is not None else 0.0
-    gap = inside.slope - ctl
-    if inside.slope < r["not_below"]:
-        return NOT_CONFIRMED, (f"the workload passed on {inside.slope:.2f} of each wait added inside the lock: "
-                               "a lock that limits throughput passes on all of it")
-    if gap < r["same_as_control"]:
-        return NOT_CONFIRMED, (f"a wait inside the lock cost as much as the same wait outside it "
-                               f"({inside.slope:.2f} vs {ctl:.2f} of it): the time costs the same anywhere")
-    low_ok = inside.low is None or inside.low > ctl
-    if inside.slope >= r["confirmed_min"] and gap >= r["above_control"] and low_ok:
-        return CONFIRMED, (f"each wait added inside the lock cost {inside.slope:.2f} of itself in time per "
-                           f"operation, the same wait outside it {ctl:.2f}: the lock is serial and limits throughput")
-    return MIXED, (f"a wait inside the lock cost {inside.slope:.2f} of itself per operation, outside it {ctl:.2f}: "
-                   "between a serial resource's response (1) and no more than elsewhere")
+    if inside.low is None:
+        return INCONCLUSIVE, (f"one injected phase ({inside.slope:.2f} of each wait passed on) gives no interval: "
+                              "run more rounds")
+    c_lo, c_hi = _control(outside)
+    ins = f"{inside.slope:.2f} [{inside.low:.2f}-{inside.high:.2f}]"
+    ctl = f"{outside.slope if outside.slope is not None else 0.0:.2f} [{c_lo:.2f}-{c_hi:.2f}]"
+    if inside.low > c_hi and inside.high >= r["serial"]:
+        return CONFIRMED, (f"each wait added inside the lock cost {ins} of itself in time per operation, the same "
+                           f"wait outside it {ctl} (95% intervals, apart): the lock is serial and limits throughput")
+    if inside.high < r["serial"] and inside.low <= c_hi and inside.high >= c_lo:
+        return NOT_CONFIRMED, (f"a wait inside the lock cost {ins} of itself, the same wait outside it {ctl}: the "
+                               f"intervals overlap and stay below a serial resource's {r['serial']:g}: the time "
+                               "costs about the same anywhere")
+    if inside.high < r["not_below"]:
+        return NOT_CONFIRMED, (f"the workload passed on {ins} of each wait added inside the lock (95% interval below "
+                               f"{r['not_below']:g}): a lock that limits throughput passes on all of it")
+    more = more_rounds(inside, outside, rounds)
+    hint = (f"about {more} more round{'s' if more != 1 else ''} would likely decide (--budget)" if more is not None
+            else "more rounds would likely not decide: the lock passes on part of each wait, more than elsewhere "
+                 "but less than a serial resource (its holders may also wait for something else)")
+    return INCONCLUSIVE, (f"a wait inside the lock cost {ins} of itself per operation, outside it {ctl}: the "
+                          f"intervals (widths {inside.high - inside.low:.2f} and {c_hi - c_lo:.2f}) decide neither "
+                          f"way; {hint}")
 
 
 def _noise(rec: ConfirmRecord) -> float:
@@ -178,10 +235,29 @@ def predict(base: float, slope: float, max_gain: float | None) -> dict[str, floa
     return out
 
 
+def rounds_of(rec: ConfirmRecord) -> int:
+    """Rounds the phases made: inside phases per delay."""
+    delays = {p.delay_ns for p in rec.phases if p.where == INSIDE}
+    return sum(p.where == INSIDE for p in rec.phases) // max(1, len(delays))
+
+
+def _background_change(rec: ConfirmRecord) -> float | None:
+    """The median change of the machine's background (share of its CPUs)
+    between an injected phase and the plain phases beside it."""
+    ph, out = rec.phases, []
+    for i, p in enumerate(ph):
+        if p.where == NONE or p.background is None:
+            continue
+        near = [q.background for q in (_plain(ph, i, -1), _plain(ph, i, 1)) if q and q.background is not None]
+        if near:
+            out.append(abs(p.background - sum(near) / len(near)))
+    return float(statistics.median(out)) if out else None
+
+
 def confirm(rec: ConfirmRecord, max_gain: float | None = None) -> Confirmation:
     """max_gain: the most the point's throughput could grow (ideal, what-if)."""
     inside, outside = response(points(rec, INSIDE)), response(points(rec, OUTSIDE))
-    v, why = verdict(inside, outside, rec.target.space)
+    v, why = verdict(inside, outside, rec.target.space, rounds_of(rec))
     plain = [p.ops_per_sec for p in rec.phases if p.where == NONE and p.ops_per_sec > 0]
     base = float(statistics.median(plain)) if plain else 0.0
     noise = _noise(rec)
@@ -190,19 +266,22 @@ def confirm(rec: ConfirmRecord, max_gain: float | None = None) -> Confirmation:
         warnings.append(f"with the injector attached ({rec.target.how.split(', and for the control')[0]}) and no wait set, the workload ran "
                         f"at {base / rec.alone_ops_per_sec:.0%} of its rate alone ({rec.alone_ops_per_sec:,.0f}): "
                         "the responses are those of a slower program")
+    bg = _background_change(rec)
     if inside.points:
         added = float(statistics.median([p.added_per_op_ns * p.plain_ops_per_sec / 1e9 for p in inside.points]))
-        moved = max(abs(p.delta_ns_per_op) * p.plain_ops_per_sec / 1e9 for p in inside.points)
-        if added < max(RULES["min_added"], 2 * noise):
+        if added < RULES["min_added"]:
             v, why = INCONCLUSIVE, (f"the waits added inside the lock came to {added:.1%} of the time per operation "
                                     f"(the plain phases differ by {noise:.1%}): too little to see a response"
                                     + ("; only its contended acquisitions get a wait" if rec.target.site == "contended"
                                        else ""))
-        elif moved < 2 * noise:
-            v, why = NOT_CONFIRMED, (f"no injected phase moved the throughput beyond twice the plain phases' own "
-                                     f"spread ({noise:.1%})")
+        elif bg is not None and bg > RULES["background_vs_effect"] * added:
+            v, why = INCONCLUSIVE, (f"the machine's background changed by {bg:.0%} of its CPUs between an injected "
+                                    f"phase and the plain ones beside it, against waits of {added:.0%} of the time per "
+                                    "operation: other work swamps the effect; rerun on a quieter machine")
     return Confirmation(lock=rec.target.name, verdict=v, why=why, inside=inside, outside=outside, workers=rec.workers,
                         base_ops_per_sec=base, delays_us=sorted({p.delay_ns / 1000 for p in rec.phases if p.delay_ns}),
                         runs=sum(1 for p in rec.phases if p.where != NONE), noise=noise,
                         predicted=predict(base, inside.slope, max_gain) if v == CONFIRMED else {},
-                        space=rec.target.space, how=rec.target.how, warnings=warnings)
+                        space=rec.target.space, how=rec.target.how, warnings=warnings,
+                        rounds=rounds_of(rec), background_change=bg,
+                        more_rounds=more_rounds(inside, outside, rounds_of(rec)) if v == INCONCLUSIVE else None)

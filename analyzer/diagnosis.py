@@ -5,9 +5,10 @@ from __future__ import annotations
 from . import holders, owners, probeeffect
 from .kernel import sharing
 from .attribution import RootCause
-from .confirmation import CONFIRMED, INCONCLUSIVE, MIXED, NOT_CONFIRMED, Confirmation
+from .confirmation import CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED, Confirmation
+from .intervals import NO_INTERVAL
 from .results import PointView
-from .scaling import Collapse
+from .scaling import Collapse, Undecided
 from lockscope.record import RunRecord
 
 
@@ -34,8 +35,10 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
               rec: RunRecord) -> str:
     attached = rec.probe.attached
     at = next(p for p in pts if p.workers == collapse.workers)
-    head = (f"{on} stops scaling at {collapse.workers} workers (speedup {at.speedup:.2f}, "
-            f"efficiency {at.efficiency:.0%}: {collapse.reason})")
+    head = (f"{on} stops scaling at {collapse.workers} workers (speedup {_fig(at, 'speedup', '.2f')}, "
+            f"efficiency {_fig(at, 'efficiency', '.0%')}: {collapse.reason}{_repeats(at)})")
+    if collapse.undecided_before:
+        head += f" (undecided before it: {'; '.join(collapse.undecided_before)})"
     if root is None:
         return head + ("; no wait grew across the collapse, so lockscope cannot name a cause "
                        "(look at the CPU breakdown: the loss may be on CPU, e.g. cache-line contention)."
@@ -47,9 +50,18 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
             else f"is {w.name.removeprefix('off-CPU: ')}")
     # a point the probes slowed (analyzer/probeeffect.py): its waits are partly the probe's
     slowed = probeeffect.clause(rec)
-    out = (f"{head}: {pct(w.wait_share)} of worker time {what}, which explains "
+    share = at.wait_est.get(w.name)
+    share_text = f"{pct(w.wait_share)}" + (f" [{pct(share.low)}-{pct(share.high)}]" if share and share.has_interval
+                                           else "")
+    role = "a contributor, not the cause: " if root.contributor else ""
+    out = (f"{head}: {role}{share_text} of worker time {what}, which explains "
            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
-           f"{at.ideal:g} workers)" + (f", {slowed}." if slowed else "."))
+           f"{at.ideal:g} workers)" + (f", {slowed}" if slowed else "") + _in_repeats(root) + ".")
+    if root.tied_with:
+        out += (f" {root.tied_with} cannot be told apart from it over these repeats (the interval of the "
+                "difference of their growths reaches 0): either may be the cause; run more repeats to separate them.")
+    if root.contributor and root.larger_part:
+        out += f" The larger part of the loss is {root.larger_part}."
     behind = holders.cause_clause(root.chain)
     if behind:
         # the lock is where the time is lost; the chain says what makes it so
@@ -65,18 +77,59 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     return out
 
 
+def _fig(p: PointView, name: str, spec: str) -> str:
+    """A figure of a point with its interval over the repeats, if any."""
+    e = p.est.get(name)
+    return e.fmt(spec) if e is not None else format(getattr(p, name), spec)
+
+
+def _repeats(p: PointView) -> str:
+    if p.repeats <= 1:
+        return ""
+    noise = f"; background {p.noise.value:.0%} of the CPUs" if p.noise is not None and p.noise.value >= 0.05 else ""
+    return f"; {p.repeats} repeats, 95% intervals{noise}"
+
+
+def _in_repeats(root: RootCause, what: str = "root cause") -> str:
+    return f" ({what} in {root.first_in} of {root.repeats} repeats)" if root.repeats > 1 else ""
+
+
+def _grew_most(root: RootCause, pts: list[PointView], u: Undecided) -> str:
+    """What an undecided point would be blamed on if it did collapse."""
+    at = next(p for p in pts if p.workers == u.workers)
+    w = root.wait
+    what = f"{w.name} ({w.kind}, {w.tier})" if w.is_lock else w.name.removeprefix("off-CPU: ")
+    return (f"the wait that grew most across it is {what}, {pct(w.wait_share)} of worker time, which explains "
+            f"{pct(root.explained_share)} of the capacity lost there ({at.lost_capacity:.2f} of {at.ideal:g} "
+            f"workers){_in_repeats(root, 'first')}.")
+
+
+def undecided_sentence(on: str, pts: list[PointView], u: Undecided) -> str:
+    at = next(p for p in pts if p.workers == u.workers)
+    noise = (f"; the machine's background took {at.noise.value:.0%} of its CPUs meanwhile"
+             if at.noise is not None and at.noise.value >= 0.05 else "")
+    return (f"{on}: whether it stops scaling at {u.workers} workers is undecided: {u.why} "
+            f"({at.repeats} repeats){noise}; run more repeats (sweep --repeat with a larger K and the same --out "
+            f"adds them) or on a quieter machine")
+
+
 def sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: RootCause | None,
-             recs: list[RunRecord], confirmed: Confirmation | None = None) -> str:
+             recs: list[RunRecord], confirmed: Confirmation | None = None, undecided: Undecided | None = None) -> str:
     """on: the experiment's title ("MWRM on tmpfs"); confirmed: `lockscope
-    confirm`'s verdict, said after the diagnosis."""
-    text = _sentence(on, pts, collapse, root, recs)
+    confirm`'s verdict, said after the diagnosis; undecided: no collapse
+    decided and a point the intervals leave open."""
+    if undecided is not None and collapse is None and pts and all(p.ops_per_sec > 0 for p in pts):
+        text = f"{undecided_sentence(on, pts, undecided)}; " + (
+            _grew_most(root, pts, undecided) if root is not None else f"{_top_lock(recs[-1])}.")
+    else:
+        text = _sentence(on, pts, collapse, root, recs)
     return text + (" " + confirmation_clause(confirmed) if confirmed else "")
 
 
 def confirmation_clause(c: Confirmation) -> str:
     """"Confirmed by experiment: ..." and why."""
     head = {CONFIRMED: "Confirmed by experiment", NOT_CONFIRMED: "Not confirmed by experiment",
-            MIXED: "Experiment mixed", INCONCLUSIVE: "Experiment inconclusive"}[c.verdict]
+            INCONCLUSIVE: "Experiment inconclusive"}.get(c.verdict, "Experiment inconclusive")
     return f"{head} ({c.lock}, {c.workers} workers): {c.why}."
 
 
@@ -89,7 +142,7 @@ def _sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: Ro
         return (f"{on} was measured at {last.workers} worker{'s' if last.workers != 1 else ''} only, so "
                 f"there is no scaling curve; {_top_lock(recs[-1])}.")
     if collapse is None:
-        return (f"{on} scales to {last.workers} workers (speedup {last.speedup:.2f}, "
-                f"{last.efficiency:.0%} efficiency); {_top_lock(recs[-1])}.")
+        return (f"{on} scales to {last.workers} workers (speedup {_fig(last, 'speedup', '.2f')}, "
+                f"{_fig(last, 'efficiency', '.0%')} efficiency{_repeats(last)}); {_top_lock(recs[-1])}.")
     rec = next((r for r in recs if r.workers == collapse.workers), recs[-1])
     return _collapse(on, pts, collapse, root, rec)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from .attribution import Attribution, RootCause, Wait, WhatIf
 from .confirmation import Confirmation
-from .scaling import Collapse
+from .intervals import Estimate
+from .scaling import Collapse, Undecided
 from .usl import UslFit
-from lockscope.record import NO_FS, CpuBreakdown, RunRecord
+from lockscope.record import NO_FS, Background, CpuBreakdown, RunRecord
 
 NO_NAMED_SHARE = "no lock wait was recorded (or probes were disabled)"
 
@@ -72,6 +73,16 @@ class PointView:
     named_share: float | None = None  # lock wait with a verified or inferred name; None: no lock wait
     time_sharing: float = 0.0        # share of worker time preempted by more runnable workers than CPUs
     cpus: int = 0                    # the CPUs the workers could run on
+    # sweep --repeat K: the point's runs; the figures above are their medians
+    # (the record shown is the run of median throughput), `est` their intervals
+    # (ops_per_sec, speedup, efficiency, lost_capacity, vs_previous), `wait_est`
+    # the wait shares of the heaviest waits over the repeats
+    repeats: int = 1
+    record_ids: list[str] = field(default_factory=list)
+    est: dict[str, Estimate] = field(default_factory=dict)
+    wait_est: dict[str, Estimate] = field(default_factory=dict)
+    background: Background | None = None     # of the run shown
+    noise: Estimate | None = None            # the CPUs' share taken by others (Background.noise) over the repeats
 
 
 @dataclass
@@ -89,6 +100,9 @@ class Experiment:
     timeview: TimeView | Unavailable
     records: list[RunRecord] = field(default_factory=list, repr=False)
     confirmation: Confirmation | None = None   # `lockscope confirm` (analyzer/confirmation.py)
+    undecided: Undecided | None = None   # no collapse decided, and a point the intervals leave open
+    repeats: int = 1                     # the most runs of any point
+    all_records: list[RunRecord] = field(default_factory=list, repr=False)   # every repeat
 
     @property
     def title(self) -> str:

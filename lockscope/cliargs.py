@@ -15,6 +15,12 @@ DEFAULT_FS = ["tmpfs", "ext4"]
 DEFAULT_DURATION = 3.0
 DEFAULT_WARMUP = 1.0
 DEFAULT_INTERVAL = 1.0
+# sweep: each point run 3 times, interleaved, with 1.5-s windows after 0.5 s
+# of warm-up: intervals at every point, and `make report` (20 points) within
+# 4 minutes on 2 CPUs (README, "Repeats and intervals")
+DEFAULT_REPEATS = 3
+SWEEP_DURATION = 1.5
+SWEEP_WARMUP = 0.5
 
 EPILOG = """\
 examples:
@@ -56,10 +62,12 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
                    help="worker counts: 1,2,4 or 1-4 (default: 1 to the number of CPUs)" if multi
                    else "worker count (default: the number of CPUs)")
     p.add_argument("--duration", type=float, default=None,
-                   help=f"timed window in seconds (default {DEFAULT_DURATION:g}; a command without it runs "
+                   help=f"timed window in seconds (default {SWEEP_DURATION if multi else DEFAULT_DURATION:g}; a "
+                        "command without it runs "
                         "to completion)")
-    p.add_argument("--warmup", type=float, default=DEFAULT_WARMUP,
-                   help=f"seconds of warm-up before the timed window (default {DEFAULT_WARMUP:g})")
+    p.add_argument("--warmup", type=float, default=SWEEP_WARMUP if multi else DEFAULT_WARMUP,
+                   help=f"seconds of warm-up before the timed window (default "
+                        f"{SWEEP_WARMUP if multi else DEFAULT_WARMUP:g})")
     p.add_argument("--out", type=Path, default=None,
                    help="results directory; run records go to OUT/runs/ (default: a new directory under "
                         "./lockscope-results/)")
@@ -167,6 +175,10 @@ def _add_measure_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("workloads", nargs="?", default=None,
                    help=f"comma-separated built-in or application workloads (default {','.join(DEFAULT_WORKLOADS)})")
     _run_options(p, multi=True)
+    p.add_argument("--repeat", type=int, default=None, metavar="K",
+                   help=f"run every point K times, interleaved across points; analyze gives medians with 95%% "
+                        f"intervals and decides only where they do (default {DEFAULT_REPEATS}; 1: one run, "
+                        "no interval)")
 
 
 def _add_attach_command(sub: argparse._SubParsersAction) -> None:
@@ -245,8 +257,9 @@ def _add_confirm_command(sub: argparse._SubParsersAction) -> None:
                        description="Run the collapse point of each experiment of DIR again, with a busy wait "
                                    "added inside the root-cause lock's critical sections and, as the control, "
                                    "the same wait just outside them, in alternating phases of one run; the "
-                                   "workload's throughput response says whether the lock limits it (confirmed, "
-                                   "not confirmed, mixed). Writes DIR/confirm/WORKLOAD-FS.json, read by analyze, "
+                                   "workload's throughput response says whether the lock limits it: confirmed, "
+                                   "not confirmed, or inconclusive, decided on 95% intervals; rounds are added "
+                                   "while undecided, within --budget. Writes DIR/confirm/WORKLOAD-FS.json, read by analyze, "
                                    "report and export. A command experiment needs the command again after -- "
                                    "(as given to sweep: {n}, {dir}, {duration}) and a regex for its progress "
                                    "lines. Never attached processes.")
@@ -261,7 +274,11 @@ def _add_confirm_command(sub: argparse._SubParsersAction) -> None:
                    help="busy waits per acquisition in microseconds (default: chosen so that a serial lock "
                         "would lose about 9, 20 and 33%% of the throughput)")
     p.add_argument("--phase", type=float, default=1.5, help="seconds per phase (default 1.5)")
-    p.add_argument("--rounds", type=int, default=2, help="rounds over the delays (default 2)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="rounds over the delays before the verdict is first looked at (default 2)")
+    p.add_argument("--budget", type=float, default=90.0, metavar="SECONDS",
+                   help="the most seconds of phases: rounds are added while the verdict is inconclusive and the "
+                        "next round fits (default 90)")
     p.add_argument("--discover", type=float, default=1.5,
                    help="seconds of the probe window that finds the lock in this run (default 1.5)")
     p.add_argument("--scratch", type=Path, default=scratch.DEFAULT_SCRATCH,

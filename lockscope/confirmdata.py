@@ -4,8 +4,9 @@ atomically. The verdict is not stored: analyzer/confirmation.py computes it
 from the phases, so that a better rule reads old measurements anew.
 
 Phases alternate: none (nothing added), inside (a busy wait inside the
-lock's critical sections), outside (the same wait just outside them). Each
-phase keeps the workload's own operation count and what the injector added.
+lock's critical sections), outside (the same wait just outside them), in
+ABBA order. Each phase keeps the workload's own operation count, what the
+injector added, and the machine's background over it.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class Phase:
     ops_per_sec: float
     added: int = 0               # busy waits the injector ran
     added_ns: int = 0            # their time, summed over threads
+    # the machine's CPUs' share taken by processes outside the workload (record.Background.noise)
+    background: Optional[float] = optional()
 
 
 @dataclass

@@ -49,7 +49,8 @@ def plan(exps: list[Experiment], choice: Choice, **spec_kw) -> tuple[list[Confir
             skipped.append(f"{name}: a command: give it after -- as given to sweep, with --ops-regex or "
                            "--rate-regex for its progress lines")
             continue
-        workers = choice.workers or (e.collapse.workers if e.collapse else None)
+        workers = choice.workers or (e.collapse.workers if e.collapse else
+                                     e.undecided.workers if e.undecided else None)
         if workers is None:
             skipped.append(f"{name}: no collapse point (pass --workers N to confirm at a point of your choice)")
             continue

@@ -25,9 +25,10 @@ NO_FS = "none"                          # the fs of a point that made no file sy
 RUNS = "runs"                           # the folder of a results directory that holds the run records
 
 
-def point_id(workload: str, fs: str, workers: int) -> str:
-    """A point's id, its record's file name: `MWRM-tmpfs-w2`."""
-    return f"{workload}-{fs}-w{workers}"
+def point_id(workload: str, fs: str, workers: int, repeat: int = 1) -> str:
+    """A point's id, its record's file name: `MWRM-tmpfs-w2`; its second
+    and later repeats (`sweep --repeat K`) `MWRM-tmpfs-w2-r2`, ..."""
+    return f"{workload}-{fs}-w{workers}" + (f"-r{repeat}" if repeat > 1 else "")
 
 
 def record_path(out: Path, pid: str) -> Path:
@@ -200,6 +201,31 @@ class CpuBreakdown:
     irq: float = 0.0
     steal: float = 0.0
     cpus: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Background:
+    """What else the machine did over a timed window, as shares of all its
+    CPUs' time (lockscope/measure/background.py): CPU time of processes
+    outside the measured ones, lockscope's own apart, and the hypervisor's
+    steal. The noise a decision is made in."""
+    other: float = 0.0               # processes outside the measured ones and lockscope's own
+    lockscope: float = 0.0           # lockscope's own processes (the command, the probe's loader)
+    steal: float = 0.0
+    kernel: float = 0.0              # kernel threads (kworkers, a journal thread: possibly the workload's own)
+    cpus: int = 0                    # the machine's CPUs the shares are of
+    top: list[str] = field(default_factory=list)   # the heaviest others: "stress-ng-cpu 48%"
+
+    @property
+    def noise(self) -> float:
+        """The share of the CPUs taken from the measured work by others."""
+        return self.other + self.lockscope + self.steal
+
+    def text(self) -> str:
+        """"background: other processes 48% of the 2 CPUs (stress-ng-cpu 48%), ..."."""
+        return (f"background: other processes {self.other:.0%} of the {self.cpus} CPUs"
+                + (f" ({', '.join(self.top)})" if self.top and self.other >= 0.01 else "")
+                + f", kernel threads {self.kernel:.0%}, lockscope {self.lockscope:.0%}, steal {self.steal:.0%}")
 
 
 @dataclass
@@ -405,6 +431,10 @@ class RunRecord:
     probe_effect: Optional[float] = optional()
     # run/sweep --target: the processes counted as the work while the command drove the load
     target: Optional[AttachInfo] = optional()
+    # sweep --repeat K: which of the point's K runs this is (None: the first, or the only one)
+    repeat: Optional[int] = optional()
+    # the machine's other work over the window (absent in older records)
+    background: Optional[Background] = optional()
 
     @property
     def worker_roles(self) -> set[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from lockscope import validate
 from lockscope.measure import apps, targets, workloads
 from lockscope.machine import scratch
-from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_WORKLOADS
+from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_REPEATS, DEFAULT_WORKLOADS, SWEEP_DURATION
 from lockscope.errors import UsageError
 from lockscope.record import NO_FS
 from lockscope.measure.runner import PointSpec
@@ -33,7 +33,7 @@ class RunSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, command: list[str] | None, workers: list[int],
-                  names: list[str]) -> RunSettings:
+                  names: list[str], default_duration: float = DEFAULT_DURATION) -> RunSettings:
         """Checks --param, --interval, --workers, --duration, --warmup and
         --sample-hz; `names`: the built-in workloads (ignored for a command)."""
         params = validate.parse_params(args.param)
@@ -42,7 +42,7 @@ class RunSettings:
             raise UsageError("--param goes with a built-in workload, not with a command")
         validate.check_workers(workers, args.force, None if command else
                                [workloads.check_workload(w) for w in names])
-        duration = args.duration if (command or args.duration is not None) else DEFAULT_DURATION
+        duration = args.duration if (command or args.duration is not None) else default_duration
         validate.check_duration(duration, args.warmup, required=not command)
         validate.check_sample_hz(args.sample_hz)
         if command:
@@ -125,7 +125,9 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
         raise UsageError("both workloads and a command were given", "give one of them")
     workers = validate.parse_workers(args.workers) if args.workers else list(range(1, validate.ncpus() + 1))
     names = [w for w in (args.workloads or ",".join(DEFAULT_WORKLOADS)).split(",") if w]
-    s = RunSettings.from_args(args, command, workers, names)
+    # application workloads take whole seconds: they keep run's default window
+    has_app = not command and any(apps.get(w) for w in names)
+    s = RunSettings.from_args(args, command, workers, names, DEFAULT_DURATION if has_app else SWEEP_DURATION)
     chosen = [apps.get(w) for w in ([] if command else s.names) if apps.get(w)]
     for app in chosen:
         app.check_duration(s.duration)
@@ -146,7 +148,8 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
                          scratch_root=args.scratch, cpus=validate.parse_cpus(args.cpus), sample_hz=args.sample_hz,
                          system_wide=args.system_wide, params=params, interval=args.interval,
                          latency=not args.no_latency, device=device, vmlinux=validate.check_vmlinux(args.vmlinux))
-    spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, template=template)
+    spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, template=template,
+                     repeats=validate.check_repeats(args.repeat if args.repeat is not None else DEFAULT_REPEATS))
     spec.unavailable_fs = unavailable
     return spec
 
@@ -202,6 +205,9 @@ def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict
         raise UsageError("--ops-regex and --rate-regex go with a command after --")
     delays = validate.parse_delays(args.delays, MAX_KERNEL_NS / 1000)
     validate.check_phases(args.phase, args.rounds, args.discover)
+    if args.budget <= 0:
+        raise UsageError(f"--budget {args.budget:g}: must be more than 0 seconds")
     scratch.check_root(args.scratch)
     return {"delays_ns": delays, "phase_s": args.phase, "rounds": args.rounds, "discover_s": args.discover,
+            "budget_s": args.budget,
             "scratch_root": args.scratch, "ops_regex": args.ops_regex, "rate_regex": args.rate_regex}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lockscope.analyzer import holders, owners, probeeffect
 from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
+from lockscope.analyzer.intervals import METHOD, NO_INTERVAL
 from lockscope.analyzer.confirmation import Confirmation, Response
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
 from lockscope.analyzer.usl import UslFit
@@ -164,11 +165,17 @@ def experiment_lines(e: Experiment) -> list[str]:
     out = [e.diagnosis]
     unknown = {r.id for r in e.records if r.ops_per_sec is None}
     by_id = {r.id: r for r in e.records}
+    out.append(f"  {e.repeats} runs per point; figures are medians with the {METHOD}" if e.repeats > 1
+               else f"  {NO_INTERVAL}")
     for p in e.points:
         top = p.waits[0] if p.waits else None
+        sp, ef = p.est.get("speedup"), p.est.get("efficiency")
         out.append(f"  {p.workers:>4} workers  " +
                    (f"{'throughput unknown':>20}" if p.record_id in unknown else
-                    f"{p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  efficiency {p.efficiency:4.0%}") +
+                    f"{p.ops_per_sec:>14,.0f} {e.unit}  speedup {p.speedup:5.2f}  efficiency {p.efficiency:4.0%}"
+                    + (f" [{ef.low:.0%}-{ef.high:.0%}, speedup {sp.low:.2f}-{sp.high:.2f}, {p.repeats} runs]"
+                       if ef is not None and ef.has_interval and sp is not None and sp.has_interval
+                       and sp.high > sp.low else "")) +
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                    (f"  top wait: {top.name} {top.wait_share:.1%}" if top else "") +
                    (f"  time-sharing {p.time_sharing:.1%} ({p.workers} workers on {p.cpus} CPUs: not a loss)"
@@ -178,6 +185,8 @@ def experiment_lines(e: Experiment) -> list[str]:
             out.append(f"        warning: {slowed}")
         # lost events: the point's waits are low by what was lost
         out += [f"        warning: {w}" for w in p.warnings if w.startswith("probe:")]
+        if p.background is not None and p.background.noise >= 0.05:
+            out.append(f"        {p.background.text()}")
     return out + analysis_lines(e)
 
 

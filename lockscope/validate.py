@@ -109,6 +109,17 @@ def check_phases(phase: float, rounds: int, discover: float) -> None:
         raise UsageError(f"--discover {discover:g}: must be 0.5 seconds or more")
 
 
+MAX_REPEATS = 50
+
+
+def check_repeats(k: int) -> int:
+    """sweep's --repeat."""
+    if not 1 <= k <= MAX_REPEATS:
+        raise UsageError(f"--repeat {k}: must be 1 to {MAX_REPEATS}",
+                         "3 or 5 give an interval at each point; 1 runs each point once")
+    return k
+
+
 def check_interval(interval: float) -> None:
     if interval < 0:
         raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")

@@ -42,21 +42,35 @@ class BottleneckRow:
     wait_share: float | None = None
     explained_share: float | None = None
     confirmed: str | None = None       # `lockscope confirm`'s verdict on the root-cause lock; None: not tested
+    # sweep --repeat K: the runs per point, the 95% intervals of the collapse point's
+    # speedup and efficiency (empty with one run), the repeats the root cause came first in
+    repeats: int = 1
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    efficiency_low: float | None = None
+    efficiency_high: float | None = None
+    root_cause_first_in: int | None = None
 
 
 TABLE_COLUMNS = [f.name for f in fields(BottleneckRow)]
-TEX_VERDICT = {"confirmed": "yes", "not confirmed": "no", "mixed": "mixed", "inconclusive": "?"}
+TEX_VERDICT = {"confirmed": "yes", "not confirmed": "no", "inconclusive": "?"}
 
 
 def bottleneck_row(e: Experiment) -> BottleneckRow:
-    row = BottleneckRow(e.workload, e.fs)
+    row = BottleneckRow(e.workload, e.fs, repeats=e.repeats)
     if e.collapse:
         at = e.point(e.collapse.workers)
         row.collapse_workers, row.speedup, row.efficiency = e.collapse.workers, at.speedup, at.efficiency
-    if e.root_cause:
+        sp, ef = at.est.get("speedup"), at.est.get("efficiency")
+        if sp is not None and sp.has_interval:
+            row.speedup_low, row.speedup_high = sp.low, sp.high
+        if ef is not None and ef.has_interval:
+            row.efficiency_low, row.efficiency_high = ef.low, ef.high
+    if e.root_cause and e.collapse:       # an undecided point's top wait is no root cause in the table
         w = e.root_cause.wait
         row.root_cause, row.kind, row.tier, row.wait_share = w.name, w.kind, w.tier, w.wait_share
         row.explained_share = e.root_cause.explained_share
+        row.root_cause_first_in = e.root_cause.first_in if e.root_cause.repeats > 1 else None
         if e.confirmation and e.confirmation.lock == w.name:
             row.confirmed = e.confirmation.verdict
     return row
@@ -89,7 +103,8 @@ def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks 
              r"Workload & FS & Collapse & Speedup & Root-cause lock & Explained & Conf.\textsuperscript{a} \\", r"\midrule"]
     for r in rows:
         collapse = "--" if r.collapse_workers is None else f"{r.collapse_workers}"
-        speed = "--" if r.speedup is None else f"{r.speedup:.2f}"
+        speed = "--" if r.speedup is None else f"{r.speedup:.2f}" + (
+            f" [{r.speedup_low:.2f}--{r.speedup_high:.2f}]" if r.speedup_low is not None else "")
         cause = "--" if r.root_cause is None else r"\raggedright " + (
             latex_escape(r.root_cause) + (f" ({latex_escape(r.kind)}, {latex_escape(r.tier)})"
                                           if r.kind and r.tier else ""))
@@ -97,7 +112,7 @@ def to_latex(rows: list[BottleneckRow], caption: str = "Scalability bottlenecks 
                      f"{cause} & {pct(r.explained_share)} & {TEX_VERDICT.get(r.confirmed, '--')} \\\\")
     lines += [r"\bottomrule", r"\end{tabular}",
               r"\par\footnotesize\textsuperscript{a}\,by delay injection (\texttt{lockscope confirm}): "
-              r"yes, no, mixed, or ? (too little added to tell); -- not tested", f"\\caption{{{latex_escape(caption)}}}",
+              r"yes, no, or ? (inconclusive); -- not tested. Speedups in brackets: 95\,\% intervals over repeated runs", f"\\caption{{{latex_escape(caption)}}}",
               f"\\label{{{latex_escape(label)}}}", r"\end{table}", ""]
     return "\n".join(lines)
 

@@ -264,7 +264,7 @@ def _sweep(name: str, tmp_path, scratch, *extra: str) -> dict[int, record.RunRec
         pytest.skip(f"{name} needs {app.binary} from the Debian package {app.package}: {missing} "
                     f"(`make test` installs it)")
     out = tmp_path / "out"
-    p = lockscope("sweep", name, "--fs", "tmpfs", "--workers", "1,2", "--duration", "2", "--out", str(out),
+    p = lockscope("sweep", "--repeat", "1", name, "--fs", "tmpfs", "--workers", "1,2", "--duration", "2", "--out", str(out),
                   "--scratch", str(scratch), *extra, timeout=300)
     assert p.returncode == 0, p.stderr
     recs = {r.workers: r for r in (record.load(f) for f in sorted((out / "runs").glob("*.json")))}

@@ -40,7 +40,7 @@ def loops_under(root) -> list[str]:
 
 
 def sweep_cmd(out, scratch_root):
-    return [sys.executable, "-m", "lockscope", "sweep", "MWRM", "--fs", "ext4", "--workers", "1,2",
+    return [sys.executable, "-m", "lockscope", "sweep", "--repeat", "1", "MWRM", "--fs", "ext4", "--workers", "1,2",
             "--duration", "1.5", "--warmup", "0.3", "--out", str(out), "--scratch", str(scratch_root)]
 
 

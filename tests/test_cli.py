@@ -40,7 +40,7 @@ def test_wrong_case_workload_suggests_the_right_one(tmp_path):
 def test_unknown_fs(tmp_path):
     err = run_bad(tmp_path, "run", "MWRM", "--fs", "zfs", "--duration", "1")
     assert "unknown file system 'zfs'" in err and "choose from: tmpfs, ext4" in err
-    err = run_bad(tmp_path, "sweep", "MWRM", "--fs", "tmpfs,zfs", "--duration", "1")
+    err = run_bad(tmp_path, "sweep", "--repeat", "1", "MWRM", "--fs", "tmpfs,zfs", "--duration", "1")
     assert "unknown file system 'zfs'" in err
 
 
@@ -51,7 +51,7 @@ def test_unknown_fs(tmp_path):
     ("100000", "more than 64 per CPU"),
 ])
 def test_bad_worker_counts(tmp_path, workers, message):
-    err = run_bad(tmp_path, "sweep", "MWRM", "--workers", workers, "--duration", "1")
+    err = run_bad(tmp_path, "sweep", "--repeat", "1", "MWRM", "--workers", workers, "--duration", "1")
     assert message in err
     if workers == "100000":
         assert "--force" in err
@@ -103,7 +103,7 @@ def test_sweep_refuses_to_mix_parameters_into_an_existing_sweep(tmp_path, e2e):
     out = tmp_path / "out"
     out.mkdir()
     (out / "sweep.json").write_text(json.dumps({"schema": "lockscope.sweep/1", "params": {"duration": 5.0}}))
-    p = lockscope("sweep", "MWRM", "--fs", "tmpfs", "--duration", "3", "--out", str(out),
+    p = lockscope("sweep", "--repeat", "1", "MWRM", "--fs", "tmpfs", "--duration", "3", "--out", str(out),
                   "--scratch", str(tmp_path / "scratch"))
     assert p.returncode == 2
     assert "holds a sweep with other parameters (duration: 5.0 there, 3.0 now)" in p.stderr
@@ -332,7 +332,7 @@ def test_only_bad_run_records_stop_the_command(tmp_path):
 
 def quick_sweep(out, *extra, seconds="1", wait=False):
     """The cheapest real sweep: a command, no probes, no file system."""
-    args = [sys.executable, "-m", "lockscope", "sweep", "--no-probe", "--workers", "1", *extra,
+    args = [sys.executable, "-m", "lockscope", "sweep", "--repeat", "1", "--no-probe", "--workers", "1", *extra,
             "--duration", seconds, "--warmup", "0", "--out", str(out), "--", "/bin/sleep", "30"]
     if wait:
         return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -397,7 +397,7 @@ def test_a_full_disk_keeps_finished_points_and_the_sweep_resumes(tmp_path):
             pass
         finally:
             os.close(fd)
-        p = subprocess.run([sys.executable, "-m", "lockscope", "sweep", "--no-probe", "--workers", "1,2",
+        p = subprocess.run([sys.executable, "-m", "lockscope", "sweep", "--repeat", "1", "--no-probe", "--workers", "1,2",
                             "--duration", "1", "--warmup", "0", "--out", str(out), "--", "/bin/sleep", "30"],
                            cwd=REPO, capture_output=True, text=True, timeout=120)
         assert_one_error(p, 3, "lockscope: error: no space left on the device",

@@ -76,13 +76,45 @@ def test_too_little_added_is_inconclusive_not_a_negative():
 
 @pytest.mark.parametrize("inside,outside,verdict", [
     ((1.05, 0.98, 1.2), (0.3, 0.2, 0.4), cf.CONFIRMED),
-    ((0.55, 0.5, 0.6), (0.5, 0.4, 0.6), cf.NOT_CONFIRMED),      # costs the same outside the lock
-    ((0.3, 0.2, 0.4), (0.0, -0.1, 0.1), cf.NOT_CONFIRMED),      # passes on under half of it
-    ((0.7, 0.4, 1.0), (0.5, 0.4, 0.6), cf.MIXED),
-    ((1.0, 0.3, 1.6), (0.6, 0.5, 0.7), cf.MIXED),               # its interval reaches the control
+    ((0.55, 0.5, 0.6), (0.5, 0.4, 0.6), cf.NOT_CONFIRMED),      # overlaps the control, below a serial response
+    ((0.3, 0.2, 0.4), (0.0, -0.1, 0.1), cf.NOT_CONFIRMED),      # wholly below half
+    ((0.7, 0.4, 1.0), (0.5, 0.4, 0.6), cf.INCONCLUSIVE),        # reaches both the control and the serial response
+    ((1.0, 0.3, 1.6), (0.6, 0.5, 0.7), cf.INCONCLUSIVE),        # its interval reaches the control
+    ((0.62, 0.55, 0.7), (0.1, 0.0, 0.2), cf.INCONCLUSIVE),      # above the control, below a serial response
+    ((1.0, None, None), (0.2, None, None), cf.INCONCLUSIVE),    # one phase: no interval
 ])
 def test_verdict_rules(inside, outside, verdict):
     assert cf.verdict(cf.Response(*inside), cf.Response(*outside))[0] == verdict
+
+
+def test_inconclusive_says_how_many_more_rounds_would_decide():
+    v, why = cf.verdict(cf.Response(1.0, 0.3, 1.7), cf.Response(0.2, 0.0, 0.4), rounds=2)
+    assert v == cf.INCONCLUSIVE and "widths 1.40 and 0.40" in why
+    # half-widths 0.7 + 0.2 against a gap of 0.8: (0.9 / 0.8)^2 x 2 rounds = 2.53 -> 1 more
+    assert "about 1 more round would likely decide" in why
+
+
+def _subsets(rec, rounds: int):
+    """The record's phases cut to each run of `rounds` consecutive rounds
+    (plain phases kept on both ends): what a shorter rerun would have seen."""
+    import dataclasses
+    ph = rec.phases
+    starts = [i for i, p in enumerate(ph) if p.where == "none" and i + 1 < len(ph) and ph[i + 1].where != "none"]
+    per_round = len({p.delay_ns for p in ph if p.where == INSIDE}) * 2
+    for k in range(0, len(starts) - per_round + 1, per_round // 2):
+        a, b = starts[k], (starts[k + per_round] if k + per_round < len(starts) else len(ph) - 1)
+        yield dataclasses.replace(rec, phases=ph[a:b + 1])
+
+
+@pytest.mark.parametrize("name", ["confirm/MWRM-tmpfs.json", "confirm/mmap-none.json"])
+def test_a_shorter_rerun_never_turns_a_verdict_into_its_opposite(name):
+    """The guarantee: every stretch of the recorded real run is decided the
+    same way as the whole, or inconclusive, never the opposite."""
+    rec = load(DATA / name)
+    whole = cf.confirm(rec).verdict
+    assert whole == cf.CONFIRMED
+    parts = [cf.confirm(r).verdict for r in _subsets(rec, 1)]
+    assert parts and cf.NOT_CONFIRMED not in parts, parts
 
 
 def test_analysis_json_diagnosis_text_and_exports_carry_the_verdict(tmp_path):
@@ -268,7 +300,7 @@ def _build(tmp_path, lang: str):
 def _program_sweep(tmp_path, name: str, workers: str, hold: int, work: int, lang: str = "c", env=None):
     exe = _build(tmp_path, lang)
     res = tmp_path / name
-    r = lockscope("sweep", "--workers", workers, "--duration", "8", "--throughput-regex", r"ops/s: ([0-9.]+)",
+    r = lockscope("sweep", "--repeat", "1", "--workers", workers, "--duration", "8", "--throughput-regex", r"ops/s: ([0-9.]+)",
                   "--name", name, "--out", str(res), "--force", "--", str(exe), "{n}", str(hold), str(work), "3",
                   env=env)
     assert r.returncode == 0, r.stderr

@@ -114,7 +114,7 @@ def test_shares_of_a_record_whose_workers_fit_their_window_stay_as_they_were():
 @pytest.mark.e2e
 def test_exim_sweep_names_exims_processes_as_the_work_and_leaves_nothing(exim, server_scratch, tmp_path):
     out = tmp_path / "out"
-    p = lockscope("sweep", "exim", "--fs", "tmpfs", "--workers", "1,2", "--duration", "2", "--out", str(out),
+    p = lockscope("sweep", "--repeat", "1", "exim", "--fs", "tmpfs", "--workers", "1,2", "--duration", "2", "--out", str(out),
                   "--scratch", str(server_scratch), timeout=300)
     assert p.returncode == 0, p.stderr
     recs = {r.workers: r for r in (record.load(f) for f in sorted((out / "runs").glob("*.json")))}

@@ -92,7 +92,7 @@ def test_sweep_skips_an_unavailable_setup_with_the_reason(e2e, scratch, tmp_path
     missing = MISSING[0]
     why = AVAILABLE[missing][1]
     out = tmp_path / "out"
-    p = lockscope("sweep", "MWRL", "--fs", f"tmpfs,{missing}", "--workers", "1", "--duration", "0.5",
+    p = lockscope("sweep", "--repeat", "1", "MWRL", "--fs", f"tmpfs,{missing}", "--workers", "1", "--duration", "0.5",
                   "--warmup", "0.2", "--no-probe", "--scratch", str(scratch), "--out", str(out), timeout=120)
     assert p.returncode == 0, p.stderr
     assert f"warning: skipping file system '{missing}': {why}" in p.stderr
@@ -111,7 +111,7 @@ def test_run_on_an_unavailable_setup_is_a_clear_error(tmp_path):
     assert f"file system '{missing}' is not available here: {AVAILABLE[missing][1]}" in p.stderr
     assert "fix: " in p.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "s").exists()
-    p = lockscope("sweep", "MWRL", "--fs", missing, "--duration", "0.5", "--scratch", str(tmp_path / "s"),
+    p = lockscope("sweep", "--repeat", "1", "MWRL", "--fs", missing, "--duration", "0.5", "--scratch", str(tmp_path / "s"),
                   "--out", str(tmp_path / "out"))
     assert p.returncode == 3 and "none of the file systems asked for is available here" in p.stderr
 

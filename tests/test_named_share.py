@@ -19,7 +19,7 @@ NEGLIGIBLE = 1e-4
 
 def test_builtin_workloads_have_named_lock_waits(e2e, scratch, tmp_path):
     out = tmp_path / "res"
-    p = lockscope("sweep", WORKLOADS, "--fs", "tmpfs,ext4", "--workers", "2", "--duration", "0.5",
+    p = lockscope("sweep", "--repeat", "1", WORKLOADS, "--fs", "tmpfs,ext4", "--workers", "2", "--duration", "0.5",
                   "--warmup", "0.2", "--out", str(out), "--scratch", str(scratch), timeout=600)
     assert p.returncode == 0, p.stderr
     a = lockscope("analyze", str(out), "--json")

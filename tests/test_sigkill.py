@@ -96,7 +96,7 @@ def test_sigkill_leaves_nothing_behind(clean_machine, tmp_path, marker, delay):
 @pytest.mark.e2e
 def test_sigkill_of_a_sweep_keeps_finished_points_and_it_resumes(clean_machine, tmp_path):
     root, out = clean_machine, tmp_path / "out"
-    args = ["sweep", "MWRM", "--fs", "tmpfs", "--workers", "1,2", "--duration", "1", "--warmup", "0",
+    args = ["sweep", "--repeat", "1", "MWRM", "--fs", "tmpfs", "--workers", "1,2", "--duration", "1", "--warmup", "0",
             "--out", str(out), "--scratch", str(root)]
     # killed while the second point is set up, after the first point's record was written
     _kill_at(args, "[2/2]", 0.3)

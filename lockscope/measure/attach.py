@@ -195,7 +195,7 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
                      "; Ctrl-C ends the window and writes the record")
             ended = (wait_system_wide(spec.duration, end, window.t0) if spec.system_wide else
                      wait_window(procs, spec.duration, end, window.t0, notes, probe.attach_usdt))
-            data = window.stop()
+            data = window.stop({p.tgid for p in procs})
         progress(f"window ended ({ended}) after {window.elapsed:.2f} s; naming the locks")
         raw = raw_from_probe(data, None, spec.vmlinux)
         notes += [f"USDT: {m}" for m in probe.usdt_errors]
@@ -205,7 +205,7 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
         id=spec.id, workload=spec.workload, fs=NO_FS, workers=spec.workers_count, duration_s=window.elapsed,
         ops=None, ops_per_sec=None, kind="attach", throughput_unit="ops/s",
         cpus=sorted(window.before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
-        cpu=window.cpu(), probe=probe_info(data, raw, None),
+        cpu=window.cpu(), background=window.background, probe=probe_info(data, raw, None),
         warnings=[NO_THROUGHPUT] + ([NO_OPS_SERIES] if spec.interval > 0 else []) + _end_notes(ended, spec) + notes
                  + ([SYSTEM_WIDE_NOTE] if spec.system_wide else []),
         interval_s=spec.interval,

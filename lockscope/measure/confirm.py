@@ -11,10 +11,16 @@ lines give each phase's throughput).
    in every run).
 3. Alone: one second with nothing attached (the rate the plain phases are
    compared with, to see what the injector's probes cost by themselves).
-4. Phases, the injector attached: none, inside d1, none, outside d1, none,
-   inside d2, ..., each injected phase between two plain ones. The delays
-   are chosen from the discovery window and the first plain phase so that
-   the serial prediction loses ~9/20/33% of the throughput, unless given.
+4. Phases, the injector attached, in rounds: none, inside d1, none,
+   outside d1, none, inside d2, ..., each injected phase between two plain
+   ones; every other round runs the delays backwards and the control
+   first (ABBA), so that a drift of the machine falls on both sides. The
+   delays are chosen from the discovery window and the first plain phase
+   so that the serial prediction loses ~9/20/33% of the throughput, unless
+   given.
+5. Sequential: after the first --rounds rounds, rounds are added while the
+   verdict (analyzer/confirmation.py, on the intervals) is inconclusive and
+   the next round fits in --budget seconds of phases.
 
 A command (`lockscope confirm DIR -- CMD`) runs the same way, its
 throughput read from its own progress lines (commandload.py).
@@ -36,12 +42,13 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import __version__
+from lockscope.analyzer import confirmation
 from lockscope.analyzer.user import demangle
 from lockscope.analyzer.user.addrspace import elf_symbols
 from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.machine import scratch
-from lockscope.measure import workloads
+from lockscope.measure import background, workloads
 from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
 from lockscope.measure.inject import MAX_KERNEL_NS, MAX_USER_NS, InjectSession
 from lockscope.measure.probe import ProbeSession
@@ -87,7 +94,8 @@ class ConfirmSpec:
     params: dict = field(default_factory=dict)
     delays_ns: list[int] | None = None      # None: chosen from the discovery window
     phase_s: float = 1.5
-    rounds: int = 2
+    rounds: int = 2                         # at least this many; more while undecided, within budget_s
+    budget_s: float = 90.0                  # the most seconds of phases
     discover_s: float = 1.5
     scratch_root: Path = scratch.DEFAULT_SCRATCH
     device: str | None = None
@@ -236,14 +244,16 @@ def auto_delays(site: str, contended_per_op: float, ops_per_sec: float,
 def _phase(load: SteadyLoad | CommandLoad, inj: InjectSession, where: str, delay: int, seconds: float, t_start: int) -> Phase:
     inj.delay(inside_ns=delay if where == INSIDE else 0, outside_ns=delay if where == OUTSIDE else 0)
     time.sleep(SETTLE_S)
+    bg0 = background.snapshot()
     c0, t0 = inj.counts(), time.monotonic_ns()
     time.sleep(seconds)
     t1 = time.monotonic_ns()
+    bg = background.measure(bg0, background.snapshot(), {load.proc.pid} if load.proc else set())
     if load.ended:
         raise LockscopeError(f"the workload stopped during the phases ({where} {delay / 1000:g} us, "
                              f"{(t1 - t_start) / 1e9:.0f} s in; its messages are above)",
                              "a workload that fills its file system (MWCM creates files) runs out over many "
-                             "phases: pass fewer or shorter ones (--rounds 1, --phase 0.5)")
+                             "phases: pass fewer or shorter ones (--rounds 1, --phase 0.5, a smaller --budget)")
     c = inj.counts() - c0
     # the injector's counts cover [t0, t1]; the progress lines a little less:
     # the operations are their rate over the counts' window
@@ -251,16 +261,27 @@ def _phase(load: SteadyLoad | CommandLoad, inj: InjectSession, where: str, delay
     ops = round(rate * (t1 - t0) / 1e9)
     added, added_ns = (c.inside, c.inside_ns) if where == INSIDE else (c.outside, c.outside_ns)
     return Phase(where=where, delay_ns=delay if where != NONE else 0, t_s=round((t0 - t_start) / 1e9, 3),
-                 seconds=round((t1 - t0) / 1e9, 3), ops=ops, ops_per_sec=rate, added=added, added_ns=added_ns)
+                 seconds=round((t1 - t0) / 1e9, 3), ops=ops, ops_per_sec=rate, added=added, added_ns=added_ns,
+                 background=round(bg.noise, 4))
+
+
+def one_round(delays: list[int], r: int) -> list[tuple[str, int]]:
+    """Round r (from 0): none, inside d, none, outside d for every delay;
+    odd rounds backwards and with the control first (ABBA)."""
+    out = []
+    first, second = (INSIDE, OUTSIDE) if r % 2 == 0 else (OUTSIDE, INSIDE)
+    for d in (delays if r % 2 == 0 else list(reversed(delays))):
+        out += [(NONE, 0), (first, d), (NONE, 0), (second, d)]
+    return out
 
 
 def schedule(delays: list[int], rounds: int) -> list[tuple[str, int]]:
-    """none, inside d, none, outside d, ... for every delay and round, ending with none."""
-    out = []
-    for _ in range(rounds):
-        for d in delays:
-            out += [(NONE, 0), (INSIDE, d), (NONE, 0), (OUTSIDE, d)]
-    return out + [(NONE, 0)]
+    """`rounds` rounds (one_round), ending with none."""
+    return [ph for r in range(rounds) for ph in one_round(delays, r)] + [(NONE, 0)]
+
+
+def round_seconds(delays: list[int], phase_s: float) -> float:
+    return len(one_round(delays, 0)) * (phase_s + SETTLE_S)
 
 
 def _start_load(spec: ConfirmSpec, stack: contextlib.ExitStack, progress: Progress):
@@ -271,7 +292,7 @@ def _start_load(spec: ConfirmSpec, stack: contextlib.ExitStack, progress: Progre
         progress(f"preparing {spec.fs}")
         mnt = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device)).mountpoint
     planned = len(schedule(spec.delays_ns or list(AUTO_FRACTIONS), spec.rounds))
-    duration = ALONE_S + spec.discover_s + 3 + planned * (spec.phase_s + SETTLE_S + 0.1) + 30
+    duration = ALONE_S + spec.discover_s + 3 + max(planned * (spec.phase_s + SETTLE_S + 0.1), spec.budget_s) + 30
     if spec.command:
         argv = [a.replace("{duration}", f"{duration:.0f}") for a in substitute(spec.command, spec.workers, mnt)]
         progress(f"running {shlex.join(argv)}")
@@ -303,22 +324,39 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         phases = [_phase(load, inj, NONE, 0, spec.phase_s, t_start)]     # the first plain one sizes the delays
         delays, per_op = auto_delays(target.site, contended, phases[0].ops_per_sec, target.space == "user")
         delays = spec.delays_ns or delays
-        plan = schedule(delays, spec.rounds)
-        progress(f"alone: {alone:,.0f} ops/s; {len(plan)} phases of {spec.phase_s:g} s: waits of {', '.join(f'{d / 1000:g}' for d in delays)} us "
-                 f"inside and outside {lock.name}; [1/{len(plan)}] none: {phases[0].ops_per_sec:,.0f} ops/s")
-        for i, (where, d) in enumerate(plan[1:], 2):
-            phases.append(_phase(load, inj, where, d, spec.phase_s, t_start))
-            p = phases[-1]
-            progress(f"[{i}/{len(plan)}] {where} {d / 1000:g} us: {p.ops_per_sec:,.0f} ops/s"
-                     + (f", {p.added:,} waits added" if where != NONE else ""))
+        per_round = round_seconds(delays, spec.phase_s)
+        most = max(spec.rounds, int(spec.budget_s // per_round))
+        progress(f"alone: {alone:,.0f} ops/s; rounds of {len(one_round(delays, 0))} phases of {spec.phase_s:g} s "
+                 f"(at least {spec.rounds}, at most {most} within --budget {spec.budget_s:g} s): waits of "
+                 f"{', '.join(f'{d / 1000:g}' for d in delays)} us inside and outside {lock.name}; "
+                 f"none: {phases[0].ops_per_sec:,.0f} ops/s")
+
+        def record() -> ConfirmRecord:
+            return ConfirmRecord(
+                workload=spec.workload, fs=spec.fs, workers=spec.workers, target=target, phases=list(phases),
+                created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                lockscope_version=__version__, record_id=spec.record_id, discovery_s=round(window_s, 3),
+                alone_ops_per_sec=alone, t0_monotonic_ns=t_start,
+                lock_wait_share=lock.wait_share, contended_per_op=per_op,
+                warnings=_warnings(spec, lock))
+
+        for r in range(most):
+            plan = one_round(delays, r)[1 if r == 0 else 0:]      # round 1's first plain phase is above
+            for i, (where, d) in enumerate(plan, 1):
+                phases.append(_phase(load, inj, where, d, spec.phase_s, t_start))
+                p = phases[-1]
+                progress(f"round {r + 1} [{i}/{len(plan)}] {where} {d / 1000:g} us: "
+                         f"{p.ops_per_sec:,.0f} ops/s" + (f", {p.added:,} waits added" if where != NONE else ""))
+            if r + 1 < spec.rounds or r + 1 == most:
+                continue
+            c = confirmation.confirm(record())
+            if c.verdict in confirmation.DECIDED:
+                progress(f"decided after {r + 1} rounds: {c.verdict}")
+                break
+            progress(f"undecided after {r + 1} rounds ({c.why}); another round")
+        phases.append(_phase(load, inj, NONE, 0, spec.phase_s, t_start))
         inj.delay()
-    return ConfirmRecord(
-        workload=spec.workload, fs=spec.fs, workers=spec.workers, target=target, phases=phases,
-        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        lockscope_version=__version__, record_id=spec.record_id, discovery_s=round(window_s, 3),
-        alone_ops_per_sec=alone, t0_monotonic_ns=t_start,
-        lock_wait_share=lock.wait_share, contended_per_op=per_op,
-        warnings=_warnings(spec, lock))
+    return record()
 
 
 def _warnings(spec: ConfirmSpec, lock: Lock) -> list[str]:

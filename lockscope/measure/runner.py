@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lockscope.measure import apps, cpustat, hwcounters, workloads
+from lockscope.measure import apps, background, cpustat, hwcounters, workloads
 from lockscope.machine import scratch
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError
@@ -65,10 +65,11 @@ class PointSpec:
     # tasks are the work, the command only drives the load
     target: str | None = None
     server: dict | None = None         # an application's [app.server] (lockscope/measure/server.py)
+    repeat: int = 1                    # which of the point's runs (sweep --repeat K)
 
     @property
     def id(self) -> str:
-        return point_id(self.workload, self.fs, self.workers)
+        return point_id(self.workload, self.fs, self.workers, self.repeat)
 
 
 def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
@@ -101,11 +102,13 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
             probe.start()
             started_ns = time.monotonic_ns()
         start = wl.wait_measure_start()
+        bg0 = background.snapshot()
         before = cpustat.sample()
         hw.start()
         progress(f"measuring {spec.duration:g} s")
         wl.wait_measure_end()
         after = cpustat.sample()
+        bg = background.measure(bg0, background.snapshot(), {wl.proc.pid} if wl.proc else set())
         hw.stop()
         data = probe.stop() if probe else None
         result = wl.finish()
@@ -132,7 +135,7 @@ def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
                                       if spec.system_wide else []),
         params=result.get("params", {}), op_counts=result.get("op_counts", {}),
         latency=latency_of(result.get("latency")), interval_s=spec.interval,
-        timeseries=timeseries(wl.progress, result.get("measure_start_ns", 0)))
+        timeseries=timeseries(wl.progress, result.get("measure_start_ns", 0)), background=bg)
     reference_fields(rec, reference)
     if started_ns is not None and started_ns > start["t_ns"]:
         rec.warnings.append(f"the probes started {(started_ns - start['t_ns']) / 1e6:.0f} ms into the window "
@@ -300,7 +303,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
                            drivers if drivers is not None else work, probe.rescan_usdt if probe else None,
                            since=window.t0)
         completed = rc is not None
-        data = window.stop()
+        data = window.stop({proc.pid, server.pid if server else 0} | {p.tgid for p in (targets.procs if targets else [])})
         elapsed = window.elapsed
         if not completed:
             kill_group(proc)
@@ -334,7 +337,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         id=spec.id, workload=spec.workload, fs=spec.fs, workers=spec.workers, duration_s=elapsed,
         ops=ops, ops_per_sec=tput, kind="command", command=argv, throughput_unit=unit, fs_detail=fs_detail,
         cpus=sorted(window.before), requested_duration_s=spec.duration or 0.0, warmup_s=0.0,
-        cpu=window.cpu(),
+        cpu=window.cpu(), background=window.background,
         probe=probe_info(data, raw, None if spec.probe else "disabled (--no-probe)"),
         warnings=warnings, params=dict(spec.params),
         application=Application(**spec.application, prepare=prepare, prepare_s=prepare_s)
@@ -344,4 +347,6 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
 
 def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:
     progress = progress or (lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))
-    return run_command(spec, progress) if spec.command else run_builtin(spec, progress)
+    rec = run_command(spec, progress) if spec.command else run_builtin(spec, progress)
+    rec.repeat = spec.repeat if spec.repeat > 1 else None
+    return rec

@@ -1,6 +1,13 @@
 """A sweep: every (workload, file system, worker count) point, one run record
 per point written atomically under DIR/runs/. Rerunning the same sweep skips
-finished points, so a killed sweep resumes and loses nothing."""
+finished points, so a killed sweep resumes and loses nothing.
+
+With --repeat K every point is run K times, interleaved: the first run of
+every point, then the second of every point, and so on, never the repeats
+of one point back to back, so that a slow spell of the machine falls on
+several points and not on one point's every run. Each run keeps its own
+record (`MWRM-tmpfs-w2-r2.json`); analyze summarizes them with intervals
+(analyzer/intervals.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -35,8 +42,14 @@ class SweepSpec:
     workers: list[int]
     template: PointSpec
     unavailable_fs: dict[str, str] = field(default_factory=dict)   # setups skipped here -> why
+    repeats: int = 1
 
     def points(self) -> list[PointSpec]:
+        """Every run, interleaved: repeat 1 of every point, then repeat 2, ..."""
+        once = self._points()
+        return [dataclasses.replace(p, repeat=r) for r in range(1, self.repeats + 1) for p in once]
+
+    def _points(self) -> list[PointSpec]:
         out, t = [], self.template
         for wl in self.workloads:
             needs_dir = True if t.command else workloads.check_workload(wl).get("needs_dir", True)
@@ -144,7 +157,8 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
         "created": manifest.get("created") or datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
         "params": {k: getattr(spec.template, k) for k in MEASURE_PARAMS}
-        | {k: sorted(set(old.get(k, [])) | set(getattr(spec, k))) for k in POINT_PARAMS},
+        | {k: sorted(set(old.get(k, [])) | set(getattr(spec, k))) for k in POINT_PARAMS}
+        | {"repeats": max(int(old.get("repeats", 1)), spec.repeats)},
         "points": known + [i for i in ids if i not in known],
         "failures": {},
         # setups asked for but not available on this machine, with the reason
@@ -174,8 +188,9 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
         elapsed = time.monotonic() - started
         eta = f", about {_fmt_time(elapsed / i * (len(todo) - i))} left" if i else ""
         on = f" on {p.fs}" if p.fs != NO_FS else ""
+        again = f", repeat {p.repeat} of {spec.repeats}" if spec.repeats > 1 else ""
         print(f"[{i + 1}/{len(todo)}] {p.workload}{on}, {p.workers} worker"
-              f"{'s' if p.workers != 1 else ''}{eta}", file=log, flush=True)
+              f"{'s' if p.workers != 1 else ''}{again}{eta}", file=log, flush=True)
         try:
             rec = run_point(p, lambda msg, p=p: print(f"    {msg}", file=log, flush=True))
         except EnvironmentProblem:

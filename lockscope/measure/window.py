@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from lockscope.measure import cpustat, hwcounters
+from lockscope.measure import background, cpustat, hwcounters
 from lockscope.measure.probe import ProbeSession
 
 
@@ -23,17 +23,23 @@ class Window:
         self.data: dict | None = None
         self.t0 = 0.0
         self.elapsed = 0.0
+        self.bg0: background.Snapshot | None = None
+        self.background = None          # record.Background, after stop()
 
     def start(self) -> None:
+        self.bg0 = background.snapshot()
         self.before = cpustat.sample()
         self.hw.start()
         if self.probe:
             self.probe.start()
         self.t0 = time.monotonic()
 
-    def stop(self) -> dict | None:
+    def stop(self, measured: set[int] | None = None) -> dict | None:
+        """measured: the processes (with their descendants) that are the
+        work; every other one is the window's background."""
         self.elapsed = time.monotonic() - self.t0
         self.after = cpustat.sample()
+        self.background = background.measure(self.bg0, background.snapshot(), measured or set())
         self.hw.stop()
         self.data = self.probe.stop() if self.probe else None
         return self.data

@@ -46,11 +46,14 @@ SWEEPS = {
     # issue 30: Exim (FxMark's third application), 4 clients: its spool directories' i_rwsem,
     # the rename mutex of maildir deliveries, more processes at once than clients
     "exim_ext4": ("exim", "ext4", "4"),
+    # issue 41: every point run 3 times, interleaved (sweep --repeat 3): intervals, the root cause by repeat
+    "repeats_tmpfs": ("MWRM,mmap", "tmpfs", "1,2"),
 }
-# the run options of a job, where they are not --duration 2 --warmup 0.5
-OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1"],
+# the run options of a job, where they are not --duration 2 --warmup 0.5 --repeat 1
+OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1", "--repeat", "1"],
            # a process per connection and per message: every one of them is a task of the record
-           "exim_ext4": ["--duration", "1", "--warmup", "0.5"]}
+           "exim_ext4": ["--duration", "1", "--warmup", "0.5", "--repeat", "1"],
+           "repeats_tmpfs": ["--duration", "1.5", "--warmup", "0.5", "--repeat", "3"]}
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
     # small files written with fsync: jbd2 commits, j_state_lock
@@ -253,8 +256,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             # a program of tests/programs runs for its own time (it prints its
             # throughput at the end)
-            opts = (["--out", tmp] if name in PROGRAM_SWEEPS else
-                    OPTIONS.get(name, ["--duration", "2", "--warmup", "0.5"]) + ["--out", tmp])
+            opts = (["--out", tmp] + (["--repeat", "1"] if args[0] == "sweep" else []) if name in PROGRAM_SWEEPS else
+                    OPTIONS.get(name, ["--duration", "2", "--warmup", "0.5"] +
+                                (["--repeat", "1"] if args[0] == "sweep" else [])) + ["--out", tmp])
             if os.environ.get("RECORD_SCRATCH"):
                 opts += ["--scratch", os.environ["RECORD_SCRATCH"]]
             i = args.index("--") if "--" in args else len(args)
