@@ -13,9 +13,14 @@ RESULTS ?= results/default
 #   exim workload runs a private server per point and never touches that one
 # texlive-latex-recommended: pdflatex and booktabs, to compile-test the exported bottlenecks.tex
 # g++, rustc: the C++ and Rust test programs of tests/test_langs.py (a rustc already on PATH, e.g. rustup's, is used first)
+# mariadb-server, sysbench: tests/test_server_waits.py (a private server per test, never the machine's)
+# stress-ng: the CPU hog the decision tests and bench/stability.py run beside lockscope
+# Packages that start a service on install (exim4, mariadb-server) are installed with service starts
+# refused (a policy-rc.d that exits 101, the Debian way, removed afterwards): the tests make private servers.
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
                 linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg kmod binutils \
-                chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc exim4-daemon-light
+                chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc exim4-daemon-light \
+                mariadb-server sysbench stress-ng
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps tools install build report test bench clean
@@ -26,8 +31,12 @@ deps: tools
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
+	  policy=/usr/sbin/policy-rc.d; made=; \
+	  if [ ! -e $$policy ]; then printf '#!/bin/sh\n# lockscope make deps: no service starts while installing\nexit 101\n' > $$policy; \
+	    chmod 755 $$policy; made=1; fi; \
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; }; }; \
+	  rc=$$?; if [ -n "$$made" ]; then rm -f $$policy; fi; [ $$rc -eq 0 ] || exit $$rc; \
 	fi
 	@# pyelftools: ELF symbols of user-space locks and stacks (also in setup.py, for running from the source tree)
 	@$(PYTHON) -c "import elftools" 2>/dev/null || $(PIP) "pyelftools>=0.29"

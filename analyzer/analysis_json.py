@@ -45,7 +45,8 @@ def confirmation_json(c: Confirmation) -> dict:
             "control_interval": [c.outside.low, c.outside.high], "delays_us": c.delays_us, "runs": c.runs,
             "workers": c.workers, "base_ops_per_sec": c.base_ops_per_sec, "noise": c.noise,
             "predicted": c.predicted, "space": c.space, "how": c.how, "inside": resp(c.inside),
-            "outside": resp(c.outside), "warnings": c.warnings}
+            "outside": resp(c.outside), "warnings": c.warnings, "rounds": c.rounds,
+            "background_change": c.background_change, "more_rounds": c.more_rounds}
 
 
 def _point(p: PointView) -> dict:

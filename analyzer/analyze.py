@@ -13,7 +13,7 @@ from lockscope.confirmdata import ConfirmRecord
 from . import attribution, confirmation, diagnosis, probeeffect, repeats, scaling, timeview, usl
 from .kernel import naming
 from .attribution import WhatIf
-from .intervals import estimate
+from .intervals import SHARE, estimate
 from .results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
 from lockscope.record import RunRecord
@@ -115,7 +115,7 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint], runs: Run
         if len(by_k) > 1:
             shares = {k: attribution.waits(x) for k, x in by_k.items()}
             v.wait_est = {w.name: estimate([shares[k][w.name].wait_share if w.name in shares[k] else 0.0
-                                            for k in sorted(by_k)]) for w in v.waits}
+                                            for k in sorted(by_k)], SHARE) for w in v.waits}
         noise = [x.background.noise for x in by_k.values() if x.background is not None]
         v.noise = estimate(noise) if noise else None
         views.append(v)
@@ -139,8 +139,9 @@ def _usl(recs: list[RunRecord], curve: list[scaling.CurvePoint]) -> usl.UslFit |
 
 
 def _whatif(recs: list[RunRecord], curve: list[scaling.CurvePoint], collapse: scaling.Collapse | None,
-            root: attribution.RootCause | None) -> attribution.WhatIf | Unavailable:
-    """The curve without the root cause's wait."""
+            root: attribution.RootCause | None, runs: Runs | None = None) -> attribution.WhatIf | Unavailable:
+    """The curve without the root cause's wait; with repeats, each point's
+    bound also computed from every repeat's run, for its interval."""
     if root is None:
         return Unavailable("no collapse with a root cause, so there is no wait to remove"
                            if collapse is None or any(r.probe.attached for r in recs) else
@@ -150,7 +151,18 @@ def _whatif(recs: list[RunRecord], curve: list[scaling.CurvePoint], collapse: sc
     pts = [(p.workers, p.ops_per_sec, float(r.workers),
             w.worker_equivalents if (w := attribution.waits(r).get(name)) else 0.0)
            for r, p in zip(recs, curve)]
-    return attribution.whatif(pts, name, [x1 * p.ideal for p in curve])
+    ideal = [x1 * p.ideal for p in curve]
+    out = attribution.whatif(pts, name, ideal)
+    for wp, p, cap in zip(out.curve, curve, ideal):
+        by_k = (runs or {}).get(p.workers) or {}
+        if len(by_k) < 2:
+            continue
+        bounds = [attribution.whatif([(r.workers, r.ops_per_sec or 0.0, float(r.workers),
+                                       w.worker_equivalents if (w := attribution.waits(r).get(name)) else 0.0)],
+                                     name, [cap]).curve[0].ops_per_sec for r in by_k.values()]
+        e = estimate(bounds)
+        wp.low, wp.high = e.low, e.high
+    return out
 
 
 def _timeview(recs: list[RunRecord], collapse: scaling.Collapse | None) -> TimeView | Unavailable:
@@ -200,7 +212,7 @@ def _experiment(workload: str, fs: str, runs: Runs, crec: ConfirmRecord | None =
         lost = [{k: max(0.0, c.ideal - s) for k, s in c.speedups.items()} for c in curve]
         root = repeats.root_cause(runs[ws[i - 1]], runs[ws[i]], recs[i - 1], recs[i], lost[i - 1], lost[i],
                                   pts[i - 1], pts[i])
-    wi = _whatif(recs, curve, collapse, root if collapse else None)
+    wi = _whatif(recs, curve, collapse, root if collapse else None, runs)
     confirmed = _confirmation(crec, pts, wi)
     return Experiment(workload=workload, fs=fs, kind=recs[0].kind, unit=recs[0].throughput_unit, points=pts,
                       collapse=collapse, root_cause=root,

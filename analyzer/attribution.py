@@ -236,6 +236,8 @@ class RootCause:
     # what holds the larger part, in words
     contributor: bool = False
     larger_part: str | None = None
+    # over repeated runs: the lock's top holder and in how many repeats it was (analyzer/repeats.HolderCount)
+    holder: object | None = None
 
 
 CONTRIBUTOR_BELOW = 0.33     # a wait explaining less of the loss gained is a contributor, not the cause
@@ -342,6 +344,8 @@ class WhatIfPoint:
     workers: int
     ops_per_sec: float
     capped: bool                  # the bound met the ideal throughput
+    low: float | None = None      # with repeats: the 95% interval of the bound over them
+    high: float | None = None
 
 
 @dataclass

@@ -57,6 +57,10 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
     out = (f"{head}: {role}{share_text} of worker time {what}, which explains "
            f"{pct(root.explained_share)} of the lost capacity ({at.lost_capacity:.2f} of "
            f"{at.ideal:g} workers)" + (f", {slowed}" if slowed else "") + _in_repeats(root) + ".")
+    h = root.holder
+    if h is not None and h.repeats > 1:
+        out += (f" Its top holder (release site) is {h.site} in {h.first_in} of {h.repeats} repeats "
+                f"({h.share.fmt('.0%')} of its released waits).")
     if root.tied_with:
         out += (f" {root.tied_with} cannot be told apart from it over these repeats (the interval of the "
                 "difference of their growths reaches 0): either may be the cause; run more repeats to separate them.")
@@ -120,7 +124,8 @@ def sentence(on: str, pts: list[PointView], collapse: Collapse | None, root: Roo
     decided and a point the intervals leave open."""
     if undecided is not None and collapse is None and pts and all(p.ops_per_sec > 0 for p in pts):
         text = f"{undecided_sentence(on, pts, undecided)}; " + (
-            _grew_most(root, pts, undecided) if root is not None else f"{_top_lock(recs[-1])}.")
+            _grew_most(root, pts, undecided) if root is not None and not root.contributor
+            else f"{_top_lock(recs[-1])}.")
     else:
         text = _sentence(on, pts, collapse, root, recs)
     return text + (" " + confirmation_clause(confirmed) if confirmed else "")

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
+SHARE = (0.0, 1.0)
 METHOD = "Student's t interval of the mean over the repeats, 95%"
 NO_INTERVAL = "one run per point: no interval (sweep --repeat K measures each point K times)"
 
@@ -54,8 +55,9 @@ def t_quantile(df: int) -> float:
     return float(t.ppf(0.5 + CONFIDENCE / 2, df))
 
 
-def estimate(values: list[float]) -> Estimate:
-    """The median of `values` and the t interval of their mean."""
+def estimate(values: list[float], bounds: tuple[float, float] | None = None) -> Estimate:
+    """The median of `values` and the t interval of their mean, clipped to
+    `bounds` where the figure has them (a share lies in [0, 1])."""
     xs = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not xs:
         return Estimate(float("nan"), None, None, 0)
@@ -66,7 +68,10 @@ def estimate(values: list[float]) -> Estimate:
     half = t_quantile(len(xs) - 1) * sd / math.sqrt(len(xs))
     # the median lies inside for any sample of 2..n, but never print an
     # interval that leaves out the figure it stands beside
-    return Estimate(med, min(mean - half, med), max(mean + half, med), len(xs))
+    low, high = min(mean - half, med), max(mean + half, med)
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return Estimate(med, low, high, len(xs))
 
 
 def side(e: Estimate, threshold: float) -> bool | None:

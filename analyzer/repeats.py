@@ -12,12 +12,41 @@ roles' idle time, or time in no wait)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from . import attribution
 from .attribution import CONTRIBUTOR_BELOW, RootCause
-from .intervals import estimate
+from .intervals import SHARE, Estimate, estimate
 from .results import PointView
 from lockscope.record import RunRecord
+
+
+@dataclass
+class HolderCount:
+    """The top release site of the root-cause lock over the repeats."""
+    site: str
+    first_in: int                 # repeats whose top holder it was
+    repeats: int                  # repeats with holders recorded for the lock
+    share: Estimate               # its share of the lock's released waits, over the repeats (0 where absent)
+
+
+def holders(name: str, at: dict[int, RunRecord]) -> HolderCount | None:
+    """The lock `name`'s top holder (release site) in each repeat, counted;
+    None where no repeat recorded holders for it."""
+    tops: Counter[str] = Counter()
+    shares: dict[int, dict[str, float]] = {}
+    for k, rec in at.items():
+        lk = next((lk for lk in rec.locks if lk.name == name), None)
+        if lk is None or not lk.holders:
+            continue
+        shares[k] = {}
+        for h in lk.holders:
+            shares[k][h.site] = shares[k].get(h.site, 0.0) + h.share
+        tops[max(shares[k], key=lambda s: shares[k][s])] += 1
+    if not tops:
+        return None
+    site = sorted(tops, key=lambda s: (-tops[s], s))[0]
+    return HolderCount(site, tops[site], len(shares), estimate([sh.get(site, 0.0) for sh in shares.values()], SHARE))
 
 
 def root_cause(before: dict[int, RunRecord], at: dict[int, RunRecord], rep_before: RunRecord, rep_at: RunRecord,
@@ -30,6 +59,8 @@ def root_cause(before: dict[int, RunRecord], at: dict[int, RunRecord], rep_befor
         rc = _over_repeats(rc, before, at, rep_before, lost_before, lost_at)
     if rc is not None:
         _contributor(rc, point_at, rep_at)
+        if rc.wait.is_lock and len(at) > 1:
+            rc.holder = holders(rc.wait.name, at)
     return rc
 
 

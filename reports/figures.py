@@ -184,6 +184,28 @@ def _usl_lines(ax, fit: UslFit, look: ThroughputLook) -> list[float]:
     return [c.workers for c in curve]
 
 
+def _error(values: list[float], lows: list[float | None], highs: list[float | None]):
+    """yerr for errorbar from intervals; None where no value has one."""
+    if all(lo is None for lo in lows):
+        return None
+    return [[v - lo if lo is not None else 0.0 for v, lo in zip(values, lows)],
+            [hi - v if hi is not None else 0.0 for v, hi in zip(values, highs)]]
+
+
+def _measured(ax, pts, **style) -> None:
+    """The measured throughput: medians with their 95% intervals as error
+    bars where points were repeated."""
+    w, y = [p.workers for p in pts], [p.ops_per_sec for p in pts]
+    est = [p.est.get("ops_per_sec") for p in pts]
+    yerr = _error(y, [e.low if e else None for e in est], [e.high if e else None for e in est])
+    if yerr is None:
+        ax.plot(w, y, "o-", color=BLUE, label="measured", **style)
+        return
+    n = max(p.repeats for p in pts)
+    ax.errorbar(w, y, yerr=yerr, fmt="o-", color=BLUE, capsize=3, elinewidth=1,
+                label=f"measured (median of {n}, 95% interval)", **style)
+
+
 def _throughput_lines(ax, exp: Experiment, look: ThroughputLook) -> list[float]:
     """Ideal scaling, the measured points, the USL fit, the what-if bound
     and the collapse; returns the workers the lines cover."""
@@ -194,7 +216,7 @@ def _throughput_lines(ax, exp: Experiment, look: ThroughputLook) -> list[float]:
         ax.plot(w, _ideal(exp), "--", **look.ideal)
 
     def measured():
-        ax.plot(w, [p.ops_per_sec for p in pts], "o-", color=BLUE, label="measured", **look.measured)
+        _measured(ax, pts, **look.measured)
 
     if look.measured_first:
         measured()
@@ -277,9 +299,10 @@ def whatif(exp: Experiment) -> str | None:
     fig, ax = plt.subplots(figsize=(4.8, 3.0))
     ax.plot(w, _ideal(exp), "--", color="#8a8a8a", lw=1, label="ideal")
     c = data.curve
-    ax.plot([x.workers for x in c], [x.ops_per_sec for x in c], "s--", color=ORANGE, ms=4, lw=1.2,
-            label=label(data.label, 70))
-    ax.plot(w, [p.ops_per_sec for p in pts], "o-", color=BLUE, ms=5, lw=1.5, label="measured", zorder=3)
+    yerr = _error([x.ops_per_sec for x in c], [x.low for x in c], [x.high for x in c])
+    ax.errorbar([x.workers for x in c], [x.ops_per_sec for x in c], yerr=yerr, fmt="s--", color=ORANGE, ms=4,
+                lw=1.2, capsize=3, label=label(data.label, 70))
+    _measured(ax, pts, ms=5, lw=1.5, zorder=3)
     _workers_axis(ax, w + [x.workers for x in c])
     _throughput_axis(ax, exp.unit, 20)
     ax.set_ylim(bottom=0)

@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path
 
 from lockscope import __version__, atomicio, record, validate
-from ..analyzer import scaling
+from ..analyzer import intervals, scaling
 from ..analyzer.analyze import analyze, load_confirmations, load_records
 from ..analyzer.results import Experiment
 from . import confirmfigure, figures, filenames, flamegraph, rolefigures, templating
@@ -82,6 +82,7 @@ def _view(exp: Experiment, out_dir: Path, renderer, name: str) -> dict:
 def _common() -> dict:
     return {"rule": scaling.RULE, "tiers": TIER_HELP, "version": __version__, "schema": record.SCHEMA,
             "top_locks": TOP_LOCKS, "renderer": flamegraph.RENDERER,
+            "interval_method": intervals.METHOD, "no_interval": intervals.NO_INTERVAL,
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 

@@ -41,7 +41,9 @@ def roles(rec, top: int = 8) -> str | None:
 def wait_for(rec, top: int = 10) -> str | None:
     """The wait-for graph of one point: roles as nodes on a circle, an arrow
     from the role that woke to the role it woke, as wide as the sleep time
-    those wake-ups ended (a loop: threads of one role waking each other)."""
+    those wake-ups ended (a loop: threads of one role waking each other).
+    None with fewer than two roles: one role waking itself is no graph (the
+    wake-ups table says it)."""
     edges = [e for e in rec.wait_for if e.wait_ns > 0][:top]
     if not edges:
         return None
@@ -50,6 +52,8 @@ def wait_for(rec, top: int = 10) -> str | None:
         for n in (e.waker, e.wakee):
             if n not in nodes:
                 nodes.append(n)
+    if len(nodes) < 2:
+        return None
     workers = rec.worker_roles
     pos = {n: (math.cos(2 * math.pi * i / len(nodes) + math.pi / 2), math.sin(2 * math.pi * i / len(nodes) + math.pi / 2))
            for i, n in enumerate(nodes)} if len(nodes) > 1 else {nodes[0]: (0.0, 0.0)}

@@ -3,9 +3,33 @@ escaped, a missing name an error, and the number filters and tests the
 templates use."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import jinja2
 
 from ..analyzer import results
+
+
+@dataclass
+class StackRow:
+    """Stacks of a lock that print the same line (their first two frames
+    and syscall), merged: their waits summed, their full stacks listed."""
+    summary: str
+    wait_ns: int = 0
+    count: int = 0
+    stacks: list[list[str]] = field(default_factory=list)
+
+
+def merge_stacks(stacks) -> list[StackRow]:
+    rows: dict[str, StackRow] = {}
+    for st in stacks:
+        line = (" ← ".join(st.frames[:2]) or st.site) + (f" [{st.syscall}]" if st.syscall else "")
+        row = rows.setdefault(line, StackRow(line))
+        row.wait_ns += st.wait_ns
+        row.count += st.count
+        if st.frames not in row.stacks:
+            row.stacks.append(st.frames)
+    return sorted(rows.values(), key=lambda r: -r.wait_ns)
 
 
 def environment() -> jinja2.Environment:
@@ -18,6 +42,7 @@ def environment() -> jinja2.Environment:
     env.filters["ms"] = lambda ns: f"{(ns or 0) / 1e6:,.2f} ms"
     env.filters["us"] = lambda ns: f"{(ns or 0) / 1e3:,.1f} µs"
     env.filters["plural"] = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
+    env.filters["merge_stacks"] = merge_stacks
     env.filters["missing"] = results.missing              # why a part of the analysis is unavailable
     env.tests["unavailable"] = lambda x: isinstance(x, results.Unavailable)
     return env

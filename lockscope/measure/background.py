@@ -9,7 +9,9 @@ driver, the command, its --target); everything else is background. A
 process's own time counts (utime + stime), and for processes other than
 lockscope the time of children they reaped in the window (cutime +
 cstime: a shell loop of short commands); lockscope reaps the measured
-command, so its children's time is not its own."""
+command, so its children's time is not its own. A child reaped in the window
+brings its whole life into its parent's cutime: what it had used by the
+window's start is taken off again."""
 from __future__ import annotations
 
 import os
@@ -91,6 +93,11 @@ def measure(before: Snapshot, after: Snapshot, roots: set[int]) -> Background:
     ours = _trees(both, {me}) - measured
     other, kernel, own = 0, 0, 0
     by_comm: dict[str, int] = {}
+    before_reap: dict[int, int] = {}          # parent -> its children's time before the window, reaped in it
+    for pid, b in before.procs.items():
+        a = after.procs.get(pid)
+        if a is None or a.start != b.start:
+            before_reap[b.ppid] = before_reap.get(b.ppid, 0) + b.own + b.children
     for pid, a in after.procs.items():
         if pid in measured:
             continue
@@ -98,7 +105,7 @@ def measure(before: Snapshot, after: Snapshot, roots: set[int]) -> Background:
         same = b is not None and b.start == a.start
         used = a.own - (b.own if same else 0)
         if pid != me:
-            used += a.children - (b.children if same else 0)
+            used += max(0, a.children - (b.children if same else 0) - before_reap.get(pid, 0))
         if pid in ours:
             own += used
         elif pid == KTHREADD or a.ppid == KTHREADD:
@@ -109,6 +116,8 @@ def measure(before: Snapshot, after: Snapshot, roots: set[int]) -> Background:
     steal = cpustat.breakdown(before.cpu, after.cpu).steal
     # /proc/PID/stat and /proc/stat count in the same USER_HZ ticks
     top = sorted(((t, c) for c, t in by_comm.items() if t > 0), reverse=True)[:TOP]
-    return Background(other=other / whole, lockscope=own / whole, steal=steal, kernel=kernel / whole, cpus=ncpu,
+    def share(t: int) -> float:
+        return round(min(1.0, max(0.0, t / whole)), 4)
+    return Background(other=share(other), lockscope=share(own), steal=steal, kernel=share(kernel), cpus=ncpu,
                       top=[f"{c} {t / whole:.0%}" for t, c in top])
 

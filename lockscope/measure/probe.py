@@ -175,10 +175,36 @@ class ProbeSession(JsonLinesProcess):
 
     def stop(self) -> dict:
         self.send("stop")
-        return self.expect("data", timeout=120)
+        data = self.expect("data", timeout=120)
+        full_names(data.get("tasks") or [])
+        return data
 
     def close(self, quit_line: str | None = "quit", grace: float = 5.0) -> None:
         super().close(quit_line, grace)
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+COMM_LEN = 15                   # the kernel keeps a task's name in 16 bytes, NUL included
+
+
+def full_names(tasks: list[dict]) -> None:
+    """Task names the kernel cut to 15 bytes (`lockscope-workl`) made whole
+    from the program's file (/proc/TGID/exe: `lockscope-workload`) while
+    the processes still run, where the file's name starts with the cut name."""
+    exe: dict[int, str] = {}
+    for t in tasks:
+        tgid, process = t.get("tgid"), t.get("process") or ""
+        if len(process) != COMM_LEN or not tgid:
+            continue
+        if tgid not in exe:
+            try:
+                exe[tgid] = os.path.basename(os.readlink(f"/proc/{tgid}/exe")).removesuffix(" (deleted)")
+            except OSError:
+                exe[tgid] = ""
+        name = exe[tgid]
+        if len(name) > COMM_LEN and name.startswith(process):
+            if t.get("comm") == process:
+                t["comm"] = name
+            t["process"] = name
