@@ -13,14 +13,15 @@ RESULTS ?= results/default
 #   exim workload runs a private server per point and never touches that one
 # texlive-latex-recommended: pdflatex and booktabs, to compile-test the exported bottlenecks.tex
 # g++, rustc: the C++ and Rust test programs of tests/test_langs.py (a rustc already on PATH, e.g. rustup's, is used first)
-# mariadb-server, sysbench: tests/test_server_waits.py (a private server per test, never the machine's)
+# mariadb-server, sysbench, postgresql: tests/test_server_waits.py, tests/test_pgbench.py (a private server
+#   per test, never the machine's)
 # stress-ng: the CPU hog the decision tests and bench/stability.py run beside lockscope
-# Packages that start a service on install (exim4, mariadb-server) are installed with service starts
+# Packages that start a service on install (exim4, mariadb-server, postgresql) are installed with service starts
 # refused (a policy-rc.d that exits 101, the Debian way, removed afterwards): the tests make private servers.
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
                 linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg kmod binutils \
                 chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc exim4-daemon-light \
-                mariadb-server sysbench stress-ng
+                mariadb-server sysbench postgresql stress-ng
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps tools install build report test bench clean

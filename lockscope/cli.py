@@ -118,6 +118,7 @@ def cmd_confirm(args, command: list[str] | None) -> int:
     from lockscope.analyzer.analyze import confirm_point
     from lockscope.confirmplan import Choice, plan
     from lockscope.measure.confirm import run_confirm
+    from lockscope.measure.confirmruns import run_confirm_per_run
     from lockscope.settings import confirm_options
 
     kw = confirm_options(args, command)
@@ -132,7 +133,8 @@ def cmd_confirm(args, command: list[str] | None) -> int:
     reclaim(args.scratch)
     done = []
     for spec in specs:
-        rec = run_confirm(spec, lambda msg: print(f"  {spec.workload}-{spec.fs}: {msg}", file=sys.stderr, flush=True))
+        say = lambda msg: print(f"  {spec.workload}-{spec.fs}: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+        rec = run_confirm_per_run(spec, say) if spec.throughput_regex else run_confirm(spec, say)
         path = confirmdata.path_for(args.dir, spec.workload, spec.fs)
         confirmdata.save(rec, path)
         done.append((confirm_point(exps, rec), path))

@@ -288,6 +288,11 @@ def _add_confirm_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate-regex", default=None, metavar="REGEX",
                    help="-- CMD: its output lines with a rate (group 1), e.g. pgbench -P 1's "
                         "'progress: .* ([0-9.]+) tps'")
+    p.add_argument("--throughput-regex", default=None, metavar="REGEX",
+                   help="-- CMD: its throughput in the output it prints when it exits (group 1), e.g. "
+                        "'ops/s: ([0-9.]+)': one run of the command per phase")
+    p.add_argument("--run", type=float, default=3.0, metavar="SECONDS",
+                   help="with --throughput-regex: each run's {duration} (default 3)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
 
 

@@ -47,7 +47,8 @@ def plan(exps: list[Experiment], choice: Choice, **spec_kw) -> tuple[list[Confir
             continue
         if e.kind != "builtin" and not choice.command:
             skipped.append(f"{name}: a command: give it after -- as given to sweep, with --ops-regex or "
-                           "--rate-regex for its progress lines")
+                           "--rate-regex for its progress lines, or --throughput-regex for the throughput it prints "
+                           "when it exits")
             continue
         workers = choice.workers or (e.collapse.workers if e.collapse else
                                      e.undecided.workers if e.undecided else None)

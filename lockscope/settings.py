@@ -198,16 +198,20 @@ def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict
     if command is not None:
         validate.check_command_given(command, "confirm")
         validate.check_command(command)
-        if bool(args.ops_regex) == bool(args.rate_regex):
+        given = [o for o in (args.ops_regex, args.rate_regex, args.throughput_regex) if o]
+        if len(given) != 1:
             raise UsageError("confirm -- CMD: give --ops-regex (a running count of operations in the command's "
-                             "output) or --rate-regex (a rate per line), one of them")
-    elif args.ops_regex or args.rate_regex:
-        raise UsageError("--ops-regex and --rate-regex go with a command after --")
+                             "output), --rate-regex (a rate per line) or --throughput-regex (its throughput when it "
+                             "exits: one run per phase), one of them")
+        if args.run < 1:
+            raise UsageError(f"--run {args.run:g}: must be 1 second or more")
+    elif args.ops_regex or args.rate_regex or args.throughput_regex:
+        raise UsageError("--ops-regex, --rate-regex and --throughput-regex go with a command after --")
     delays = validate.parse_delays(args.delays, MAX_KERNEL_NS / 1000)
     validate.check_phases(args.phase, args.rounds, args.discover)
     if args.budget <= 0:
         raise UsageError(f"--budget {args.budget:g}: must be more than 0 seconds")
     scratch.check_root(args.scratch)
     return {"delays_ns": delays, "phase_s": args.phase, "rounds": args.rounds, "discover_s": args.discover,
-            "budget_s": args.budget,
+            "budget_s": args.budget, "throughput_regex": args.throughput_regex, "run_s": args.run,
             "scratch_root": args.scratch, "ops_regex": args.ops_regex, "rate_regex": args.rate_regex}

@@ -106,6 +106,10 @@ class ConfirmSpec:
     command: list[str] | None = None
     ops_regex: str | None = None
     rate_regex: str | None = None
+    # a command that prints its throughput only when it exits: one run per phase
+    # (confirmruns.py), each told to run run_s seconds ({duration})
+    throughput_regex: str | None = None
+    run_s: float = 3.0
 
 
 def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: int, seconds: float,
@@ -115,11 +119,17 @@ def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: i
     with ProbeSession() as probe:
         for pid in load.worker_pids:
             probe.track(pid)
-        for path in load.ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
-            probe.watch(path)        # the objects whose locks are named by path, as in `run`
-        t0 = probe.start()["t_ns"]
-        time.sleep(seconds)
-        data = probe.stop()
+        return discover_with(probe, load, mountpoint, workers, seconds, vmlinux)
+
+
+def discover_with(probe: ProbeSession, load, mountpoint: Path | None, workers: int, seconds: float,
+                  vmlinux: Path | None) -> tuple[list[Lock], float, float]:
+    """discover() with a probe already loaded and tracking the workload."""
+    for path in load.ready.get("watch_paths", [])[:MAX_WATCH_PATHS]:
+        probe.watch(path)        # the objects whose locks are named by path, as in `run`
+    t0 = probe.start()["t_ns"]
+    time.sleep(seconds)
+    data = probe.stop()
     window_s = data["window_ns"] / 1e9
     raw = raw_from_probe(data, mountpoint, vmlinux)
     rec = RunRecord(id="discovery", workload="discovery", fs=NO_FS, workers=workers, duration_s=window_s,
