@@ -104,10 +104,15 @@ def holder_answer(work: Path, exe: Path) -> dict[str, str]:
             "ledger: top holder": f"{h.site} ({h.first_in} of {h.repeats})" if h else "none recorded"}
 
 
+WHY: dict[str, str] = {}       # a rerun's confirm verdicts, with the reason given (kept in stability.json)
+
+
 def confirm_verdicts(work: Path, sweep_dir: Path, exes: dict[str, Path]) -> dict[str, str]:
     out = {}
     r = lockscope("confirm", str(sweep_dir), "--experiment", "MWRM-tmpfs", "--json")
-    out["confirm: MWRM rename mutex"] = json.loads(r.stdout)[0]["verdict"]
+    c = json.loads(r.stdout)[0]
+    out["confirm: MWRM rename mutex"] = c["verdict"]
+    WHY["confirm: MWRM rename mutex"] = c["why"]
     for label, name, workers, hold, spin in (("serial C mutex", "cmutex", "1,2", "200", "50"),
                                             ("C mutex, CPUs limit", "cpubound", "2,4", "10", "200")):
         res = work / name
@@ -117,7 +122,9 @@ def confirm_verdicts(work: Path, sweep_dir: Path, exes: dict[str, Path]) -> dict
         r = lockscope("confirm", str(res), "--workers", workers.split(",")[-1], "--lock",
                       "pthread_mutex lock in confirm", "--ops-regex", "ops: ([0-9]+)", "--json", "--",
                       str(exes["confirm"]), "{n}", hold, spin, "{duration}")
-        out[f"confirm: {label}"] = json.loads(r.stdout)[0]["verdict"]
+        c = json.loads(r.stdout)[0]
+        out[f"confirm: {label}"] = c["verdict"]
+        WHY[f"confirm: {label}"] = c["why"]
     return out
 
 
@@ -126,7 +133,7 @@ def table(runs: list[dict]) -> str:
     for run in runs:
         for item, ans in run["answers"].items():
             rows.setdefault(item, {"quiet": [], "hog": []})[run["condition"]].append(ans)
-    lines = ["| item | quiet | beside `stress-ng --cpu 1` | agree | decided (quiet / hog) |",
+    lines = ["| item | quiet | beside `stress-ng --cpu 1` | the same lock or verdict | decided (quiet / hog) |",
              "|---|---|---|---|---|"]
     for item, by in rows.items():
         def counts(xs):
@@ -137,7 +144,11 @@ def table(runs: list[dict]) -> str:
             agree = "FLIPS" if flips else "no flip"
             dec = " / ".join(f"{sum(a != 'inconclusive' for a in by[c])} of {len(by[c])}" for c in ("quiet", "hog"))
         else:
-            agree = "all" if len(set(alls)) == 1 else f"{collections.Counter(alls).most_common(1)[0][1]} of {len(alls)}"
+            # the wait named, whether the collapse was decided or not
+            named = [a.split(": ", 1)[-1] if a.startswith(("collapse: ", "undecided; grew most: ")) else a
+                     for a in alls]
+            top = collections.Counter(named).most_common(1)[0][1]
+            agree = f"all {len(named)}" if top == len(named) else f"{top} of {len(named)}"
             dec = " / ".join(f"{sum(not a.startswith('undecided') for a in by[c])} of {len(by[c])}"
                              for c in ("quiet", "hog"))
         lines.append(f"| {item} | {counts(by['quiet'])} | {counts(by['hog'])} | {agree} | {dec} |")
@@ -178,7 +189,8 @@ def main() -> int:
                     if "confirm" in parts:
                         answers |= confirm_verdicts(work, sweep_dir, exes)
                 runs.append({"condition": cond, "rerun": i, "seconds": round(time.monotonic() - t0),
-                             "answers": answers})
+                             "answers": answers, "why": dict(WHY)})
+                WHY.clear()
                 state.write_text(json.dumps(runs, indent=1))
                 print(f"{cond} rerun {i + 1}/{a.reruns} ({runs[-1]['seconds']} s): "
                       + "; ".join(f"{k}: {v}" for k, v in answers.items()), flush=True)
