@@ -48,9 +48,11 @@ def test_the_long_critical_section_is_the_holder(tmp_path, program, e2e):
     # most of its sleeps were ended by a release (the rest woke before they slept)
     assert lock.holders_cover is not None and lock.holders_cover > 0.5
     assert 0 < lock.held_share <= 1
-    # the holder ran its critical section: on CPU most of its holds
+    # the holder ran its critical section, asleep on nothing: on CPU or runnable (preempted) for
+    # most of its holds; how those two split is the machine's load, not the program's (a CI run
+    # read 46% on CPU, 54% preempted: the 2 CPUs shared with the suite's other processes)
     doing = {t.wait_class: t.share for t in top.while_holding}
-    assert doing.get(holders.ON_CPU, 0) > 0.5, top.while_holding
+    assert doing.get(holders.ON_CPU, 0) + doing.get(holders.PREEMPTED, 0) > 0.5, top.while_holding
     assert "held by: settle_batch" in text
 
 
