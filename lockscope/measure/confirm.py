@@ -328,6 +328,29 @@ def _start_load(spec: ConfirmSpec, stack: contextlib.ExitStack, progress: Progre
     return stack.enter_context(SteadyLoad(spec.workload, spec.workers, directory, duration, params=spec.params)), mnt
 
 
+def find_lock(locks: list[Lock], name: str, where: str, fix: str) -> Lock:
+    """The lock `name` among those a probe window named, or an error listing them."""
+    lock = next((lk for lk in locks if lk.name == name), None)
+    if lock is None:
+        top = "; ".join(f"{lk.name} ({lk.wait_share:.0%})" for lk in locks[:5]) or "none"
+        raise LockscopeError(f"the lock to confirm, {name}, was not waited on in {where}; the locks waited on "
+                             f"were: {top}", fix)
+    return lock
+
+
+def decided(record: Callable[[], ConfirmRecord], done: int, least: int, most: int, progress: Progress) -> bool:
+    """After `done` rounds: whether to stop, the verdict decided (looked at
+    from `least` rounds on, not after the last round allowed, `most`)."""
+    if done < least or done == most:
+        return False
+    c = confirmation.confirm(record())
+    if c.verdict in confirmation.DECIDED:
+        progress(f"decided after {done} rounds: {c.verdict}")
+        return True
+    progress(f"undecided after {done} rounds ({c.why}); another round")
+    return False
+
+
 def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
     with contextlib.ExitStack() as stack:
         load, mnt = _start_load(spec, stack, progress)
@@ -336,12 +359,8 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
         t0 = time.monotonic_ns()            # then its rate with nothing attached, warmed up
         time.sleep(ALONE_S)
         alone = load.rate(t0, time.monotonic_ns())
-        lock = next((lk for lk in locks if lk.name == spec.lock_name), None)
-        if lock is None:
-            top = "; ".join(f"{lk.name} ({lk.wait_share:.0%})" for lk in locks[:5]) or "none"
-            raise LockscopeError(f"the lock to confirm, {spec.lock_name}, was not waited on in the discovery window "
-                                 f"({window_s:.1f} s); the locks waited on were: {top}",
-                                 "pass --lock with one of those names, or a longer --discover")
+        lock = find_lock(locks, spec.lock_name, f"the discovery window ({window_s:.1f} s)",
+                         "pass --lock with one of those names, or a longer --discover")
         inj = stack.enter_context(InjectSession())
         for pid in load.worker_pids:
             inj.track(pid)
@@ -388,13 +407,8 @@ def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
             if stopped:
                 progress(stopped)
                 break
-            if r + 1 < spec.rounds or r + 1 == most:
-                continue
-            c = confirmation.confirm(record())
-            if c.verdict in confirmation.DECIDED:
-                progress(f"decided after {r + 1} rounds: {c.verdict}")
+            if decided(record, r + 1, spec.rounds, most, progress):
                 break
-            progress(f"undecided after {r + 1} rounds ({c.why}); another round")
         if not stopped:
             phases.append(_phase(load, inj, NONE, 0, spec.phase_s, t_start))
         inj.delay()

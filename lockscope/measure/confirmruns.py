@@ -24,14 +24,13 @@ import tempfile
 import time
 
 from lockscope import __version__
-from lockscope.analyzer import confirmation
 from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
 from lockscope.errors import LockscopeError
 from lockscope.machine import scratch
 from lockscope.measure import apps, background
 from lockscope.measure import targets as tg
-from lockscope.measure.confirm import (ConfirmSpec, Progress, auto_delays, discover_with, one_round,
-                                       round_seconds, target_of, _warnings)
+from lockscope.measure.confirm import (ConfirmSpec, Progress, auto_delays, decided, discover_with, find_lock,
+                                       one_round, round_seconds, target_of, _warnings)
 from lockscope.measure.inject import InjectSession
 from lockscope.measure.jsonlines import kill_group, spawn_gated
 from lockscope.measure.probe import ProbeSession
@@ -81,12 +80,8 @@ def _one_run(spec: ConfirmSpec, where: str, delay: int, t_start: int,
             inj.track(proc.pid)
             run = _Run(proc, str(mnt) if mnt else None)
             locks, window_s, _ = discover_with(probe, run, mnt, spec.workers, spec.discover_s, spec.vmlinux)
-        lock = next((lk for lk in locks if lk.name == spec.lock_name), None)
-        if lock is None:
-            top = "; ".join(f"{lk.name} ({lk.wait_share:.0%})" for lk in locks[:5]) or "none"
-            raise LockscopeError(f"the lock to confirm, {spec.lock_name}, was not waited on in this run's first "
-                                 f"{window_s:.1f} s; the locks waited on were: {top}",
-                                 "pass a longer --run (the command's {duration}) or --discover, or --lock")
+        lock = find_lock(locks, spec.lock_name, f"this run's first {window_s:.1f} s",
+                         "pass a longer --run (the command's {duration}) or --discover, or --lock")
         for pid in run.worker_pids:
             inj.track(pid)
         contended = lock.count / window_s / rate_hint if rate_hint > 0 else 1.0
@@ -149,12 +144,7 @@ def run_confirm_per_run(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
             phases.append(p)
             progress(f"round {r + 1} [{i}/{len(plan)}] {where} {d / 1000:g} us: {p.ops_per_sec:,.0f} ops/s"
                      + (f", {p.added:,} waits added" if where != NONE else ""))
-        if r + 1 < spec.rounds or r + 1 == most:
-            continue
-        c = confirmation.confirm(record())
-        if c.verdict in confirmation.DECIDED:
-            progress(f"decided after {r + 1} rounds: {c.verdict}")
+        if decided(record, r + 1, spec.rounds, most, progress):
             break
-        progress(f"undecided after {r + 1} rounds ({c.why}); another round")
     phases.append(_one_run(spec, NONE, 0, t_start, first.ops_per_sec)[0])
     return record()
