@@ -24,7 +24,13 @@ machine falls on inside and control alike.
 
 Verdicts, on the intervals (thresholds in RULES):
 - confirmed: the inside interval lies wholly above the control's, and
-  reaches a serial resource's response (its high end >= 0.75);
+  reaches a serial resource's response (its high end >= 0.75), while the
+  control's lies wholly below that response: time added outside the lock is
+  absorbed by the parallel part. A control that reaches 0.75 too means the
+  workload passes on time wherever it is added, limited by something every
+  operation shares (its CPUs, taken by other work or by more workers than
+  CPUs): inconclusive, however far apart the two are (a CPU-bound program
+  beside a CPU hog read 1.07 [1.04-1.11] inside, 0.94 [0.88-1.01] outside);
 - not confirmed: the inside interval overlaps the control's and lies wholly
   below a serial resource's response (high end < 0.75): waits cost about
   the same inside the lock and out; or it lies wholly below one half: the
@@ -197,6 +203,13 @@ def verdict(inside: Response, outside: Response, space: str = "kernel", rounds: 
     c_lo, c_hi = _control(outside)
     ins = f"{inside.slope:.2f} [{inside.low:.2f}-{inside.high:.2f}]"
     ctl = f"{outside.slope if outside.slope is not None else 0.0:.2f} [{c_lo:.2f}-{c_hi:.2f}]"
+    if inside.low > c_hi and inside.high >= r["serial"] and c_hi >= r["serial"]:
+        return INCONCLUSIVE, (f"a wait inside the lock cost {ins} of itself per operation, but the same wait "
+                              f"outside it cost {ctl}, up to a serial resource's {r['serial']:g} too: every "
+                              "operation passes on time wherever it is added, so something all of them share "
+                              "(the CPUs: the machine busy, or more workers than CPUs) limits the workload, and "
+                              "the lock's excess over it cannot be told from it; rerun where the workers have "
+                              "their CPUs")
     if inside.low > c_hi and inside.high >= r["serial"]:
         return CONFIRMED, (f"each wait added inside the lock cost {ins} of itself in time per operation, the same "
                            f"wait outside it {ctl} (95% intervals, apart): the lock is serial and limits throughput")

@@ -9,6 +9,7 @@ default): pthread_spin_lock keeps no frame, so only the CFI unwinding finds
 its caller, transfer()."""
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -49,12 +50,19 @@ def test_a_glibc_spinlock_is_named_by_its_caller_and_timed_from_samples(tmp_path
     assert (top.name, top.kind, top.component) == ("pthread_spinlock @ transfer", "pthread_spinlock", "user space"), \
         [(lk.name, lk.wait_share) for lk in rec.locks[:4]]
     assert top.sampled_spin_ns == top.wait_ns > 0
-    # the program's own clock (the time-stamp counter around pthread_spin_lock): its share of
-    # the threads' time; samples at 99 Hz for 2 s on 2 CPUs stand for it within the issue's
-    # 10 points, mostly (in 2 runs of 5 lockscope read 11-13 points above; bench/README.md)
-    share = float(re.search(r"spin share: ([0-9.]+)", log.read_text()).group(1))
-    print(f"lockscope {top.wait_share:.1%}, the program's clock {share:.1%}")
-    assert share > 0.05 and abs(top.wait_share - share) < 0.15, (top.wait_share, share)
+    # the program's own profile: a timer on each thread's CPU clock asks whether the thread is
+    # in pthread_spin_lock (the TSC around the call counts a spin preempted by another task as
+    # spinning too; samples, the program's and lockscope's, see only the CPU time). Both are
+    # counts of samples: each share is off by its own sampling error, share/sqrt(samples in
+    # the spin) (Poisson); the two agree within 3 of their combined errors (99.7%).
+    log_text = log.read_text()
+    share = float(re.search(r"cpu spin share: ([0-9.]+)", log_text).group(1))
+    own_samples = int(re.search(r"spinning ([0-9]+)", log_text).group(1))
+    ours = top.sampled_spin_ns / rec.probe.raw.sample_period_ns
+    err = math.hypot(top.wait_share / math.sqrt(ours), share / math.sqrt(own_samples))
+    print(f"lockscope {top.wait_share:.1%} ({ours:.0f} samples), the program's CPU profile {share:.1%}, "
+          f"its TSC around the call {re.search(r'^spin share: ([0-9.]+)', log_text, re.M).group(1)}")
+    assert share > 0.05 and abs(top.wait_share - share) < 3 * err, (top.wait_share, share, err)
 
 
 def test_a_monitors_spin_goes_to_the_monitor_the_probes_named():
