@@ -23,14 +23,15 @@ in ABBA order (lockscope/measure/confirm.py), so that a drift of the
 machine falls on inside and control alike.
 
 Verdicts, on the intervals (thresholds in RULES):
-- confirmed: the inside interval lies wholly above the control's, and
-  reaches a serial resource's response (its high end >= 0.75), while the
-  control's lies wholly below that response: time added outside the lock is
-  absorbed by the parallel part. A control that reaches 0.75 too means the
-  workload passes on time wherever it is added, limited by something every
-  operation shares (its CPUs, taken by other work or by more workers than
-  CPUs): inconclusive, however far apart the two are (a CPU-bound program
-  beside a CPU hog read 1.07 [1.04-1.11] inside, 0.94 [0.88-1.01] outside);
+- confirmed: the inside interval lies wholly above the control's by at
+  least 0.25, and reaches a serial resource's response (its high end >=
+  0.75). A serial resource passes on all of a wait inside it and at most
+  1/N of one outside it (N workers, N >= 2 on their own CPUs): at least
+  half a wait more inside. Apart by less than 0.25, the workload passes on
+  time about wherever it is added, limited by something every operation
+  shares (its CPUs, taken by other work or by more workers than CPUs): a
+  CPU-bound program beside a CPU hog read 1.07 [1.04-1.11] inside, 0.94
+  [0.88-1.01] outside, apart by 0.03: inconclusive, with that reason;
 - not confirmed: the inside interval overlaps the control's and lies wholly
   below a serial resource's response (high end < 0.75): waits cost about
   the same inside the lock and out; or it lies wholly below one half: the
@@ -65,7 +66,7 @@ from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord
 
 CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "confirmed", "not confirmed", "inconclusive"
 DECIDED = (CONFIRMED, NOT_CONFIRMED)
-RULES = {"serial": 0.75, "not_below": 0.5, "min_added": 0.03, "background_vs_effect": 0.5}
+RULES = {"serial": 0.75, "excess": 0.25, "not_below": 0.5, "min_added": 0.03, "background_vs_effect": 0.5}
 SHORTER = (0.10, 0.25, 0.50)
 PROBE_EFFECT = 0.8      # below this share of its rate alone, the plain phases are said to be slowed
 
@@ -180,7 +181,7 @@ def more_rounds(inside: Response, outside: Response, rounds: int) -> int | None:
     half_c = (c_hi - c_lo) / 2
     ctl = (c_lo + c_hi) / 2
     factors = []
-    gap = inside.slope - ctl
+    gap = inside.slope - ctl - RULES["excess"]
     if gap > 0 and inside.slope >= RULES["serial"] and half_i + half_c > 0:
         factors.append(((half_i + half_c) / gap) ** 2)          # to confirm
     if inside.slope < RULES["serial"] and half_i > 0:
@@ -203,14 +204,14 @@ def verdict(inside: Response, outside: Response, space: str = "kernel", rounds: 
     c_lo, c_hi = _control(outside)
     ins = f"{inside.slope:.2f} [{inside.low:.2f}-{inside.high:.2f}]"
     ctl = f"{outside.slope if outside.slope is not None else 0.0:.2f} [{c_lo:.2f}-{c_hi:.2f}]"
-    if inside.low > c_hi and inside.high >= r["serial"] and c_hi >= r["serial"]:
-        return INCONCLUSIVE, (f"a wait inside the lock cost {ins} of itself per operation, but the same wait "
-                              f"outside it cost {ctl}, up to a serial resource's {r['serial']:g} too: every "
-                              "operation passes on time wherever it is added, so something all of them share "
-                              "(the CPUs: the machine busy, or more workers than CPUs) limits the workload, and "
-                              "the lock's excess over it cannot be told from it; rerun where the workers have "
-                              "their CPUs")
-    if inside.low > c_hi and inside.high >= r["serial"]:
+    if c_hi < inside.low < c_hi + r["excess"] and inside.high >= r["serial"] and inside.slope - c_hi < r["excess"]:
+        return INCONCLUSIVE, (f"a wait inside the lock cost {ins} of itself per operation, the same wait outside "
+                              f"it {ctl}: apart, but by less than the {r['excess']:g} of each wait a serial "
+                              "resource passes on beyond the code around it; the workload passes on time "
+                              "wherever it is added, so something every operation shares (the CPUs: the machine "
+                              "busy, or more workers than CPUs) limits it as much as the lock does; rerun where "
+                              "the workers have their CPUs")
+    if inside.low > c_hi + r["excess"] and inside.high >= r["serial"]:
         return CONFIRMED, (f"each wait added inside the lock cost {ins} of itself in time per operation, the same "
                            f"wait outside it {ctl} (95% intervals, apart): the lock is serial and limits throughput")
     if inside.high < r["serial"] and inside.low <= c_hi and inside.high >= c_lo:

@@ -96,8 +96,9 @@ def test_verdict_rules(inside, outside, verdict):
 def test_inconclusive_says_how_many_more_rounds_would_decide():
     v, why = cf.verdict(cf.Response(1.0, 0.3, 1.7), cf.Response(0.2, 0.0, 0.4), rounds=2)
     assert v == cf.INCONCLUSIVE and "widths 1.40 and 0.40" in why
-    # half-widths 0.7 + 0.2 against a gap of 0.8: (0.9 / 0.8)^2 x 2 rounds = 2.53 -> 1 more
-    assert "about 1 more round would likely decide" in why
+    # half-widths 0.7 + 0.2 against a gap of 0.8 less the 0.25 a serial lock passes on beyond
+    # the control: (0.9 / 0.55)^2 x 2 rounds = 5.36 -> 4 more
+    assert "about 4 more rounds would likely decide" in why
 
 
 def _subsets(rec, rounds: int):
@@ -219,8 +220,12 @@ def holds_the_guarantee(c: dict, truth: str) -> None:
         assert "intervals" in c["why"] or "too little" in c["why"] or "background" in c["why"], c["why"]
 
 
-# confirm's own time on 2 CPUs: 2 rounds of 12 phases of 1 s, then more while undecided up to 60 s
-PHASES = ["--phase", "1", "--budget", "60"]
+# confirm's own time on 2 CPUs: 2 rounds of 12 phases of 0.5 s, then more while undecided up to
+# 30 s of phases
+PHASES = ["--phase", "0.5", "--budget", "30"]
+# a program's own clock read per phase: it prints its count every 0.1 s, so a phase of 1 s keeps the
+# count of the phase's operations within a few percent of its injected waits
+CLOCKED_PHASES = ["--phase", "1", "--budget", "60"]
 
 
 @pytest.mark.parametrize("hog", [False, True], ids=["quiet", "beside-a-cpu-hog"])
@@ -392,7 +397,7 @@ def test_command_mutex_against_the_programs_own_clock(e2e, tmp_path, swept, lang
     interval holds what the program's clock saw."""
     exe, res = swept("cmutex", "1,2", 200, 50, lang, env)
     clock = tmp_path / "clock.txt"
-    r = lockscope("confirm", str(res), "--workers", "2", "--lock", lock, *PHASES,
+    r = lockscope("confirm", str(res), "--workers", "2", "--lock", lock, *CLOCKED_PHASES,
                   "--ops-regex", OPS, "--json", "--", str(exe), "{n}", "200", "50", "{duration}", str(clock),
                   timeout=240, env=env)
     assert r.returncode == 0, r.stderr
