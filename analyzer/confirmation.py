@@ -204,13 +204,14 @@ def verdict(inside: Response, outside: Response, space: str = "kernel", rounds: 
     c_lo, c_hi = _control(outside)
     ins = f"{inside.slope:.2f} [{inside.low:.2f}-{inside.high:.2f}]"
     ctl = f"{outside.slope if outside.slope is not None else 0.0:.2f} [{c_lo:.2f}-{c_hi:.2f}]"
-    if c_hi < inside.low < c_hi + r["excess"] and inside.high >= r["serial"] and inside.slope - c_hi < r["excess"]:
+    ctl_slope = outside.slope if outside.slope is not None else 0.0
+    if inside.high >= r["serial"] and c_hi >= r["not_below"] and inside.slope - ctl_slope < r["excess"]:
         return INCONCLUSIVE, (f"a wait inside the lock cost {ins} of itself per operation, the same wait outside "
-                              f"it {ctl}: apart, but by less than the {r['excess']:g} of each wait a serial "
-                              "resource passes on beyond the code around it; the workload passes on time "
-                              "wherever it is added, so something every operation shares (the CPUs: the machine "
-                              "busy, or more workers than CPUs) limits it as much as the lock does; rerun where "
-                              "the workers have their CPUs")
+                              f"it {ctl}: less than the {r['excess']:g} of a wait apart that a serial resource "
+                              "passes on beyond the code around it, and the workload passes on time wherever "
+                              "it is added: something every operation shares (the CPUs: the machine busy, or "
+                              "more workers than CPUs) limits it as much as the lock does, and more rounds "
+                              "would likely not decide; rerun where the workers have CPUs to spare")
     if inside.low > c_hi + r["excess"] and inside.high >= r["serial"]:
         return CONFIRMED, (f"each wait added inside the lock cost {ins} of itself in time per operation, the same "
                            f"wait outside it {ctl} (95% intervals, apart): the lock is serial and limits throughput")

@@ -88,9 +88,16 @@ def test_too_little_added_is_inconclusive_not_a_negative():
     # apart, but the control passes on time as a serial resource would too: the CPUs limit (a
     # CPU-bound program beside a CPU hog read this in a run of the suite)
     ((1.07, 1.04, 1.11), (0.94, 0.88, 1.01), cf.INCONCLUSIVE),
+    # both pass on all of each wait (the serial C mutex beside a CPU hog: its 2 threads and the hog
+    # on 2 CPUs)
+    ((1.00, 0.99, 1.01), (1.00, 0.99, 1.02), cf.INCONCLUSIVE),
 ])
 def test_verdict_rules(inside, outside, verdict):
-    assert cf.verdict(cf.Response(*inside), cf.Response(*outside))[0] == verdict
+    v, why = cf.verdict(cf.Response(*inside), cf.Response(*outside))
+    assert v == verdict
+    if inside[2] and inside[2] >= 0.75 and inside[0] - outside[0] < 0.25 and outside[2] >= 0.5:
+        # time passed on everywhere: the reason says so, and that more rounds would not help
+        assert "wherever it is added" in why and "more rounds would likely not decide" in why, why
 
 
 def test_inconclusive_says_how_many_more_rounds_would_decide():
