@@ -7,12 +7,13 @@ function it came from. A futex sleep of a condition variable or semaphore
 ("handoff") is decided per wait by who woke it (analyzer/roles.py)."""
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from lockscope import tables
 
 TABLE_FILE = Path(__file__).with_name("sleepkinds.toml")
 
@@ -44,25 +45,45 @@ class FutexRule:
         return not self.within or any(fnmatch.fnmatchcase(f.lstrip("_"), p) for f in outer for p in self.within)
 
 
+@dataclass(frozen=True)
+class _SpinRow:
+    """[[spin]]: a FutexRule of CPU samples, with where its spin goes."""
+    primitive: str
+    functions: tuple[str, ...]
+    kind: str = LOCK
+    within: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()      # files whose frames count as a runtime's when looking for a spin
+    attach: str = ""                 # "kind": the spin goes to the heaviest lock of its primitive's kind
+
+    def __post_init__(self):
+        if self.attach not in ("", "kind"):
+            raise ValueError(f'attach is "kind" or left out, not {self.attach!r}')
+
+
+@dataclass(frozen=True)
+class _File:
+    """sleepkinds.toml."""
+    classes: dict[str, str]
+    futex: list[FutexRule]
+    spin: list[_SpinRow] = field(default_factory=list)
+
+
 class SleepKinds:
     def __init__(self, path: Path = TABLE_FILE):
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        self.classes: dict[str, str] = dict(data["classes"])
-        self.futex_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r["kind"],
-                                      tuple(sorted(r.get("words", [0]), reverse=True)), r.get("align", 4),
-                                      tuple(r.get("within", ())), bool(r.get("own_word", False)))
-                            for r in data["futex"]]
-        self.spin_rules = [FutexRule(r["primitive"], tuple(r["functions"]), r.get("kind", LOCK),
-                                     within=tuple(r.get("within", ()))) for r in data.get("spin", [])]
+        t = tables.load(path, _File)
+        for name, kind in t.classes.items():
+            if kind not in KINDS + (FUTEX,):
+                raise tables.error(path, tables.where("classes"), f"{name}: unknown sleep kind {kind!r}")
+        for i, r in enumerate(t.futex):
+            if r.kind not in (LOCK, IDLE, HANDOFF):
+                raise tables.error(path, tables.where("futex", i, r.primitive), f"unknown sleep kind {r.kind!r}")
+        self.classes: dict[str, str] = t.classes
+        self.futex_rules = [dataclasses.replace(r, words=tuple(sorted(r.words, reverse=True))) for r in t.futex]
+        self.spin_rules = [FutexRule(r.primitive, r.functions, r.kind, within=r.within) for r in t.spin]
         # primitives whose spin goes to the heaviest lock of that kind ([[spin]] attach = "kind")
-        self.spin_by_kind = {r["primitive"] for r in data.get("spin", []) if r.get("attach") == "kind"}
+        self.spin_by_kind = {r.primitive for r in t.spin if r.attach == "kind"}
         # files whose frames count as a runtime's when looking for a spin ([[spin]] files)
-        self.spin_files = {f for r in data.get("spin", []) for f in r.get("files", ())}
-        bad = {k for k in self.classes.values() if k not in KINDS + (FUTEX,)} | \
-            {r.kind for r in self.futex_rules if r.kind not in (LOCK, IDLE, HANDOFF)}
-        if bad:
-            raise ValueError(f"{path}: unknown sleep kinds {sorted(bad)}")
+        self.spin_files = {f for r in t.spin for f in r.files}
 
     def class_kind(self, wait_class: str) -> str:
         """The kind of an off-CPU class (naming.classify_offcpu's result)."""

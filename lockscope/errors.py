@@ -31,6 +31,21 @@ class EnvironmentProblem(LockscopeError):
         super().__init__(message, fix, EXIT_ENVIRONMENT)
 
 
+class TableError(LockscopeError, ValueError):
+    """A bad entry in a TOML table lockscope reads (lockscope/tables.py): a
+    mistake in lockscope itself, or in a table someone edited. The message
+    names the file, the table and the entry (`sleepkinds.toml: [[spin]] #7
+    (pthread_spinlock): field functions: expected a list, ...`): `file` the
+    file's name, `where` the table or entry ("" for the whole file), `what`
+    is wrong; the fix, the file to edit (`shown`: its path). A ValueError
+    too, as the loaders raised before."""
+
+    def __init__(self, file: str, where: str, what: str, shown: str | None = None):
+        super().__init__(f"{file}: {where}: {what}" if where else f"{file}: {what}",
+                         f"fix the entry in {shown or file}")
+        self.file, self.where, self.what = file, where, what
+
+
 class Interrupted(BaseException):
     """Raised from a SIGTERM/SIGHUP handler so that cleanup runs as for Ctrl-C."""
 

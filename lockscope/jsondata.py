@@ -10,6 +10,9 @@ Field metadata says how a field is written:
 - `hex`: an address, an int here and `"0x..."` in JSON;
 - `empty_is_none`: None here, `{}` in JSON (a section that was not measured).
 A class may define `to_json(self)` and `from_json(cls, data)` instead.
+
+A bad value is a ValueError naming its path: `field locks[3].stacks:
+expected a list, got an object` (list items counted from 0).
 """
 from __future__ import annotations
 
@@ -76,24 +79,50 @@ def _expect(ok: bool, want: str, value: Any) -> None:
         raise ValueError(f"expected {want}, got {_kind(value)} {shown}")
 
 
-def _convert(tp: Any, value: Any) -> Any:
+def _at(step: str, e: Exception) -> ValueError:
+    """Error `e` with `step` (a field or key name, or "[i]" for a list's
+    item) put in front of the path it names: "field locks[3].stacks: ..."."""
+    msg = str(e)
+    path, sep, rest = msg[6:].partition(": ") if msg.startswith("field ") else ("", "", "")
+    if not sep:
+        return ValueError(f"field {step}: {msg}")
+    return ValueError(f"field {step}{'' if path.startswith('[') else '.'}{path}: {rest}")
+
+
+def convert(tp: Any, value: Any, strict: bool = False) -> Any:
+    """`value` as read from JSON or TOML, as type `tp` (a dataclass, list,
+    tuple[X, ...], dict or plain type): checked, or a ValueError naming
+    the path to what is wrong; `strict` as for from_dict."""
     if value is None:
         return None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(inner[0], value) if len(inner) == 1 else value
-    if origin is list:
+        return convert(inner[0], value, strict) if len(inner) == 1 else value
+    if origin is list or (origin is tuple and typing.get_args(tp)[1:] == (...,)):
         _expect(isinstance(value, list), "a list", value)
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_convert(item, v) for v in value]
+        item = (typing.get_args(tp) or (Any,))[0]
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(convert(item, v, strict))
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                raise _at(f"[{i}]", e) from None
+        return out if origin is list else tuple(out)      # tuple[X, ...]: a JSON list too
     if origin is dict and len(typing.get_args(tp)) == 2:
         _expect(isinstance(value, dict), "an object", value)
         key, item = typing.get_args(tp)
-        try:
-            return {(int(k) if key is int else k): _convert(item, v) for k, v in value.items()}
-        except (TypeError, ValueError) as e:
-            raise ValueError(str(e) if "expected" in str(e) else f"bad key: {e}") from None
+        out_d = {}
+        for k, v in value.items():
+            try:
+                k2 = int(k) if key is int else k
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"bad key: {e}") from None
+            try:
+                out_d[k2] = convert(item, v, strict)
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                raise _at(str(k), e) from None
+        return out_d
     if tp is bool:
         _expect(isinstance(value, bool), "true or false", value)
     elif tp is int:
@@ -102,41 +131,44 @@ def _convert(tp: Any, value: Any) -> Any:
         _expect(isinstance(value, (int, float)) and not isinstance(value, bool), "a number", value)
     elif tp is str:
         _expect(isinstance(value, str), "a string", value)
+    elif tp in (dict, list):
+        _expect(isinstance(value, tp), "an object" if tp is dict else "a list", value)
     if hasattr(tp, "from_json"):
         return tp.from_json(value)
     if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value)
+        return from_dict(tp, value, strict)
     return value
 
 
-def _field_from_json(f: dataclasses.Field, tp: Any, value: Any) -> Any:
+def _field_from_json(f: dataclasses.Field, tp: Any, value: Any, strict: bool) -> Any:
     if f.metadata.get("empty_is_none") and value == {}:
         return None
     if f.metadata.get("hex") and value is not None:
         return parse_addr(value)
-    return _convert(tp, value)
+    return convert(tp, value, strict)
 
 
-def from_dict(cls: type, data: dict) -> Any:
-    """Build dataclass `cls` from a dict, ignoring unknown keys (newer minor
-    additions) and using defaults for missing optional ones."""
+def from_dict(cls: type, data: dict, strict: bool = False) -> Any:
+    """Build dataclass `cls` from a dict, using defaults for missing optional
+    keys and ignoring unknown ones (newer minor additions), or, `strict`
+    (a table lockscope ships), refusing them."""
     if not isinstance(data, dict):
         raise ValueError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
     if hasattr(cls, "from_json"):
         return cls.from_json(data)
     hints = typing.get_type_hints(cls)
+    if strict:
+        unknown = set(data) - {json_name(f) for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown keys {', '.join(sorted(map(str, unknown)))}")
     kwargs = {}
     for f in dataclasses.fields(cls):
         key = json_name(f)
         if key in data:
             try:
-                kwargs[f.name] = _field_from_json(f, hints[f.name], data[key])
+                kwargs[f.name] = _field_from_json(f, hints[f.name], data[key], strict)
             except (ValueError, TypeError, AttributeError, KeyError) as e:
-                msg = str(e)
-                # name the field's path: "locks.stacks.count: expected an integer ..."
-                inner = msg.split(": ", 1) if msg.startswith("field ") else None
-                raise ValueError(f"field {key}." + inner[0][6:] + ": " + inner[1] if inner
-                                 else f"field {key}: {msg}") from None
+                raise _at(key, e) from None     # "field locks.stacks.count: expected an integer ..."
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ValueError(f"missing field '{key}'")
     return cls(**kwargs)

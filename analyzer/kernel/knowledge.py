@@ -6,9 +6,10 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from lockscope import tables
 
 RULES_FILE = Path(__file__).with_name("locks.toml")
 
@@ -37,7 +38,7 @@ def own_functions(frames: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class OffCpuRule:
-    wait_class: str
+    wait_class: str = field(metadata={"json": "class"})
     frames: tuple[str, ...]
     depth: int = 10
     explain: str = ""
@@ -50,7 +51,7 @@ class OffCpuRule:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    lock_class: str
+    lock_class: str = field(metadata={"json": "class"})
     kinds: tuple[str, ...]
     site: tuple[str, ...] = ()
     frames: tuple[str, ...] = ()
@@ -61,8 +62,12 @@ class Rule:
     # where the lock lives (analyzer/kernel/kimage.py): one variable of the kernel
     # image or a module (global), or a field of an object allocated at run
     # time (dynamic); neither: either can be (wait queues, percpu_counter)
-    global_: bool = False
+    global_: bool = field(default=False, metadata={"json": "global"})
     dynamic: bool = False
+
+    def __post_init__(self):
+        if self.global_ and self.dynamic:
+            raise ValueError("both global and dynamic")
 
     def fits(self, static: bool | None) -> bool:
         """Whether the lock can live where its address is (None: unknown)."""
@@ -76,34 +81,40 @@ class Rule:
         return any(fnmatch.fnmatchcase(f, p) for f in head[:self.depth] for p in self.frames)
 
 
+@dataclass(frozen=True)
+class Frames:
+    """[frames]: the function patterns of each kind of machinery."""
+    tracing: tuple[str, ...]
+    lock_internal: tuple[str, ...]
+    sched_internal: tuple[str, ...]
+    entry: tuple[str, ...]
+    untraced_spin: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _File:
+    """locks.toml."""
+    frames: Frames
+    rule: list[Rule]
+    offcpu: list[OffCpuRule] = field(default_factory=list)
+    slab: dict[str, str] = field(default_factory=dict)
+    slab_site: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    slab_object: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
 class Knowledge:
     def __init__(self, path: Path = RULES_FILE):
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        fr = data["frames"]
-        self.tracing = tuple(fr["tracing"])
-        self.lock_internal = tuple(fr["lock_internal"])
-        self.sched_internal = tuple(fr["sched_internal"])
-        self.entry = tuple(fr["entry"])
-        self.untraced_spin = tuple(fr["untraced_spin"])
-        self.rules = [Rule(name=r["name"], lock_class=r["class"], kinds=tuple(r["kinds"]),
-                           site=tuple(r.get("site", ())), frames=tuple(r.get("frames", ())),
-                           depth=int(r.get("depth", 4)), component=r.get("component", ""),
-                           explain=r.get("explain", ""), ref=r.get("ref", ""),
-                           global_=bool(r.get("global", False)), dynamic=bool(r.get("dynamic", False)))
-                      for r in data["rule"]]
-        for r in self.rules:
-            if r.global_ and r.dynamic:
-                raise ValueError(f"{path}: rule {r.name!r} is both global and dynamic")
-        self.offcpu_rules = [OffCpuRule(wait_class=r["class"], frames=tuple(r["frames"]),
-                                        depth=int(r.get("depth", 10)), explain=r.get("explain", ""),
-                                        ref=r.get("ref", ""))
-                             for r in data.get("offcpu", [])]
+        t = tables.load(path, _File)
+        fr = t.frames
+        self.tracing, self.lock_internal, self.sched_internal = fr.tracing, fr.lock_internal, fr.sched_internal
+        self.entry, self.untraced_spin = fr.entry, fr.untraced_spin
+        self.rules = t.rule
+        self.offcpu_rules = t.offcpu
         # slab cache name -> the struct type of its objects
-        self.slab_types: dict[str, str] = dict(data.get("slab", {}))
+        self.slab_types: dict[str, str] = t.slab
         # objects of the generic kmalloc caches, typed by the functions their waits pass through
-        self.slab_sites: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in data.get("slab_site", {}).items()}
-        self.slab_objects: dict[str, dict[str, str]] = dict(data.get("slab_object", {}))
+        self.slab_sites: dict[str, tuple[str, ...]] = t.slab_site
+        self.slab_objects: dict[str, dict[str, str]] = t.slab_object
 
     def slab_type(self, cache: str, functions: set[str]) -> str | None:
         """The struct of an object of `cache`: by the cache's name, or, for

@@ -15,11 +15,11 @@ instruction cannot match a contended lock's address by chance."""
 from __future__ import annotations
 
 import functools
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from lockscope import tables
 from lockscope.ktextdata import TextCall
 from ..lockacc import LockAcc
 from .knowledge import function
@@ -55,14 +55,12 @@ class Found:
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, Global]:
     """globals.toml, by each function that loads a variable."""
-    with open(TABLE, "rb") as f:
-        doc = tomllib.load(f)
     out: dict[str, Global] = {}
-    for e in doc.get("global", []):
-        g = Global(e["variable"], tuple(e["loaded_by"]), e["component"], e["explain"])
+    for i, g in enumerate(tables.load(TABLE, Global, "global")):
         for fn in g.loaded_by:
             if fn in out:
-                raise ValueError(f"{TABLE.name}: {fn} is listed for {out[fn].variable} and {g.variable}")
+                raise tables.error(TABLE, tables.where("global", i, g.variable),
+                                   f"{fn} is listed for {out[fn].variable} and {g.variable}")
             out[fn] = g
     return out
 

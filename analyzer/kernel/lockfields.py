@@ -2,15 +2,20 @@
 per field, read by naming (verified names) and by probes/gen_lockfields.py
 (the C struct members, the BPF reads and the keys the loader emits).
 
-Only the standard library is imported here: the generator loads this file
-by path at build time, before the package is installed.
+The generator loads this file by path at build time, before the package is
+installed: it imports only the standard library and lockscope.tables (which
+imports only the standard library), from this source tree then.
 """
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+if not __package__:      # loaded by path (probes/gen_lockfields.py): this tree's lockscope
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from lockscope import tables  # noqa: E402
 
 TABLE_FILE = Path(__file__).with_name("lockfields.toml")
 RECORDS = ("file", "task")
@@ -63,36 +68,65 @@ class Table:
         return {f.lock_class: f.type for f in self.fields if f.type in SLEEPING_TYPES}
 
 
-def _field(entry: dict, bases: dict[str, Base]) -> LockField:
-    def need(value, allowed, what):
-        if value not in allowed:
-            raise ValueError(f"lock field {entry.get('key')!r}: {what} {value!r} is not one of {list(allowed)}")
-        return value
+def _one_of(value: str, allowed, what: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"{what} {value!r} is not one of {list(allowed)}")
 
-    if not entry["key"].isidentifier() or not all(m.isidentifier() for m in entry["member"].split(".")):
-        raise ValueError(f"lock field {entry['key']!r}: key and member must be C identifiers")
-    return LockField(key=entry["key"], base=bases[need(entry["base"], bases, "base")], member=entry["member"],
-                     type=need(entry["type"], LOCK_TYPES, "type"), lock_class=entry["class"],
-                     named=need(entry["named"], NAMED, "named"), component=entry["component"],
-                     explain=entry["explain"], fstype=entry.get("fstype"),
-                     optional=bool(entry.get("optional", False)), old=entry.get("old"))
+
+@dataclass(frozen=True)
+class _BaseRow:
+    """[base.NAME]"""
+    struct: str
+    record: str
+    reached: str = ""
+
+    def __post_init__(self):
+        _one_of(self.record, RECORDS, "record")
+
+
+@dataclass(frozen=True)
+class _FieldRow:
+    """[[field]]: a LockField, its base by name."""
+    key: str
+    base: str
+    member: str
+    type: str
+    lock_class: str = field(metadata={"json": "class"})
+    named: str
+    component: str
+    explain: str
+    fstype: str | None = None
+    optional: bool = False
+    old: str | None = None
+
+    def __post_init__(self):
+        if not self.key.isidentifier() or not all(m.isidentifier() for m in self.member.split(".")):
+            raise ValueError("key and member must be C identifiers")
+        _one_of(self.type, LOCK_TYPES, "type")
+        _one_of(self.named, NAMED, "named")
+
+
+@dataclass(frozen=True)
+class _File:
+    """lockfields.toml."""
+    base: dict[str, _BaseRow] = field(default_factory=dict)
+    fields: list[_FieldRow] = field(default_factory=list, metadata={"json": "field"})
 
 
 def load(path: Path | str = TABLE_FILE) -> Table:
     """Read and check a table of lock fields."""
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    bases = {name: Base(name, b["struct"], b["record"], b.get("reached", ""))
-             for name, b in data.get("base", {}).items()}
-    for b in bases.values():
-        if b.record not in RECORDS:
-            raise ValueError(f"base {b.name!r}: record {b.record!r} is not one of {list(RECORDS)}")
-    fields = tuple(_field(e, bases) for e in data.get("field", []))
-    keys = [f.key for f in fields]
-    dup = {k for k in keys if keys.count(k) > 1}
-    if dup:
-        raise ValueError(f"lock fields named twice: {sorted(dup)}")
-    return Table(bases, fields)
+    t = tables.load(path, _File)
+    bases = {name: Base(name, b.struct, b.record, b.reached) for name, b in t.base.items()}
+    fields, keys = [], set()
+    for i, r in enumerate(t.fields):
+        at = tables.where("field", i, r.key)
+        if r.base not in bases:
+            raise tables.error(path, at, f"base {r.base!r} is not one of {list(bases)}")
+        if r.key in keys:
+            raise tables.error(path, at, f"key {r.key!r}: a lock field named twice")
+        keys.add(r.key)
+        fields.append(LockField(**{**vars(r), "base": bases[r.base]}))
+    return Table(bases, tuple(fields))
 
 
 @lru_cache(maxsize=None)

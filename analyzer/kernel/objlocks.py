@@ -14,14 +14,14 @@ from __future__ import annotations
 import bisect
 import ipaddress
 import socket
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from . import btf
 from .lockdesc import display_path, file_names, fs_label, lock_kind
 from .slab import consistent
+from lockscope import tables
 from lockscope.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
 
 TABLE_FILE = Path(__file__).with_name("fileobjects.toml")
@@ -37,16 +37,32 @@ class Kind:
 @dataclass(frozen=True)
 class SockType:
     family: int
-    protocol: int | None
     struct: str
     label: str
+    protocol: int | None = None      # None: any
 
 
 @dataclass(frozen=True)
 class FsTypes:
     sb: str
     inode: str
-    vfs_inode: str
+    vfs_inode: str = "vfs_inode"     # the member of `inode` that is its struct inode
+
+
+@dataclass(frozen=True)
+class _KindRow:
+    """[kind.NAME]: the file's kind by its f_op->release functions."""
+    release: tuple[str, ...]
+    struct: str = ""
+    component: str | None = None     # None: the kind's name
+
+
+@dataclass(frozen=True)
+class _File:
+    """fileobjects.toml."""
+    kind: dict[str, _KindRow] = field(default_factory=dict)
+    socket: list[SockType] = field(default_factory=list)
+    fs: dict[str, FsTypes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,15 +76,10 @@ class Table:
 
 
 def load(path: Path | str = TABLE_FILE) -> Table:
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    by_release = {}
-    for name, k in data.get("kind", {}).items():
-        for fn in k["release"]:
-            by_release[fn] = Kind(name, k.get("struct", ""), k.get("component", name))
-    sockets = tuple(SockType(s["family"], s.get("protocol"), s["struct"], s["label"]) for s in data.get("socket", []))
-    fs = {n: FsTypes(v["sb"], v["inode"], v.get("vfs_inode", "vfs_inode")) for n, v in data.get("fs", {}).items()}
-    return Table(by_release, sockets, fs)
+    t = tables.load(path, _File)
+    by_release = {fn: Kind(name, k.struct, name if k.component is None else k.component)
+                  for name, k in t.kind.items() for fn in k.release}
+    return Table(by_release, tuple(t.socket), t.fs)
 
 
 @lru_cache(maxsize=None)

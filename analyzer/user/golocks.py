@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import functools
 import os
-import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import addrspace, userlocks
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first
+from lockscope import tables
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import GoProbe, GoWait, RawProbe, heaviest
 from lockscope.record import Lock
@@ -26,20 +27,39 @@ from lockscope.record import Lock
 TABLE = Path(__file__).with_name("gosync.toml")
 
 
+@dataclass(frozen=True)
+class Semacquire:
+    """A semacquire of the Go runtime the probe enters (`via`): the kind of
+    lock that waits there, and where its semaphore word lies in the lock."""
+    via: str
+    kind: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class RwMutex:
+    frames: tuple[str, ...]      # a sync.Mutex wait under one of these is an RWMutex's writer mutex
+
+
+@dataclass(frozen=True)
+class GoSync:
+    """gosync.toml."""
+    semacquire: list[Semacquire]
+    rwmutex: RwMutex
+
+
 @functools.lru_cache(maxsize=1)
-def table() -> dict:
-    with open(TABLE, "rb") as f:
-        t = tomllib.load(f)
-    return {"via": {r["via"]: r for r in t["semacquire"]}, "rwmutex": set(t["rwmutex"]["frames"])}
+def table() -> GoSync:
+    return tables.load(TABLE, GoSync)
 
 
 def _kind_offset(via: str, frames: list[str]) -> tuple[str, int]:
     t = table()
-    row = t["via"].get(via, {"kind": via, "offset": 0})
-    kind = row["kind"]
-    if kind == "sync.Mutex" and any(userlocks.frame_function(f) in t["rwmutex"] for f in frames):
+    row = next((r for r in t.semacquire if r.via == via), Semacquire(via, via, 0))
+    kind = row.kind
+    if kind == "sync.Mutex" and any(userlocks.frame_function(f) in t.rwmutex.frames for f in frames):
         kind = "sync.RWMutex"
-    return kind, row["offset"]
+    return kind, row.offset
 
 
 def resolve(data: dict) -> dict:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from lockscope import tables
 
 TABLE_FILE = Path(__file__).with_name("libraries.toml")
 
@@ -27,15 +28,7 @@ def _regex(patterns: list[str]) -> re.Pattern | None:
 
 class Libraries:
     def __init__(self, path: Path = TABLE_FILE):
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        self.libraries = []
-        for row in data["library"]:
-            unknown = set(row) - {"name", "files", "functions"}
-            if unknown or "name" not in row:
-                raise ValueError(f"{path}: [[library]] {row.get('name', '?')}: unknown keys {sorted(unknown)} "
-                                 "or no name")
-            self.libraries.append(Library(row["name"], tuple(row.get("files", ())), tuple(row.get("functions", ()))))
+        self.libraries: list[Library] = tables.load(path, Library, "library")
         self._files = _regex([p for lib in self.libraries for p in lib.files])
         self._functions = _regex([p for lib in self.libraries for p in lib.functions])
 

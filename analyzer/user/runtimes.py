@@ -14,11 +14,11 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from lockscope import tables
 from lockscope.probedata import FutexAddress, RawProbe
 from lockscope.record import Lock, StackSummary
 
@@ -29,10 +29,17 @@ TABLE_FILE = Path(__file__).with_name("runtimes.toml")
 class RuntimeLock:
     name: str
     kind: str
-    component: str
-    files: tuple[str, ...]
-    symbols: tuple[str, ...]
+    component: str = ""                  # the name where not given
+    files: tuple[str, ...] = ()          # globs of the file's base name
+    symbols: tuple[str, ...] = ()
     explain: str = ""
+
+    def __post_init__(self):
+        empty = [k for k in ("name", "kind", "files", "symbols") if not getattr(self, k)]
+        if empty:
+            raise ValueError(f"no {', '.join(empty)}")
+        if not self.component:
+            object.__setattr__(self, "component", self.name)
 
     def holds(self, where: FutexAddress) -> bool:
         return (where.region == "object" and where.symbol in self.symbols and where.file is not None
@@ -45,16 +52,7 @@ class Table:
 
     @classmethod
     def load(cls, path: Path = TABLE_FILE) -> "Table":
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        locks = []
-        for r in data.get("lock", []):
-            missing = [k for k in ("name", "kind", "files", "symbols") if not r.get(k)]
-            if missing:
-                raise ValueError(f"{path}: a [[lock]] without {', '.join(missing)}")
-            locks.append(RuntimeLock(r["name"], r["kind"], r.get("component", r["name"]), tuple(r["files"]),
-                                     tuple(r["symbols"]), r.get("explain", "")))
-        return cls(locks)
+        return cls(tables.load(path, RuntimeLock, "lock"))
 
     def lock_at(self, where: FutexAddress) -> Optional[RuntimeLock]:
         return next((lk for lk in self.locks if lk.holds(where)), None)

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from . import jvmframes, userlocks
 from ..lockacc import LockAcc, heaviest_first
+from lockscope import tables
 from lockscope.probedata import JvmProcess, UsdtProbe, UsdtStack, UsdtWait, heaviest
 from lockscope.record import Lock
 
@@ -134,8 +134,81 @@ class Program:
         return any(fnmatch.fnmatchcase(exe, g) for g in self.binaries)
 
 
-def _int_keys(d: dict) -> dict[int, str]:
-    return {int(k): str(v) for k, v in (d or {}).items()}
+@dataclass(frozen=True)
+class _ProbeRow:
+    """[[program.probe]]: a ProbeSpec as the table writes it."""
+    start: str | list[str]       # a list: the function's names in the versions probed, tried in turn
+    done: str                    # "return": when `start` (a function) returns
+    kind: str
+    provider: str | None = None  # None: the program's
+    prefix: str = ""
+    name_arg: int = 0
+    name_string: bool = False
+    mode_arg: int = 0
+    names: dict[int, str] = field(default_factory=dict)
+    modes: dict[int, str] = field(default_factory=dict)
+    explain: str = ""
+    sleeps_in: list[str] = field(default_factory=list)
+    only: list[int] = field(default_factory=list)
+    name_len_arg: int = 0
+    name_dots: bool = False
+    name_from: str = ""
+    name_suffixes: list[str] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def starts(self) -> str:
+        """`start` as lockscope-probe's usdt command takes it: names joined by commas."""
+        return self.start if isinstance(self.start, str) else ",".join(self.start)
+
+    def check(self, attach: str) -> None:
+        """ValueError where it cannot be probed as the program's `attach` says."""
+        if not (isinstance(self.start, str) or self.start and all(isinstance(x, str) for x in self.start)):
+            raise ValueError("start is a probe or function name, or a list of function names")
+        top = MAX_FUNC_ARG if attach == "function" else MAX_ARG
+        for arg in ("name_arg", "mode_arg", "name_len_arg"):
+            if not 0 <= getattr(self, arg) <= top:
+                raise ValueError(f"{arg} must be 1..{top}")
+        if self.name_from not in ("", "hotspot_monitor", "hotspot_park_blocker") or \
+                (self.name_from and attach != "function") or \
+                (self.name_from == "hotspot_monitor" and not self.name_arg):
+            raise ValueError(f'name_from is "hotspot_monitor" (an ObjectMonitor * argument, name_arg, of a '
+                             f'function) or "hotspot_park_blocker", not {self.name_from!r}')
+        if len(self.name_suffixes) > MAX_SUFFIXES or \
+                any(not x or len(x) > MAX_NAME or " " in x for x in self.name_suffixes):
+            raise ValueError(f"name_suffixes: at most {MAX_SUFFIXES}, each 1..{MAX_NAME} characters without spaces")
+        if self.done == "return" and attach != "function":
+            raise ValueError('done = "return" needs attach = "function"')
+        if any(not 0 <= v <= MAX_VALUE for v in self.only) or (self.only and self.name_string):
+            raise ValueError(f"only lists numeric name values 0..{MAX_VALUE}")
+
+
+@dataclass(frozen=True)
+class _ProgramRow:
+    """[[program]]: a Program as the table writes it."""
+    name: str
+    binaries: list[str]
+    component: str | None = None     # None: the name
+    provider: str = ""
+    attach: str = "usdt"             # "function": start and done are exported functions
+    probe: list[_ProbeRow] = field(default_factory=list)
+    release_frames: list[str] = field(default_factory=list)
+    if_silent: str = ""
+
+    def __post_init__(self):
+        if self.attach not in ("usdt", "function"):
+            raise ValueError(f"attach must be usdt or function, not {self.attach!r}")
+        for j, q in enumerate(self.probe):
+            try:
+                q.check(self.attach)
+            except ValueError as e:
+                raise ValueError(f"{tables.where('program.probe', j, q.starts)}: {e}") from None
+
+
+@dataclass(frozen=True)
+class _File:
+    """usdt.toml."""
+    program: list[_ProgramRow] = field(default_factory=list)
 
 
 @dataclass
@@ -144,57 +217,26 @@ class Table:
 
     @classmethod
     def load(cls, path: Path = TABLE_FILE) -> "Table":
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
         programs, entry = [], 0
-        for p in data.get("program", []):
-            component = p.get("component", p["name"])
-            attach = p.get("attach", "usdt")
-            if attach not in ("usdt", "function"):
-                raise ValueError(f"{path}: {p['name']}: attach must be usdt or function, not {attach!r}")
-            top = MAX_FUNC_ARG if attach == "function" else MAX_ARG
+        for p in tables.load(path, _File).program:
+            component = p.name if p.component is None else p.component
             specs = []
-            for q in p.get("probe", []):
-                for arg in ("name_arg", "mode_arg", "name_len_arg"):
-                    if not 0 <= q.get(arg, 0) <= top:
-                        raise ValueError(f"{path}: {p['name']} {q['start']}: {arg} must be 1..{top}")
-                only = [int(v) for v in q.get("only", [])]
-                start = q["start"] if isinstance(q["start"], str) else ",".join(q["start"])
-                name_from = q.get("name_from", "")
-                if name_from not in ("", "hotspot_monitor", "hotspot_park_blocker") or \
-                        (name_from and attach != "function") or \
-                        (name_from == "hotspot_monitor" and not q.get("name_arg")):
-                    raise ValueError(f"{path}: {p['name']} {start}: name_from is \"hotspot_monitor\" (an "
-                                     f"ObjectMonitor * argument, name_arg, of a function) or "
-                                     f"\"hotspot_park_blocker\", not {name_from!r}")
-                suffixes = [str(x) for x in q.get("name_suffixes", [])]
-                if len(suffixes) > MAX_SUFFIXES or any(not x or len(x) > MAX_NAME or " " in x for x in suffixes):
-                    raise ValueError(f"{path}: {p['name']} {start}: name_suffixes: at most {MAX_SUFFIXES}, "
-                                     f"each 1..{MAX_NAME} characters without spaces")
-                if q["done"] == "return" and attach != "function":
-                    raise ValueError(f"{path}: {p['name']} {start}: done = \"return\" needs attach = \"function\"")
-                if any(not 0 <= v <= MAX_VALUE for v in only) or (only and q.get("name_string")):
-                    raise ValueError(f"{path}: {p['name']} {q['start']}: only lists numeric name values "
-                                     f"0..{MAX_VALUE}")
+            for q in p.probe:
                 specs.append(ProbeSpec(
-                    entry=entry, program=p["name"], component=component,
-                    provider=q.get("provider", p.get("provider", "")),
-                    start=start, done=q["done"], kind=q["kind"], prefix=q.get("prefix", ""),
-                    name_arg=q.get("name_arg", 0), name_string=bool(q.get("name_string", False)),
-                    mode_arg=q.get("mode_arg", 0), names=_int_keys(q.get("names")),
-                    modes=_int_keys(q.get("modes")), explain=q.get("explain", ""),
-                    sleeps_in=list(q.get("sleeps_in", [])), attach=attach, only=only,
-                    name_len_arg=q.get("name_len_arg", 0), name_dots=bool(q.get("name_dots", False)),
-                    name_from=name_from, done_at_return=q["done"] == "return", label=q.get("label", ""),
-                    name_suffixes=suffixes))
+                    entry=entry, program=p.name, component=component,
+                    provider=p.provider if q.provider is None else q.provider, start=q.starts, done=q.done,
+                    kind=q.kind, prefix=q.prefix, name_arg=q.name_arg, name_string=q.name_string,
+                    mode_arg=q.mode_arg, names=q.names, modes=q.modes, explain=q.explain,
+                    sleeps_in=list(q.sleeps_in), attach=p.attach, only=list(q.only), name_len_arg=q.name_len_arg,
+                    name_dots=q.name_dots, name_from=q.name_from, done_at_return=q.done == "return",
+                    label=q.label, name_suffixes=list(q.name_suffixes)))
                 entry += 1
-            programs.append(Program(p["name"], component, p.get("provider", ""), list(p["binaries"]), specs,
-                                    list(p.get("release_frames", [])), p.get("if_silent", "")))
-        if entry > MAX_ENTRIES:
-            raise ValueError(f"{path}: more than {MAX_ENTRIES} probes")
-        if entry > NESTED_ENTRIES:
-            raise ValueError(f"{path}: more than {NESTED_ENTRIES} probes: usdt.bpf.c finds the wait a thread "
-                             f"waits in again after a nested one among that many (probes/probe.h USDT_ENTRIES)")
+            programs.append(Program(p.name, component, p.provider, list(p.binaries), specs,
+                                    list(p.release_frames), p.if_silent))
+        for limit, why in ((MAX_ENTRIES, ""), (NESTED_ENTRIES, ": usdt.bpf.c finds the wait a thread waits in "
+                           "again after a nested one among that many (probes/probe.h USDT_ENTRIES)")):
+            if entry > limit:
+                raise tables.error(path, "[[program.probe]]", f"more than {limit} probes{why}")
         return cls(programs)
 
     def probes_for(self, exe: str) -> list[ProbeSpec]:

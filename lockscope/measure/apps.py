@@ -11,11 +11,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
+from lockscope import tables
+from lockscope.errors import EnvironmentProblem, TableError, UsageError
 
 TABLE = Path(__file__).resolve().with_name("apps.toml")
 KIND = "application"
@@ -30,19 +31,12 @@ _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PARAM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
-_REQUIRED = ("name", "package", "binary", "operation", "sharing", "component", "model", "command",
-             "throughput_regex", "unit")
-_OPTIONAL = ("prepare", "files", "params", "max_workers", "server", "target")
 _PARAM_KEYS = ("name", "default", "min", "max", "help")
 _CHOICE_KEYS = ("name", "default", "choices", "help")     # a parameter that is one of some words
 # [app.server]: a server the command is a client of, started for each point
 _SERVER_KEYS = ("user", "init", "start", "ready")
 _SERVER_OPTIONAL = ("stop", "write")
 SERVER_PLACEHOLDERS = ("port",)           # a free port lockscope picks for each point
-
-
-class TableError(LockscopeError):
-    """apps.toml has a bad entry (a mistake in lockscope itself)."""
 
 
 @dataclass(frozen=True)
@@ -179,8 +173,29 @@ def package_version(package: str) -> str | None:
 
 # ---- the table ------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Entry:
+    """[[app]] as the table writes it; _entry checks it and makes the App."""
+    name: str
+    package: str
+    binary: str
+    operation: str
+    sharing: str
+    component: str
+    model: str
+    command: Any                     # command, prepare, files: lists of non-empty strings (_strings)
+    throughput_regex: str
+    unit: str
+    prepare: Any = field(default_factory=list)
+    files: Any = field(default_factory=list)
+    params: list[dict] = field(default_factory=list)      # [[app.params]] (_param)
+    max_workers: int = DEFAULT_MAX_WORKERS
+    server: dict | None = None                             # [app.server] (_server)
+    target: str | None = None
+
+
 def _bad(where: str, what: str) -> TableError:
-    return TableError(f"{TABLE.name}: {where}: {what}", "fix the entry in lockscope/measure/apps.toml")
+    return tables.error(TABLE, where, what)
 
 
 def _strings(value, where: str, key: str, allow_empty: bool = False) -> tuple[str, ...]:
@@ -191,7 +206,7 @@ def _strings(value, where: str, key: str, allow_empty: bool = False) -> tuple[st
 
 
 def _param(p, where: str) -> dict:
-    if not isinstance(p, dict) or set(p) not in (set(_PARAM_KEYS), set(_CHOICE_KEYS)):
+    if set(p) not in (set(_PARAM_KEYS), set(_CHOICE_KEYS)):
         raise _bad(where, f"each [[app.params]] has exactly {', '.join(_PARAM_KEYS)} "
                           f"(or {', '.join(_CHOICE_KEYS)})")
     name = p["name"]
@@ -213,44 +228,35 @@ def _param(p, where: str) -> dict:
     return dict(p)
 
 
-def _entry(e, i: int) -> App:
-    where = f"[[app]] #{i + 1}" + (f" ({e['name']})" if isinstance(e, dict) and isinstance(e.get("name"), str) else "")
-    if not isinstance(e, dict):
-        raise _bad(where, "not a table")
-    unknown = set(e) - set(_REQUIRED) - set(_OPTIONAL)
-    if unknown:
-        raise _bad(where, f"unknown keys {', '.join(sorted(unknown))}")
-    missing = [k for k in _REQUIRED if k not in e]
-    if missing:
-        raise _bad(where, f"missing {', '.join(missing)}")
-    for k in _REQUIRED:
-        if k != "command" and (not isinstance(e[k], str) or not e[k].strip()):
+def _entry(e: _Entry, i: int) -> App:
+    where = tables.where("app", i, e.name)
+    for k in ("name", "package", "binary", "operation", "sharing", "component", "model", "throughput_regex", "unit"):
+        if not getattr(e, k).strip():
             raise _bad(where, f"{k} must be a non-empty string")
-    if not _NAME.match(e["name"]):
+    if not _NAME.match(e.name):
         raise _bad(where, "name: letters, digits and ._- only")
-    if e["model"] not in ("process", "thread"):
+    if e.model not in ("process", "thread"):
         raise _bad(where, "model is process or thread")
-    command = _strings(e["command"], where, "command")
-    prepare = _strings(e.get("prepare", []), where, "prepare", allow_empty=True)
-    files = _strings(e.get("files", []), where, "files", allow_empty=True)
+    command = _strings(e.command, where, "command")
+    prepare = _strings(e.prepare, where, "prepare", allow_empty=True)
+    files = _strings(e.files, where, "files", allow_empty=True)
     if any(not f.startswith("/") for f in files):
         raise _bad(where, "files are absolute paths")
     for key, argv in (("command", command), ("prepare", prepare)):
-        if argv and argv[0] not in (e["binary"], PYTHON):
-            raise _bad(where, f"{key} must run its binary {e['binary']!r} (or {PYTHON}, a load generator of "
+        if argv and argv[0] not in (e.binary, PYTHON):
+            raise _bad(where, f"{key} must run its binary {e.binary!r} (or {PYTHON}, a load generator of "
                               f"lockscope's), not {argv[0]!r}")
         if PYTHON in argv[1:]:
             raise _bad(where, f"{key}: {PYTHON} is only a command's first word")
-    params = tuple(_param(p, where) for p in e.get("params", []))
+    params = tuple(_param(p, where) for p in e.params)
     names = [p["name"] for p in params]
     if len(set(names)) != len(names):
         raise _bad(where, "a parameter is declared twice")
     known = set(BUILTIN_PLACEHOLDERS) | set(names)
-    server = _server(e.get("server"), where, known | set(SERVER_PLACEHOLDERS)) if "server" in e else None
+    server = _server(e.server, where, known | set(SERVER_PLACEHOLDERS)) if e.server is not None else None
     if server:
         known |= set(SERVER_PLACEHOLDERS)
-    target = e.get("target")
-    if target is not None and (target != "server" or server is None):
+    if e.target is not None and (e.target != "server" or server is None):
         raise _bad(where, 'target is "server", with an [app.server] table')
     for key, argv in (("command", command), ("prepare", prepare)):
         used = {m for a in argv for m in _PLACEHOLDER.findall(a)}
@@ -261,18 +267,15 @@ def _entry(e, i: int) -> App:
         if needed not in joined:
             raise _bad(where, f"command must pass {needed}, {why}")
     try:
-        groups = re.compile(e["throughput_regex"]).groups
+        groups = re.compile(e.throughput_regex).groups
     except re.error as err:
         raise _bad(where, f"throughput_regex does not compile: {err}") from None
     if groups != 1:
         raise _bad(where, f"throughput_regex needs exactly one group (the throughput), it has {groups}")
-    max_workers = e.get("max_workers", DEFAULT_MAX_WORKERS)
-    if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
+    if e.max_workers < 1:
         raise _bad(where, "max_workers is a positive integer")
-    return App(name=e["name"], package=e["package"], binary=e["binary"], operation=e["operation"],
-               sharing=e["sharing"], component=e["component"], model=e["model"], command=command,
-               throughput_regex=e["throughput_regex"], unit=e["unit"], prepare=prepare, files=files,
-               params=params, max_workers=max_workers, server=server, target=target)
+    return App(**{**vars(e), "command": command, "prepare": prepare, "files": files, "params": params,
+                  "server": server})
 
 
 def _server(s, where: str, known: set[str]) -> dict:
@@ -281,7 +284,7 @@ def _server(s, where: str, known: set[str]) -> dict:
     stop (optional: else SIGTERM to its process group) commands; write:
     [path, file] pairs, each file of appfiles/ written to path, its
     placeholders filled in, before init."""
-    if not isinstance(s, dict) or not set(_SERVER_KEYS) <= set(s) <= set(_SERVER_KEYS + _SERVER_OPTIONAL):
+    if not set(_SERVER_KEYS) <= set(s) <= set(_SERVER_KEYS + _SERVER_OPTIONAL):
         raise _bad(where, f"[app.server] has {', '.join(_SERVER_KEYS)} and may have {', '.join(_SERVER_OPTIONAL)}")
     if not isinstance(s["user"], str) or not s["user"]:
         raise _bad(where, "server.user is a user name")
@@ -304,17 +307,11 @@ def _server(s, where: str, known: set[str]) -> dict:
 
 def parse(doc: dict) -> dict[str, App]:
     """The [[app]] entries of a parsed apps.toml, checked, by name."""
-    unknown = set(doc) - {"app"}
-    if unknown:
-        raise _bad("top level", f"unknown keys {', '.join(sorted(unknown))}")
-    entries = doc.get("app", [])
-    if not isinstance(entries, list):
-        raise _bad("top level", "app must be an array of tables ([[app]])")
     out: dict[str, App] = {}
-    for i, e in enumerate(entries):
+    for i, e in enumerate(tables.parse(doc, _Entry, "app", TABLE)):
         app = _entry(e, i)
         if app.name in out:
-            raise _bad(f"[[app]] #{i + 1} ({app.name})", "the name is used twice")
+            raise _bad(tables.where("app", i, app.name), "the name is used twice")
         out[app.name] = app
     return out
 
@@ -322,12 +319,7 @@ def parse(doc: dict) -> dict[str, App]:
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, App]:
     """The application workloads, by name, in the table's order."""
-    try:
-        with open(TABLE, "rb") as f:
-            doc = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise _bad("syntax", str(e)) from None
-    return parse(doc)
+    return parse(tables.read(TABLE))
 
 
 def get(name: str) -> App | None:
