@@ -109,7 +109,8 @@ WHY: dict[str, str] = {}       # a rerun's confirm verdicts, with the reason giv
 
 def confirm_verdicts(work: Path, sweep_dir: Path, exes: dict[str, Path]) -> dict[str, str]:
     out = {}
-    r = lockscope("confirm", str(sweep_dir), "--experiment", "MWRM-tmpfs", "--json")
+    # at 2 workers whether or not the sweep decided a collapse there (undecided points have none)
+    r = lockscope("confirm", str(sweep_dir), "--experiment", "MWRM-tmpfs", "--workers", "2", "--json")
     c = json.loads(r.stdout)[0]
     out["confirm: MWRM rename mutex"] = c["verdict"]
     WHY["confirm: MWRM rename mutex"] = c["why"]
