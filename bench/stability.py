@@ -90,7 +90,11 @@ def answer(e) -> str:
 def sweep_answers(work: Path, fs: str) -> dict[str, str]:
     out = work / "sweep"
     lockscope("sweep", WORKLOADS, "--fs", fs, "--workers", "1,2", "--out", str(out))
-    return {e.title: answer(e) for e in analyze(load_records(out))}, out
+    exps = analyze(load_records(out))
+    for e in exps:                  # the efficiency at 2 workers the decision was made on
+        est = next((p.est.get("efficiency") for p in e.points if p.workers == 2), None)
+        WHY[e.title] = f"efficiency at 2 workers {est.fmt('.0%')}" if est else "no 2-worker point"
+    return {e.title: answer(e) for e in exps}, out
 
 
 def holder_answer(work: Path, exe: Path) -> dict[str, str]:
@@ -109,8 +113,10 @@ WHY: dict[str, str] = {}       # a rerun's confirm verdicts, with the reason giv
 
 def confirm_verdicts(work: Path, sweep_dir: Path, exes: dict[str, Path]) -> dict[str, str]:
     out = {}
-    # at 2 workers whether or not the sweep decided a collapse there (undecided points have none)
-    r = lockscope("confirm", str(sweep_dir), "--experiment", "MWRM-tmpfs", "--workers", "2", "--json")
+    # at 2 workers and on the rename mutex whether or not that rerun's sweep decided a collapse
+    # there (a point that scales has no collapse point and no root cause)
+    r = lockscope("confirm", str(sweep_dir), "--experiment", "MWRM-tmpfs", "--workers", "2", "--lock",
+                  "sb->s_vfs_rename_mutex of tmpfs at <scratch>", "--json")
     c = json.loads(r.stdout)[0]
     out["confirm: MWRM rename mutex"] = c["verdict"]
     WHY["confirm: MWRM rename mutex"] = c["why"]
