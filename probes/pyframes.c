@@ -5,11 +5,11 @@
  * and how to walk its frames, and read the names of the code objects in the
  * Python stacks it kept, from the process's memory, while the process runs.
  *
- * The layouts below come from the DWARF of CPython builds (pyenv's 3.9.18,
- * 3.10.13, 3.11.7, 3.12.1 and 3.13.0: `gdb -batch -ex 'print (long)&((PyThreadState*)0)->cframe'`
- * and so on); patch releases keep them. Where a layout does not fit a build,
- * the BPF program's check (the GIL's last holder is the waking thread) fails
- * and the GIL's holders keep their C stacks. */
+ * CPython's layouts by minor version are data: analyzer/user/pylayouts.toml,
+ * made into PY_LAYOUTS (build/pylayouts.h) by gen_pylayouts.py; where a
+ * layout does not fit a build, the BPF program's check (the GIL's last
+ * holder is the waking thread) fails and the GIL's holders keep their C
+ * stacks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +23,7 @@
 #include "jsonw.h"
 #include "pyframes.h"
 #include "elfsym.h"
+#include "pylayouts.h"
 
 #define MAX_PY_PROCS  256
 #define LABEL_LEN     160
@@ -40,18 +41,7 @@ struct py_layout {
 	__u32 flags;             /* PY_* of probe.h */
 };
 
-static const struct py_layout layouts[] = {
-	/* 3.9, 3.10: _PyRuntime.ceval.gil; tstate->frame (a PyFrameObject), f_code, f_back; co_name
-	 * (no co_qualname); no native thread id: the holder is told by thread_id, pthread_self() */
-	{ 9, 352, 208, 8, 176, 24, PY_NO_CFRAME, 32, 24, 0, 112, 104, 40, 48, 72, PY_PTHREAD_ID | PY_NO_OWNER },
-	{ 10, 352, 208, 8, 176, 24, PY_NO_CFRAME, 32, 24, 0, 112, 104, 40, 48, 72, PY_PTHREAD_ID | PY_NO_OWNER },
-	/* 3.11: _PyRuntime.ceval.gil; tstate->cframe->current_frame; frame->f_code */
-	{ 11, 360, 208, 8, 160, 56, 8, 32, 48, 69, 128, 112, 72, 48, 72, 0 },
-	/* 3.12: _PyRuntime._main_interpreter._gil; tstate->cframe->current_frame */
-	{ 12, 77432, 208, 8, 144, 56, 0, 0, 8, 70, 128, 112, 68, 40, 56, 0 },
-	/* 3.13: _PyRuntime._main_interpreter._gil; tstate->current_frame; frame->f_executable */
-	{ 13, 96104, 208, 8, 160, 72, PY_NO_CFRAME, 0, 8, 70, 128, 112, 68, 40, 56, 0 },
-};
+static const struct py_layout layouts[] = { PY_LAYOUTS };
 
 struct pyp {
 	__u32 tgid;

@@ -11,7 +11,7 @@ from conftest import REPO
 from lockscope import tables
 from lockscope.analyzer import sleepkinds
 from lockscope.analyzer.kernel import knowledge, ktext, lockfields, objlocks
-from lockscope.analyzer.user import golocks, libraries, runtimes, usdt
+from lockscope.analyzer.user import golocks, libraries, pylayouts, runtimes, usdt
 from lockscope.errors import EXIT_FAILURE, TableError
 from lockscope.measure import apps
 
@@ -42,6 +42,7 @@ LOADERS = {
     "analyzer/kernel/locks.toml": lambda p: knowledge.Knowledge(p).rules,
     "analyzer/kernel/lockfields.toml": lambda p: lockfields.load(p).fields,
     "analyzer/sleepkinds.toml": lambda p: sleepkinds.SleepKinds(p).futex_rules,
+    "analyzer/user/pylayouts.toml": lambda p: pylayouts.load(p),
 }
 
 
@@ -113,6 +114,10 @@ BAD = [
      edit('[[library]]\nname = "GNU C library and dynamic loader"\n', "[[library]]\n"),
      r"\[\[library\]\] #1: missing name"),
     ("not TOML", "analyzer/kernel/globals.toml", append("x = ["), r"not valid TOML: "),
+    ("a flag", "analyzer/user/pylayouts.toml", edit('flags = ["pthread_id", "no_owner"]', 'flags = ["pthread"]'),
+     r"\[\[layout\]\] #1: flags \['pthread'\] are not among"),
+    ("a minor twice", "analyzer/user/pylayouts.toml", edit("minor = 10", "minor = 9"),
+     r"\[\[layout\]\] #2: minor 9 has a layout already"),
 ]
 
 
