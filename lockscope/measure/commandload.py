@@ -14,35 +14,29 @@ from __future__ import annotations
 
 import re
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.measure import targets as tg
-from lockscope.measure.jsonlines import kill_group, spawn_gated
-
-START_TIMEOUT_S = 120
+from lockscope.measure.progressload import START_TIMEOUT_S, ProgressLoad
 
 
-class CommandLoad:
+class CommandLoad(ProgressLoad):
     def __init__(self, argv: list[str], ops_regex: str | None = None, rate_regex: str | None = None,
                  watch: Path | None = None):
         if bool(ops_regex) == bool(rate_regex):
             raise UsageError("confirm on a command needs --ops-regex (a running count of operations in its "
                              "output) or --rate-regex (a rate per line), one of them",
                              "make the program print its progress, e.g. 'ops: N' every 0.1 s")
-        self.argv = argv
+        super().__init__(argv)
         self.count = bool(ops_regex)
         try:
             self.regex = re.compile(ops_regex or rate_regex)
         except re.error as e:
             raise UsageError(f"{'--ops-regex' if ops_regex else '--rate-regex'}: not a regular expression ({e})") \
                 from None
-        self.samples: list[tuple[int, float]] = []     # (t_ns, the number matched)
         self.ready = {"watch_paths": [str(watch)] if watch else []}
-        self.proc: subprocess.Popen | None = None
-        self.ended = False
 
     @property
     def worker_pids(self) -> list[int]:
@@ -51,11 +45,9 @@ class CommandLoad:
 
     def __enter__(self) -> "CommandLoad":
         try:
-            self.proc = spawn_gated(self.argv, None, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            self._spawn(stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         except OSError as e:
             raise LockscopeError(f"cannot run {self.argv[0]}: {e.strerror}", exit_code=2) from e
-        threading.Thread(target=self._read, daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT_S
         while len(self.samples) < 2 and not self.ended and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -66,30 +58,17 @@ class CommandLoad:
                                  f"{self.regex.pattern!r}", "check the regex against the program's output")
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self.proc:
-            kill_group(self.proc)
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            m = self.regex.search(line)
-            if m:
-                try:
-                    self.samples.append((time.monotonic_ns(), float(m.group(1))))
-                except (ValueError, IndexError):
-                    continue
-        self.ended = True
-
-    def _inside(self, t0: int, t1: int) -> list[tuple[int, float]]:
-        inside = [s for s in self.samples if t0 <= s[0] <= t1]
-        if len(inside) < 2:
-            raise LockscopeError("the command printed fewer than two progress lines in a phase: make it print "
-                                 "more often, or pass a longer --phase")
-        return inside
+    def _line(self, line: str) -> None:
+        m = self.regex.search(line)
+        if m:
+            try:
+                self.samples.append((time.monotonic_ns(), float(m.group(1))))
+            except (ValueError, IndexError):
+                pass
 
     def rate(self, t0: int, t1: int) -> float:
-        inside = self._inside(t0, t1)
+        inside = self._inside(t0, t1, "the command printed fewer than two progress lines in a phase: make it "
+                                      "print more often, or pass a longer --phase")
         if self.count:
-            (a_t, a), (b_t, b) = inside[0], inside[-1]
-            return (b - a) / ((b_t - a_t) / 1e9)
+            return self._count_rate(inside)
         return sum(v for _, v in inside) / len(inside)

@@ -12,39 +12,32 @@ stretch of the run can be read afterwards.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from pathlib import Path
 
 from lockscope import paths
 from lockscope.errors import LockscopeError
-from lockscope.measure.jsonlines import kill_group, spawn_gated
-
-START_TIMEOUT_S = 120
+from lockscope.measure.progressload import START_TIMEOUT_S, ProgressLoad
 
 
-class SteadyLoad:
+class SteadyLoad(ProgressLoad):
     def __init__(self, workload: str, workers: int, directory: Path | str, duration: float,
                  interval: float = 0.1, warmup: float = 1.0, cpus: str | None = None, params: dict | None = None):
-        self.argv = [str(paths.workload_binary()), "run", "--workload", workload, "--workers", str(workers),
-                     "--duration", str(duration), "--warmup", str(warmup), "--dir", str(directory),
-                     "--interval", str(interval)] + (["--cpus", cpus] if cpus else [])
+        argv = [str(paths.workload_binary()), "run", "--workload", workload, "--workers", str(workers),
+                "--duration", str(duration), "--warmup", str(warmup), "--dir", str(directory),
+                "--interval", str(interval)] + (["--cpus", cpus] if cpus else [])
         for k, v in (params or {}).items():
-            self.argv += ["--param", f"{k}={v}"]
-        self.samples: list[tuple[int, int]] = []
+            argv += ["--param", f"{k}={v}"]
+        super().__init__(argv)
         self.ready: dict = {}
         self.started = threading.Event()     # the window started, or the driver's output ended
-        self.ended = False
-        self.proc: subprocess.Popen | None = None
 
     @property
     def worker_pids(self) -> list[int]:
         return self.ready.get("worker_pids", [])
 
     def __enter__(self) -> "SteadyLoad":
-        # a group of its own, killed with lockscope (SIGKILL included: the watchdog)
-        self.proc = spawn_gated(self.argv, None, stdout=subprocess.PIPE, text=True, start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
+        self._spawn()
         if not self.started.wait(START_TIMEOUT_S) or self.ended:
             self.__exit__()
             why = f"exited with status {self.proc.returncode}" if self.ended else \
@@ -52,26 +45,20 @@ class SteadyLoad:
             raise LockscopeError(f"the workload {why}: {' '.join(self.argv)}")
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self.proc:
-            kill_group(self.proc)
+    def _line(self, line: str) -> None:
+        ev = json.loads(line)
+        if ev["event"] == "ready":
+            self.ready = ev
+        elif ev["event"] == "measure_start":
+            self.started.set()
+        elif ev["event"] == "progress":
+            self.samples.append((ev["t_ns"], sum(ev["ops"])))
 
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            ev = json.loads(line)
-            if ev["event"] == "ready":
-                self.ready = ev
-            elif ev["event"] == "measure_start":
-                self.started.set()
-            elif ev["event"] == "progress":
-                self.samples.append((ev["t_ns"], sum(ev["ops"])))
-        self.ended = True
+    def _ended(self) -> None:
         self.started.set()
 
     def _ends(self, t0: int, t1: int) -> tuple[tuple[int, int], tuple[int, int]]:
-        inside = [s for s in self.samples if t0 <= s[0] <= t1]
-        if len(inside) < 2:
-            raise LockscopeError("the stretch is too short for the workload's progress interval")
+        inside = self._inside(t0, t1, "the stretch is too short for the workload's progress interval")
         return inside[0], inside[-1]
 
     def ops_between(self, t0: int, t1: int) -> int:
@@ -81,5 +68,5 @@ class SteadyLoad:
 
     def rate(self, t0: int, t1: int) -> float:
         """ops/s between the first and last progress lines in [t0, t1]"""
-        (a_t, a_ops), (b_t, b_ops) = self._ends(t0, t1)
-        return (b_ops - a_ops) / ((b_t - a_t) / 1e9)
+        return self._count_rate(self._inside(t0, t1, "the stretch is too short for the workload's progress "
+                                                     "interval"))
