@@ -1,6 +1,9 @@
 """The probe's raw data as kept in a run record (`probe.raw`): the declared
-schema of what probes/loader.c, objects.c, kmem.c and futex.c emit, after
-the runner has kept the heaviest aggregates and symbolized their stacks.
+schema of what the loader's emitters write (probes/loader.c, collect.c, objects.c,
+kmem.c, futex.c, holders.c, tasks.c, usdt.c, jvmmon.c, gomutex.c,
+pyframes.c, ktext.c, series.c and layout.c: every `jw_` writer of probes/),
+after the runner has kept the heaviest aggregates and symbolized their
+stacks.
 Built once from JSON (`jsondata.from_dict(RawProbe, ...)`, or of one part);
 every reader (naming, userlocks, folded, timeview) reads these attributes.
 Addresses are ints here and `"0x..."` text in JSON (jsondata.parse_addr).

@@ -1,7 +1,7 @@
 """What each command measures, from its options, one spec builder per mode:
 `run` and `sweep` share their checks (RunSettings.from_args), then each
 makes its own (point_spec: the runner's PointSpec; sweep_spec: a
-SweepSpec); `attach` (attach_spec) and `top` (live_spec) check theirs with
+SweepSpec); `attach` (attach_spec) checks its own with
 the same validate functions, one per rule. The checks keep the order in
 which the command line's errors are reported."""
 from __future__ import annotations
@@ -171,24 +171,6 @@ def attach_spec(args: argparse.Namespace):
     vmlinux = validate.check_vmlinux(args.vmlinux)
     found = targets.system_wide() if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
     return AttachSpec(found, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
-
-
-def live_spec(args: argparse.Namespace):
-    """`lockscope top`: the same targets as attach, cut every --interval;
-    without --batch, a terminal it can draw on."""
-    from lockscope.top import screen
-    from lockscope.top.session import LiveSpec
-    validate.check_live_interval(args.interval)
-    validate.check_batch(args.batch)
-    validate.check_worker_count(args.workers)
-    validate.check_sample_hz(args.sample_hz)
-    vmlinux = validate.check_vmlinux(args.vmlinux)
-    if args.batch is None:
-        why = screen.interactive_ok()
-        if why:
-            raise UsageError(f"{why}; use --batch N for plain text")
-    found = None if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
-    return LiveSpec(found, args.interval, args.workers, args.sample_hz, vmlinux)
 
 
 def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict:

@@ -13,9 +13,9 @@ import jinja2
 
 from lockscope import __version__
 from lockscope.record import NO_FS
-from ..analyzer import attribution
-from ..analyzer.analyze import analyze, load_records
-from ..analyzer.results import Experiment
+from lockscope.analyzer import attribution
+from lockscope.analyzer.analyze import analyze, load_records
+from lockscope.analyzer.results import Experiment
 from lockscope.errors import UsageError
 from . import templating
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.ticker import EngFormatter
 
-from ..analyzer.confirmation import Confirmation
+from lockscope.analyzer.confirmation import Confirmation
 from .figures import BLUE, RED, REPORT_RC, label, styled, svg
 
 GRAY = "#888888"

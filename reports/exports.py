@@ -16,9 +16,9 @@ from pathlib import Path
 
 from lockscope import atomicio, record, validate
 from lockscope.record import RUNS
-from ..analyzer.analysis_json import to_json
-from ..analyzer.analyze import analyze, load_confirmations, load_records
-from ..analyzer.results import Experiment
+from lockscope.analyzer.analysis_json import to_json
+from lockscope.analyzer.analyze import analyze, load_confirmations, load_records
+from lockscope.analyzer.results import Experiment
 from . import figures, filenames, pprof
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

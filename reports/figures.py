@@ -27,9 +27,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator  # noqa: E402
 
-from ..analyzer.attribution import WhatIf  # noqa: E402
-from ..analyzer.results import Experiment, TimeView, Unavailable  # noqa: E402
-from ..analyzer.usl import UslFit  # noqa: E402
+from lockscope.analyzer.attribution import WhatIf  # noqa: E402
+from lockscope.analyzer.results import Experiment, TimeView, Unavailable  # noqa: E402
+from lockscope.analyzer.usl import UslFit  # noqa: E402
 
 REPORT_RC = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
              "svg.hashsalt": "lockscope", "axes.titlesize": 9, "legend.fontsize": 7.5, "axes.grid": True,

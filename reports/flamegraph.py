@@ -16,8 +16,8 @@ from pathlib import Path
 
 from lockscope import atomicio
 
-from ..analyzer import folded
-from ..analyzer.results import Experiment
+from lockscope.analyzer import folded
+from lockscope.analyzer.results import Experiment
 from lockscope.record import RunRecord
 
 RENDERER = "inferno-flamegraph"

@@ -21,9 +21,9 @@ import shlex
 from pathlib import Path
 
 from lockscope import __version__, atomicio, record, validate
-from ..analyzer import intervals, scaling
-from ..analyzer.analyze import analyze, load_confirmations, load_records
-from ..analyzer.results import Experiment
+from lockscope.analyzer import intervals, scaling
+from lockscope.analyzer.analyze import analyze, load_confirmations, load_records
+from lockscope.analyzer.results import Experiment
 from . import confirmfigure, figures, filenames, flamegraph, rolefigures, templating
 
 TIER_HELP = {

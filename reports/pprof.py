@@ -35,11 +35,11 @@ import datetime
 from pathlib import Path
 
 from lockscope import atomicio
-from ..analyzer import folded, sleepkinds
-from ..analyzer.kernel.knowledge import Knowledge
-from ..analyzer.kernel.naming import (common_prefix, classify_offcpu, default_knowledge, kernel_waits,
+from lockscope.analyzer import folded, sleepkinds
+from lockscope.analyzer.kernel.knowledge import Knowledge
+from lockscope.analyzer.kernel.naming import (common_prefix, classify_offcpu, default_knowledge, kernel_waits,
                                        spinning_samples)
-from ..analyzer.user.userlocks import frame_file, frame_function
+from lockscope.analyzer.user.userlocks import frame_file, frame_function
 from lockscope.jsondata import parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import Lock, RunRecord

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from ..analyzer import results
+from lockscope.analyzer import results
 
 
 @dataclass

@@ -1,14 +1,17 @@
 """The call paths of a JVM's lock waits as Java frames (usdt.bpf.c's
-usdt_stacks, walked by frame pointer from ObjectMonitor::EnterI or
-Unsafe_Park): an interpreted frame is its Method *, named in the probe
-(jvm_methods: class and method); a compiled frame is a return address into
-the JVM's code cache, named by the JVM's perf map where the user had it
-write one (/tmp/perf-PID.map: `jcmd PID Compiler.perfmap`, or
--XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit), and found at all
-only where compiled code keeps frame pointers (-XX:+PreserveFramePointer);
-the JVM's own C++ frames by its ELF symbols. The frames before the first
-Java one (the JVM's monitor code, its runtime stubs) are not the program's
-and are dropped, as are those past the last one that could be named."""
+usdt_stacks, walked from ObjectMonitor::EnterI or Unsafe_Park as HotSpot's
+frame::sender does, with the layout read from the JVM's own VMStructs by
+probes/jvmmon.c: through the interpreter and the JVM's C++ code by frame
+pointer, through compiled code by each nmethod's frame size, its CodeBlob
+found in the code heap's segment map; no JVM flag needed). A frame that
+is a method's, interpreted or compiled, is its Method *, named in the probe
+(jvm_methods: class and method); another return address into the code
+cache is named by the JVM's perf map where the user had it write one
+(/tmp/perf-PID.map: `jcmd PID Compiler.perfmap`, or
+-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit); the JVM's own C++
+frames by its ELF symbols. The frames before the first Java one (the JVM's
+monitor code, its runtime stubs) are not the program's and are dropped, as
+are those past the last one that could be named."""
 from __future__ import annotations
 
 import bisect

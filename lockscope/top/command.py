@@ -7,13 +7,29 @@ import os
 import sys
 
 from lockscope import validate
-from lockscope.errors import EXIT_INTERRUPTED
+from lockscope.errors import EXIT_INTERRUPTED, UsageError
+from lockscope.measure import targets
+from lockscope.top import screen as topscreen
+from lockscope.top.session import LiveSession, LiveSpec
+
+
+def live_spec(args: argparse.Namespace) -> LiveSpec:
+    """`lockscope top`'s options, checked: the same targets as attach, cut
+    every --interval; without --batch, a terminal it can draw on."""
+    validate.check_live_interval(args.interval)
+    validate.check_batch(args.batch)
+    validate.check_worker_count(args.workers)
+    validate.check_sample_hz(args.sample_hz)
+    vmlinux = validate.check_vmlinux(args.vmlinux)
+    if args.batch is None:
+        why = topscreen.interactive_ok()
+        if why:
+            raise UsageError(f"{why}; use --batch N for plain text")
+    found = None if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
+    return LiveSpec(found, args.interval, args.workers, args.sample_hz, vmlinux)
+
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from lockscope.settings import live_spec
-    from lockscope.top import screen as topscreen
-    from lockscope.top.session import LiveSession
-
     spec = live_spec(args)
     validate.require_run_environment(True)
     label = spec.label
