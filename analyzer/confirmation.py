@@ -66,6 +66,7 @@ from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord
 
 CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "confirmed", "not confirmed", "inconclusive"
 DECIDED = (CONFIRMED, NOT_CONFIRMED)
+MANY_ROUNDS = 20      # more than this many more rounds: not a budget to suggest (a run said "about 2362")
 RULES = {"serial": 0.75, "excess": 0.25, "not_below": 0.5, "min_added": 0.03, "background_vs_effect": 0.5}
 SHORTER = (0.10, 0.25, 0.50)
 PROBE_EFFECT = 0.8      # below this share of its rate alone, the plain phases are said to be slowed
@@ -223,7 +224,9 @@ def verdict(inside: Response, outside: Response, space: str = "kernel", rounds: 
         return NOT_CONFIRMED, (f"the workload passed on {ins} of each wait added inside the lock (95% interval below "
                                f"{r['not_below']:g}): a lock that limits throughput passes on all of it")
     more = more_rounds(inside, outside, rounds)
-    hint = (f"about {more} more round{'s' if more != 1 else ''} would likely decide (--budget)" if more is not None
+    hint = (f"more than {MANY_ROUNDS} more rounds would be needed: rerun on a quieter machine"
+            if more is not None and more > MANY_ROUNDS else
+            f"about {more} more round{'s' if more != 1 else ''} would likely decide (--budget)" if more is not None
             else "more rounds would likely not decide: the lock passes on part of each wait, more than elsewhere "
                  "but less than a serial resource (its holders may also wait for something else)")
     return INCONCLUSIVE, (f"a wait inside the lock cost {ins} of itself per operation, outside it {ctl}: the "

@@ -106,6 +106,10 @@ def test_inconclusive_says_how_many_more_rounds_would_decide():
     # half-widths 0.7 + 0.2 against a gap of 0.8 less the 0.25 a serial lock passes on beyond
     # the control: (0.9 / 0.55)^2 x 2 rounds = 5.36 -> 4 more
     assert "about 4 more rounds would likely decide" in why
+    # a gap the intervals would need thousands of rounds to resolve is not a budget to suggest (a
+    # disturbed run of bench/stability.py read 1.13 [0.90-1.36] against 0.86 [0.64-1.08])
+    v, why = cf.verdict(cf.Response(1.13, 0.90, 1.36), cf.Response(0.86, 0.64, 1.08), rounds=2)
+    assert v == cf.INCONCLUSIVE and "more than 20 more rounds would be needed" in why, why
 
 
 def _subsets(rec, rounds: int):
