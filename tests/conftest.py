@@ -87,6 +87,14 @@ def e2e():
         pytest.skip(why)
 
 
+def pytest_collection_modifyitems(items):
+    """A test that asks for the e2e fixture is end-to-end whether or not it
+    carries the mark: `-m "not e2e"` leaves it out too."""
+    for item in items:
+        if "e2e" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture
 def scratch(tmp_path):
     """A private scratch root; asserts that nothing is left mounted under it."""
