@@ -8,20 +8,9 @@ usage: python3 gen_lockfields.py TABLE > lockfields.h
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-
-def _lockfields():
-    """analyzer/kernel/lockfields.py, loaded by path (the package need not be installed)."""
-    spec = importlib.util.spec_from_file_location("lockfields", HERE.parent / "analyzer" / "kernel" / "lockfields.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from gensource import tree_module
 
 
 def _lines(lines: list[str]) -> str:
@@ -84,7 +73,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    lf = _lockfields()
+    lf = tree_module("analyzer/kernel/lockfields.py")
     sys.stdout.write(header(lf.load(argv[0]), lf.LOCK_TYPES))
     return 0
 
