@@ -12,6 +12,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 
 #define MAX_KEY_SIZE 192
 
@@ -23,29 +24,30 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+const char *not_loaded(char *buf, size_t n, const char *what, int err)
+{
+	snprintf(buf, n, "the %s did not load: %s", what, strerror(err < 0 ? -err : err));
+	return buf;
+}
+
 int clear_map(struct bpf_map *map)
 {
 	int fd = bpf_map__fd(map);
 	size_t ksz = bpf_map__key_size(map);
-	char *keys = NULL, *prev = NULL;
-	size_t n = 0, cap = 0;
+	char *keys = NULL;
+	size_t n = 0, cap = 0;      /* keys held, bytes allocated */
 	int err;
 
-	/* collect first: deleting while walking restarts the walk */
+	/* collect first: deleting while walking restarts the walk (the previous
+	 * key is found from n: growing the array moves it) */
 	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			char *k = realloc(keys, cap * ksz);
-			if (!k) {
-				free(keys);
-				return -ENOMEM;
-			}
-			keys = k;
+		if (!GROW_TO(keys, cap, (n + 1) * ksz, 1024 * ksz)) {
+			free(keys);
+			return -ENOMEM;
 		}
-		err = bpf_map_get_next_key(fd, prev, keys + n * ksz);
+		err = bpf_map_get_next_key(fd, n ? keys + (n - 1) * ksz : NULL, keys + n * ksz);
 		if (err)
 			break;
-		prev = keys + n * ksz;
 		n++;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -105,14 +107,8 @@ void id_set_add(struct id_set *set, __s32 id)
 	for (size_t i = 0; i < set->n; i++)
 		if (set->ids[i] == id)
 			return;
-	if (set->n == set->cap) {
-		size_t cap = set->cap ? set->cap * 2 : 256;
-		__s32 *p = realloc(set->ids, cap * sizeof(*p));
-		if (!p)
-			return;
-		set->ids = p;
-		set->cap = cap;
-	}
+	if (!GROW(set->ids, set->cap, set->n, 256))
+		return;
 	set->ids[set->n++] = id;
 }
 

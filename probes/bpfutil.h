@@ -17,6 +17,10 @@ struct bpf_object;
 struct jw;
 struct wait_stat;
 
+/* "the WHAT did not load: <the error>" into buf (err: -errno or errno);
+ * returns buf. One wording for every optional probe's JSON reason. */
+const char *not_loaded(char *buf, size_t n, const char *what, int err);
+
 /* CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns */
 uint64_t now_ns(void);
 

@@ -14,6 +14,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 #include "loader.h"
 #include "layout.h"
 #include "series.h"
@@ -91,15 +92,8 @@ static struct cpu_state *read_cpu_states(const struct probe *p)
 /* a new slot at the end of the array, or NULL */
 static struct lock_entry *append_entry(struct lock_entries *e)
 {
-	if (e->n == e->cap) {
-		size_t c = e->cap ? e->cap * 2 : 1024;
-		struct lock_entry *p = realloc(e->arr, c * sizeof(*p));
-
-		if (!p)
-			return NULL;
-		e->arr = p;
-		e->cap = c;
-	}
+	if (!GROW(e->arr, e->cap, e->n, 1024))
+		return NULL;
 	return &e->arr[e->n++];
 }
 
@@ -213,15 +207,8 @@ static struct futex_lock_entry *find_futex_lock_entry(struct futex_lock_entries 
 	for (size_t i = 0; i < e->n; i++)
 		if (memcmp(&e->arr[i].key, k, sizeof(*k)) == 0)
 			return &e->arr[i];
-	if (e->n == e->cap) {
-		size_t c = e->cap ? e->cap * 2 : 256;
-
-		x = realloc(e->arr, c * sizeof(*x));
-		if (!x)
-			return NULL;
-		e->arr = x;
-		e->cap = c;
-	}
+	if (!GROW(e->arr, e->cap, e->n, 256))
+		return NULL;
 	x = &e->arr[e->n++];
 	memset(x, 0, sizeof(*x));
 	x->key = *k;

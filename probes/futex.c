@@ -15,6 +15,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 #include "futex.h"
 #include "contention.skel.h"
 
@@ -78,15 +79,8 @@ static struct fentry *find_or_add(const struct ufutex_key *k, size_t *cap)
 	for (size_t i = 0; i < nentries; i++)
 		if (memcmp(&entries[i].key, k, sizeof(*k)) == 0)
 			return &entries[i];
-	if (nentries == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		struct fentry *p = realloc(entries, c * sizeof(*p));
-
-		if (!p)
-			return NULL;
-		entries = p;
-		*cap = c;
-	}
+	if (!GROW(entries, *cap, nentries, 256))
+		return NULL;
 	memset(&entries[nentries], 0, sizeof(entries[0]));
 	entries[nentries].key = *k;
 	return &entries[nentries++];
@@ -112,18 +106,8 @@ static void read_maps(uint32_t tgid)
 	while (fgets(line, sizeof(line), f)) {
 		size_t n = strlen(line);
 
-		if (len + n + 1 > cap) {
-			size_t c = cap ? cap * 2 : 8192;
-			char *p;
-
-			while (c < len + n + 1)
-				c *= 2;
-			p = realloc(text, c);
-			if (!p)
-				break;
-			text = p;
-			cap = c;
-		}
+		if (!GROW_TO(text, cap, len + n + 1, 8192))
+			break;
 		memcpy(text + len, line, n + 1);
 		len += n;
 	}

@@ -20,6 +20,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 #include "gomutex.h"
 #include "gomutex.skel.h"
 
@@ -292,15 +293,8 @@ static void add_stat(const void *key, const struct wait_stat *s, void *ctx)
 {
 	struct gentries *set = ctx;
 
-	if (set->n == set->cap) {
-		size_t c = set->cap ? set->cap * 2 : 256;
-		struct gentry *p = realloc(set->v, c * sizeof(*p));
-
-		if (!p)
-			return;
-		set->v = p;
-		set->cap = c;
-	}
+	if (!GROW(set->v, set->cap, set->n, 256))
+		return;
 	memcpy(&set->v[set->n].key, key, sizeof(struct go_key));
 	set->v[set->n++].s = *s;
 }
@@ -351,9 +345,7 @@ void gomutex_json(struct jw *w)
 	if (!gskel) {
 		char msg[160];
 
-		snprintf(msg, sizeof(msg), "the Go mutex probe (uprobes) did not load: %s",
-			 strerror(load_err < 0 ? -load_err : load_err));
-		jw_kstr(w, "reason", msg);
+		jw_kstr(w, "reason", not_loaded(msg, sizeof(msg), "Go mutex probe (uprobes)", load_err));
 	}
 	jw_key(w, "executables");
 	jw_arr(w);

@@ -11,6 +11,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 #include "holders.h"
 
 struct hold_row {
@@ -49,21 +50,15 @@ void holders_clear(const struct holder_maps *m)
  * bytes, the key at offset 0 and the value at `voff` */
 static size_t read_rows(int fd, size_t ksize, size_t voff, size_t size, void **rows)
 {
-	char key[64], *prev = NULL, *p;
-	size_t n = 0, cap = 0;
+	char key[64], *prev = NULL, *p, *buf = *rows;
+	size_t n = 0, cap = 0;      /* rows read, bytes allocated */
 
 	while (bpf_map_get_next_key(fd, prev, key) == 0) {
 		prev = key;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 256;
-
-			p = realloc(*rows, c * size);
-			if (!p)
-				break;
-			*rows = p;
-			cap = c;
-		}
-		p = (char *)*rows + n * size;
+		if (!GROW_TO(buf, cap, (n + 1) * size, 256 * size))
+			break;
+		*rows = buf;
+		p = buf + n * size;
 		memcpy(p, key, ksize);
 		if (bpf_map_lookup_elem(fd, key, p + voff) == 0)
 			n++;

@@ -37,7 +37,7 @@ int ktext_load(void)
 	skel = ktext_bpf__open_and_load();
 	if (!skel) {
 		err = -errno;
-		snprintf(unavailable, sizeof(unavailable), "the kernel text reader did not load: %s", strerror(-err));
+		not_loaded(unavailable, sizeof(unavailable), "kernel text reader", err);
 		return err;
 	}
 	return 0;

@@ -22,6 +22,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "pyframes.h"
+#include "grow.h"
 #include "elfsym.h"
 #include "pylayouts.h"
 
@@ -356,15 +357,8 @@ static int code_label(struct pyp *p, __u64 code)
 	read_str(p, qp, qual, sizeof(qual));
 	read_str(p, fp, file, sizeof(file));
 	base = strrchr(file, '/');
-	if (nnames == cnames) {
-		size_t c = cnames ? cnames * 2 : 256;
-		struct code_name *v = realloc(names, c * sizeof(*v));
-
-		if (!v)
-			return -1;
-		names = v;
-		cnames = c;
-	}
+	if (!GROW(names, cnames, nnames, 256))
+		return -1;
 	if (!index_put(&names_by_code, code, p->tgid, nnames))
 		return -1;
 	names[nnames].tgid = p->tgid;
@@ -390,15 +384,8 @@ void pyframes_resolve(void)
 		if (r && r->resolved)
 			continue;
 		if (!r) {
-			if (nrows == crows) {
-				size_t c = crows ? crows * 2 : 64;
-				struct stack_row *v = realloc(rows, c * sizeof(*v));
-
-				if (!v)
-					return;
-				rows = v;
-				crows = c;
-			}
+			if (!GROW(rows, crows, nrows, 64))
+				return;
 			r = &rows[nrows];
 			memset(r, 0, sizeof(*r));
 			if (bpf_map_lookup_elem(stacks_fd, &id, &r->s) || !index_put(&rows_by_id, (__u64)id + 1, 0, nrows))

@@ -11,6 +11,7 @@
 #include "probe.h"
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 #include "series.h"
 
 #define SERIES_MAX_SNAPS 4096
@@ -67,16 +68,9 @@ static void add_lock(const void *key, const struct wait_stat *s, void *ctx)
 
 	if (v->failed)
 		return;
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 256;
-		struct series_val *p = realloc(v->arr, cap * sizeof(*p));
-
-		if (!p) {
-			v->failed = true;
-			return;
-		}
-		v->arr = p;
-		v->cap = cap;
+	if (!GROW(v->arr, v->cap, v->n, 256)) {
+		v->failed = true;
+		return;
 	}
 	v->arr[v->n].key = ((const struct lock_key *)key)->lock;
 	v->arr[v->n++].total_ns = s->total_ns;

@@ -18,6 +18,7 @@
 #include "futex.h"          /* __NR_futex_waitv */
 #include "jsonw.h"
 #include "bpfutil.h"
+#include "grow.h"
 #include "tasks.h"
 #include "holders.h"
 #include "pyframes.h"
@@ -173,15 +174,8 @@ static void read_tasks(uint64_t t_stop)
 		struct task_times *t;
 
 		prev = &tid;
-		if (ntrows == cap) {
-			size_t c = cap ? cap * 2 : 256;
-			struct task_row *p = realloc(trows, c * sizeof(*p));
-
-			if (!p)
-				return;
-			trows = p;
-			cap = c;
-		}
+		if (!GROW(trows, cap, ntrows, 256))
+			return;
 		t = &trows[ntrows].t;
 		if (bpf_map_lookup_elem(fd, &tid, t))
 			continue;
@@ -242,15 +236,8 @@ static void add_wakeup(const struct wakeup_key *k, const struct wakeup_stat *s)
 			return;
 		}
 	}
-	if (nwrows == wcap) {
-		size_t c = wcap ? wcap * 2 : 1024;
-		struct wakeup_row *p = realloc(wrows, c * sizeof(*p));
-
-		if (!p)
-			return;
-		wrows = p;
-		wcap = c;
-	}
+	if (!GROW(wrows, wcap, nwrows, 1024))
+		return;
 	wrows[nwrows].k = *k;
 	wrows[nwrows].s = *s;
 	wrows[nwrows].s.waker_comm[sizeof(wrows[nwrows].s.waker_comm) - 1] = '\0';
@@ -359,9 +346,8 @@ void tasks_json(struct jw *w)
 	if (!tskel) {
 		char msg[160];
 
-		snprintf(msg, sizeof(msg), "the per-thread probe (tp_btf sched_switch, sched_waking) did not load: %s",
-			 strerror(load_err < 0 ? -load_err : load_err));
-		jw_kstr(w, "reason", msg);
+		jw_kstr(w, "reason", not_loaded(msg, sizeof(msg), "per-thread probe (tp_btf sched_switch, sched_waking)",
+						 load_err));
 	}
 	jw_obj_end(w);
 	if (!tskel)

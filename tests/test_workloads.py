@@ -138,3 +138,31 @@ def test_driver_rejects_bad_input(args, message):
     argv = [driver(), "run", "--workload", base.pop("--workload")] + [x for kv in base.items() for x in kv]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and p.stderr.startswith("lockscope-workload: error: ") and message in p.stderr
+
+
+def test_stdout_closed_mid_run_kills_the_workers_and_fails(d):
+    """A reader that goes away (lockscope killed, its pipe closed) ends the
+    driver with the reason and exit 1, and takes its workers with it: the
+    fatal path kills and reaps them (the cleanup children.c registers)."""
+    import signal
+    import time
+    p = subprocess.Popen([driver(), "run", "--workload", "MWRL", "--workers", "2", "--duration", "30",
+                          "--warmup", "0.1", "--interval", "0.05", "--dir", str(d)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(p.stdout.readline())
+        assert ready["event"] == "ready", ready
+        workers = ready["worker_pids"]
+        p.stdout.close()                   # the next event's write fails with EPIPE
+        assert p.wait(timeout=10) == 1
+        assert "cannot write to stdout" in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+    deadline = time.time() + 5
+    alive = workers
+    while alive and time.time() < deadline:
+        alive = [w for w in workers if os.path.exists(f"/proc/{w}")]
+        time.sleep(0.05)
+    assert not alive, f"workers outlived their driver: {alive}"

@@ -109,6 +109,7 @@ void setup_signals(void)
 	sigset_t set;
 
 	signal(SIGPIPE, SIG_IGN); /* EPIPE on stdout is handled in emit() */
+	ls_on_fatal(kill_all_and_reap);   /* a fatal error elsewhere leaves no worker */
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);

@@ -53,8 +53,7 @@ static void emit(void)
 		int e = errno;
 		fprintf(stderr, LS_PROG ": error: cannot write to stdout: %s\n",
 			strerror(e));
-		kill_all_and_reap();
-		exit(1);
+		ls_fatal_exit(1);
 	}
 }
 

@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "grow.h"          /* the loader's growable arrays (../probes) */
+
 uint64_t ls_now_ns(void)
 {
 	struct timespec ts;
@@ -166,15 +168,9 @@ void ls_strlist_addf(struct ls_strlist *l, const char *fmt, ...)
 		fprintf(stderr, LS_PROG ": error: out of memory\n");
 		exit(1);
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		char **v = realloc(l->v, cap * sizeof(*v));
-		if (!v) {
-			fprintf(stderr, LS_PROG ": error: out of memory\n");
-			exit(1);
-		}
-		l->v = v;
-		l->cap = cap;
+	if (!GROW(l->v, l->cap, l->n, 8)) {
+		fprintf(stderr, LS_PROG ": error: out of memory\n");
+		exit(1);
 	}
 	l->v[l->n++] = s;
 }
@@ -231,4 +227,18 @@ void ls_tsc_calibrate(void)
 		return;
 	ls_tsc_mult = (uint64_t)(((unsigned __int128)(t1 - t0) << 32) / (c1 - c0));
 #endif
+}
+
+static void (*fatal_cleanup)(void);
+
+void ls_on_fatal(void (*cleanup)(void))
+{
+	fatal_cleanup = cleanup;
+}
+
+void ls_fatal_exit(int code)
+{
+	if (fatal_cleanup)
+		fatal_cleanup();
+	exit(code);
 }

@@ -49,6 +49,13 @@ void ls_strlist_addf(struct ls_strlist *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void ls_strlist_free(struct ls_strlist *l);
 
+/* Leaving on a fatal error: ls_fatal_exit(code) runs the one cleanup
+ * registered with ls_on_fatal (the driver's: kill and reap the workers), then
+ * exit(code). A file that meets a fatal error needs no knowledge of what
+ * there is to clean up. */
+void ls_on_fatal(void (*cleanup)(void));
+__attribute__((noreturn)) void ls_fatal_exit(int code);
+
 /* Allocation that aborts (with a message) on OOM. */
 void *ls_xcalloc(size_t n, size_t sz);
 
