@@ -233,12 +233,13 @@ def holds_the_guarantee(c: dict, truth: str) -> None:
         assert any(w in c["why"] for w in ("intervals", "too little", "background", "wherever it is added")), c["why"]
 
 
-# confirm's own time on 2 CPUs: 2 rounds of 12 phases of 0.5 s, then more while undecided up to
-# 30 s of phases
-PHASES = ["--phase", "0.5", "--budget", "30"]
+# confirm's own time on 2 CPUs: 2 rounds of 12 phases of 0.5 s (7.2 s a round with the settling
+# after each change), then a third while undecided: 22 s
+PHASES = ["--phase", "0.5", "--budget", "22"]
 # a program's own clock read per phase: it prints its count every 0.1 s, so a phase of 1 s keeps the
 # count of the phase's operations within a few percent of its injected waits
-CLOCKED_PHASES = ["--phase", "1", "--budget", "60"]
+# (4 rounds of 13.2 s at most)
+CLOCKED_PHASES = ["--phase", "1", "--budget", "53"]
 
 
 @pytest.mark.parametrize("hog", [False, True], ids=["quiet", "beside-a-cpu-hog"])

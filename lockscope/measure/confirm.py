@@ -58,7 +58,11 @@ from lockscope.measure.steadyload import SteadyLoad
 from lockscope.record import NO_FS, Lock, RunRecord
 
 Progress = Callable[[str], None]
-SETTLE_S = 0.25                 # after a delay changes, before the phase is measured
+# after a delay changes, before the phase is measured: one progress interval
+# (0.1 s), so that the phase's first count is taken a whole interval after the
+# change (its rate is read between counts inside the phase, never across the
+# change; 0.25 s before 2026-11-28, a third of a 0.5-s phase spent waiting)
+SETTLE_S = 0.1
 ALONE_S = 1.0                   # the workload's rate with nothing attached, after discovery
 # the serial prediction's loss of throughput at each automatic level: the
 # wait added per operation is this fraction of the time per operation
