@@ -74,13 +74,16 @@ def estimate(values: list[float], bounds: tuple[float, float] | None = None) -> 
     return Estimate(med, low, high, len(xs))
 
 
-def side(e: Estimate, threshold: float) -> bool | None:
-    """True: below `threshold`; False: at or above it; None: the interval
-    holds values on both sides (undecided). One repeat: the value decides."""
+def side(e: Estimate, threshold: float, margin: float = 0.0) -> bool | None:
+    """True: below `threshold`; False: at or above it; None: undecided, the
+    interval holding values on both sides or within `margin` of it (an
+    indifference band: a figure that moves between reruns by less than the
+    margin gets one decision or none, never the two opposite ones). One
+    repeat: the value decides."""
     if not e.has_interval:
         return e.value < threshold
-    if e.high < threshold:
+    if e.high < threshold - margin:
         return True
-    if e.low >= threshold:
+    if e.low >= threshold + margin:
         return False
     return None
