@@ -8,19 +8,17 @@ and a sweep's repeats interleaved and resumed."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import math
 import shutil
 import statistics
 import subprocess
-import sys
 
 import pytest
 from scipy import stats
 
-from conftest import DATA, REPO, lockscope
+from conftest import DATA, lockscope
 from lockscope import record
 from lockscope.analyzer import intervals, scaling
 from lockscope.analyzer.analyze import analyze, load_records
