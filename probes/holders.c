@@ -14,6 +14,8 @@
 #include "grow.h"
 #include "holders.h"
 
+/* the rows of the data event's "holds" and "hold_activity": their JSON is
+ * EMIT_ROW_HOLDS / EMIT_ROW_HOLD_ACTIVITY (lockscope/proberows.toml) */
 struct hold_row {
 	struct hold_key k;
 	struct hold_stat s;
@@ -128,47 +130,15 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 	for (size_t i = 0; i < nhrows; i++) {
 		const struct hold_row *r = &hrows[i];
 
-		jw_obj(w);
-		jw_khex(w, "lock", r->k.lock);
-		jw_ku64(w, "tgid", r->k.tgid);
-		jw_ki64(w, "stack", r->k.stack_id);
-		if (r->k.sample)
-			jw_ku64(w, "sample", r->k.sample);
-		if (r->k.py_stack)
-			jw_ku64(w, "py_stack", r->k.py_stack);
-		jw_ku64(w, "count", r->s.count);
-		jw_ku64(w, "wait_ns", r->s.wait_ns);
-		jw_ku64(w, "offcpu_ns", r->s.offcpu_ns);
-		jw_ku64(w, "queued_ns", r->s.queued_ns);
-		jw_ku64(w, "unseen_ns", r->s.unseen_ns);
-		jw_ku64(w, "waker_tgid", r->s.waker_tgid);
-		jw_ku64(w, "waker_tid", r->s.waker_tid);
-		jw_kutf8(w, "waker_comm", r->s.waker_comm);
-		jw_obj_end(w);
+		EMIT_ROW_HOLDS(w, r);
 		id_set_add(kernel_lock(r->k.lock) ? &kids : &uids, r->k.stack_id);
 	}
 	jw_arr_end(w);
 
 	jw_key(w, "hold_activity");
 	jw_arr(w);
-	for (size_t i = 0; i < narows; i++) {
-		const struct act_row *r = &arows[i];
-
-		jw_obj(w);
-		jw_khex(w, "lock", r->k.lock);
-		jw_ku64(w, "tgid", r->k.tgid);
-		jw_ki64(w, "stack", r->k.stack_id);
-		if (r->k.sample)
-			jw_ku64(w, "sample", r->k.sample);
-		if (r->k.py_stack)
-			jw_ku64(w, "py_stack", r->k.py_stack);
-		if (r->k.act_lock)
-			jw_khex(w, "act_lock", r->k.act_lock);
-		jw_ki64(w, "act_stack", r->k.act_stack);
-		jw_ku64(w, "act_state", r->k.act_state);
-		jw_ku64(w, "ns", r->ns);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < narows; i++)
+		EMIT_ROW_HOLD_ACTIVITY(w, &arows[i]);
 	jw_arr_end(w);
 
 	emit_stacks(w, "hold_stacks", bpf_map__fd(m->stacks), &kids, MAX_STACK_DEPTH, true);

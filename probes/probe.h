@@ -5,6 +5,7 @@
 #define LOCKSCOPE_PROBE_H
 
 #include "lockfields.h"
+#include "proberows.h"
 
 /* flags of lock:contention_begin (include/trace/events/lock.h) */
 #define LCB_F_SPIN   (1U << 0)
@@ -332,36 +333,8 @@ enum futex_counter {
 	FCNT__MAX,
 };
 
-/* per-thread times (tasks.bpf.c), by thread id */
-struct task_times {
-	__u64 on_cpu_ns;
-	__u64 preempted_ns;   /* off CPU runnable: preempted, or not yet run */
-	__u64 sleep_ns;       /* off CPU otherwise */
-	__u64 switches;       /* switch-outs */
-	__u64 on_start;       /* on CPU since; 0: off CPU */
-	__u64 off_start;      /* off CPU since; 0: on CPU, or exited */
-	__u32 tgid;
-	__u32 off_preempted;  /* the open off-CPU span is runnable time */
-	__u32 kernel;         /* a kernel thread (PF_KTHREAD): never the work */
-	__u32 pad;
-	char comm[16];
-	char process[16];     /* the group leader's comm */
-};
-
-/* wake-ups of the tracked threads (tasks.bpf.c) */
-struct wakeup_key {
-	__u32 waker_tid;      /* 0: interrupt context, or the idle task */
-	__u32 wakee_tid;
-	__u64 uaddr;          /* the futex the wakee waited on (futex_open); 0: none */
-};
-
-struct wakeup_stat {
-	__u64 count;
-	__u64 wait_ns;        /* the wakee's time off CPU until these wake-ups */
-	__u32 waker_tgid;
-	__u32 pad;
-	char waker_comm[16];
-};
+/* per-thread times and wake-ups (tasks.bpf.c): struct task_times,
+ * wakeup_key, wakeup_stat in build/proberows.h (lockscope/proberows.toml) */
 
 /* Holders (holders.bpf.h): a thread that wakes another out of a lock wait
  * (a kernel mutex/rwsem wait, or a futex wait) has just released that lock.

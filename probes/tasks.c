@@ -30,20 +30,12 @@ static struct tasks_bpf *tskel;
 static int load_err = -ENOENT;       /* not loaded until tasks_load */
 static int nc;
 
-struct task_row {
-	__u32 tid;
-	struct task_times t;
-};
-static struct task_row *trows;
+static struct task_row *trows;       /* struct task_row, wakeup_row: build/proberows.h */
 static size_t ntrows;
 
 /* the wake-ups of the window, merged by key: the map is drained into them
  * while the window runs (tasks_drain), so that a program that forks and
  * exits all the time (a new edge per child) does not fill it */
-struct wakeup_row {
-	struct wakeup_key k;
-	struct wakeup_stat s;
-};
 static struct wakeup_row *wrows;
 static size_t nwrows, wcap;
 static uint32_t *wslots;             /* open addressing: 0 empty, else row index + 1 */
@@ -355,40 +347,14 @@ void tasks_json(struct jw *w)
 
 	jw_key(w, "tasks");
 	jw_arr(w);
-	for (size_t i = 0; i < ntrows; i++) {
-		const struct task_times *t = &trows[i].t;
-
-		jw_obj(w);
-		jw_ku64(w, "tid", trows[i].tid);
-		jw_ku64(w, "tgid", t->tgid);
-		jw_kutf8(w, "comm", t->comm);
-		jw_kutf8(w, "process", t->process);
-		if (t->kernel)
-			jw_kbool(w, "kernel", true);
-		jw_ku64(w, "on_cpu_ns", t->on_cpu_ns);
-		jw_ku64(w, "preempted_ns", t->preempted_ns);
-		jw_ku64(w, "sleep_ns", t->sleep_ns);
-		jw_ku64(w, "switches", t->switches);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < ntrows; i++)
+		EMIT_ROW_TASKS(w, &trows[i]);
 	jw_arr_end(w);
 
 	jw_key(w, "wakeups");
 	jw_arr(w);
-	for (size_t i = 0; i < nwrows && i < WAKEUPS_EMITTED; i++) {
-		const struct wakeup_row *r = &wrows[i];
-
-		jw_obj(w);
-		jw_ku64(w, "waker_tid", r->k.waker_tid);
-		jw_ku64(w, "waker_tgid", r->s.waker_tgid);
-		jw_kutf8(w, "waker_comm", r->s.waker_comm);
-		jw_ku64(w, "wakee_tid", r->k.wakee_tid);
-		if (r->k.uaddr)
-			jw_khex(w, "uaddr", r->k.uaddr);
-		jw_ku64(w, "count", r->s.count);
-		jw_ku64(w, "wait_ns", r->s.wait_ns);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < nwrows && i < WAKEUPS_EMITTED; i++)
+		EMIT_ROW_WAKEUPS(w, &wrows[i]);
 	jw_arr_end(w);
 	{
 		struct holder_maps m = holder_maps();

@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from conftest import REPO
-from lockscope import tables
+from lockscope import proberows, tables
 from lockscope.analyzer import sleepkinds
 from lockscope.analyzer.kernel import knowledge, ktext, lockfields, objlocks
 from lockscope.analyzer.user import golocks, libraries, pylayouts, runtimes, usdt
@@ -43,6 +43,7 @@ LOADERS = {
     "analyzer/kernel/lockfields.toml": lambda p: lockfields.load(p).fields,
     "analyzer/sleepkinds.toml": lambda p: sleepkinds.SleepKinds(p).futex_rules,
     "analyzer/user/pylayouts.toml": lambda p: pylayouts.load(p),
+    "lockscope/proberows.toml": lambda p: proberows.load(p).row,
 }
 
 
