@@ -49,7 +49,7 @@ setup(
               "lockscope.analyzer.user", "lockscope.reports", "lockscope.templates"],
     package_dir={"lockscope": "lockscope", "lockscope.analyzer": "analyzer",
                  "lockscope.reports": "reports", "lockscope.templates": "templates"},
-    package_data={"lockscope.measure": ["apps.toml", "appfiles/*"], "lockscope.analyzer": ["*.toml"],
+    package_data={"lockscope": ["proberows.toml"], "lockscope.measure": ["apps.toml", "appfiles/*"], "lockscope.analyzer": ["*.toml"],
                   "lockscope.analyzer.kernel": ["*.toml"], "lockscope.analyzer.user": ["*.toml"],
                   "lockscope.templates": ["*.j2"]},
     install_requires=["jinja2>=3.1", "matplotlib>=3.6", "scipy>=1.9", "pyelftools>=0.29"],

@@ -84,8 +84,12 @@ def test_spinning_is_added_to_the_channels_lock_as_gos_cpu_profile_sees_it(e2e, 
     [path] = (out / "runs").glob("*.json")
     rec = record.load(path)
     top = next(lk for lk in rec.locks if lk.component == "user space")
-    assert top.name == "Go channel @ main.main.func1" and top.sampled_spin_ns > 0, \
-        [(lk.name, lk.sampled_spin_ns) for lk in rec.locks[:4]]
+    # the channel's lock, by either of its two sites: the producers (func1) and the consumer (func2)
+    # both spin on it, and their sampled spin is close (a quiet fresh-clone CI read func2 192 ms,
+    # func1 172 ms; other runs the reverse): which site leads is no property of the program
+    sites = ("Go channel @ main.main.func1", "Go channel @ main.main.func2")
+    assert top.name in sites and top.sampled_spin_ns > 0, [(lk.name, lk.sampled_spin_ns) for lk in rec.locks[:4]]
+    assert set(sites) <= {lk.name for lk in rec.locks if lk.sampled_spin_ns > 0}
     assert top.modes.get("spinning (sampled)") == top.sampled_spin_ns
     raw = rec.probe.raw
     sampled = sum(s.count for s in raw.cpu_samples) * raw.sample_period_ns
