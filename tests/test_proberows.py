@@ -110,4 +110,5 @@ def test_a_bad_member_names_the_entry(tmp_path):
 
 def test_hex_metadata_is_what_the_check_reads():
     # the dataclass convention the check relies on: an address field carries HEX
-    assert dataclasses.fields(probedata.Wakeup)[4].metadata.get("hex") is True and HEX == {"hex": True}
+    uaddr = next(f for f in dataclasses.fields(probedata.Wakeup) if f.name == "uaddr")
+    assert uaddr.metadata.get("hex") is True and HEX == {"hex": True}
