@@ -51,8 +51,11 @@ class Estimate:
 
 
 def t_quantile(df: int) -> float:
-    from scipy.stats import t              # scipy only where an interval is computed
-    return float(t.ppf(0.5 + CONFIDENCE / 2, df))
+    """Student's t quantile: scipy.special's inverse of the t distribution
+    function (what scipy.stats.t.ppf calls), imported only where an interval
+    is computed; scipy.stats itself takes 0.9 s to import, special 0.2 s."""
+    from scipy.special import stdtrit
+    return float(stdtrit(df, 0.5 + CONFIDENCE / 2))
 
 
 def estimate(values: list[float], bounds: tuple[float, float] | None = None) -> Estimate:

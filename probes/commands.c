@@ -15,6 +15,10 @@
  *                  a name suffix of an entry whose waits are filtered by name
  *   start          clear the aggregates and start counting
  *   stop           stop counting; emit the "data" event
+ *   reset          forget every tracked process (and the children they
+ *                  forked) and watched path, for the next measurement of a
+ *                  sweep in the same loaded probe (a watched path would keep
+ *                  the last one's file system mounted)
  *   quit           detach everything and exit (also on EOF, SIGINT, SIGTERM)
  *
  * Errors are events too ({"event":"error",...}); stderr carries only libbpf's
@@ -175,6 +179,24 @@ static void cmd_stop(struct probe *p)
 	jw_event_end(&out);
 }
 
+static void cmd_reset(struct probe *p)
+{
+	struct jw out;
+
+	p->cskel->bss->enabled = false;
+	p->enabled = false;
+	if (clear_map(p->cskel->maps.tracked)) {
+		emit_error("reset", ENOMEM, "reset: the tracked map could not be cleared");
+		return;
+	}
+	__atomic_add_fetch(&p->cskel->bss->tracked_epoch, 1, __ATOMIC_SEQ_CST);  /* the CPUs' cached tgid is void */
+	for (int i = 0; i < p->nwatch; i++)
+		close(p->watch_fds[i]);
+	p->nwatch = 0;
+	jw_event_begin(&out, stdout, "reset");
+	jw_event_end(&out);
+}
+
 bool handle_line(struct probe *p, char *line)
 {
 	size_t len = strlen(line);
@@ -193,6 +215,8 @@ bool handle_line(struct probe *p, char *line)
 		cmd_start(p);
 	else if (strcmp(line, "stop") == 0)
 		cmd_stop(p);
+	else if (strcmp(line, "reset") == 0)
+		cmd_reset(p);
 	else if (strcmp(line, "quit") == 0)
 		return false;
 	else if (len)

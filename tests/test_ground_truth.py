@@ -21,13 +21,28 @@ ROWS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """The rows measured once, as one sweep (the probes stay loaded from one
+    point to the next: each point must hold its own workers' waits only),
+    and what was left mounted under its scratch root after it."""
+    from conftest import e2e_missing, left_under
+    if e2e_missing():
+        pytest.skip(e2e_missing())
+    tmp = tmp_path_factory.mktemp("ground_truth")
+    out, scratch = tmp / "out", tmp / "scratch"
+    p = lockscope("sweep", "MWRM,DWOM,MWCM,MWCL,mmap", "--fs", "tmpfs,ext4", "--workers", "2", "--repeat", "1",
+                  "--duration", "1.5", "--warmup", "0.5", "--out", str(out), "--scratch", str(scratch), timeout=600)
+    assert p.returncode == 0, p.stderr
+    return out, left_under(scratch)
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("workload,fs,cls,kind,obj,lead", ROWS, ids=[f"{r[0]}-{r[1]}" for r in ROWS])
-def test_names_the_known_culprit(tmp_path, e2e, scratch, workload, fs, cls, kind, obj, lead):
-    args = [workload] + (["--fs", fs] if fs != "none" else [])
-    rec = json.loads(lockscope("run", *args, "--workers", "2", "--duration", "1.5", "--warmup", "0.5",
-                               "--out", str(tmp_path / "out"), "--scratch", str(scratch),
-                               "--json").stdout)
+def test_names_the_known_culprit(e2e, swept, workload, fs, cls, kind, obj, lead):
+    out, left = swept
+    assert not left["mounts"] and not left["loop_devices"], f"left behind: {left}"
+    rec = json.loads((out / "runs" / f"{workload}-{fs}-w2.json").read_text())
     assert rec["workload"] == workload and rec["fs"] == fs and rec["workers"] == 2
     assert rec["ops"] > 0 and rec["ops_per_sec"] > 0
     assert [w["ops"] > 0 for w in rec["per_worker"]] == [True, True]
@@ -44,9 +59,10 @@ def test_names_the_known_culprit(tmp_path, e2e, scratch, workload, fs, cls, kind
     if lead:
         assert rec["locks"][0]["class"] == cls, [lk["name"] for lk in rec["locks"][:5]]
         assert lock["wait_share"] > 0.02
-    # the record is on disk too, where analyze and report find it
-    on_disk = json.loads((tmp_path / "out" / "runs" / f"{rec['id']}.json").read_text())
-    assert on_disk["locks"][0]["name"] == rec["locks"][0]["name"]
+    # the point's own workers only: no other point's culprit (the sweep's probes stayed loaded)
+    others = {c for w, _, c, *_ in ROWS if w != workload and c != cls}
+    assert not others & {lk["class"] for lk in rec["locks"]}, [lk["name"] for lk in rec["locks"][:8]]
+    assert {t["tgid"] for t in rec["probe"]["raw"]["tasks"]} == {w["pid"] for w in rec["per_worker"]}
 
 
 @pytest.mark.e2e

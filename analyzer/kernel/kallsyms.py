@@ -12,15 +12,22 @@ from lockscope.jsondata import parse_addr
 _MAX_SYMBOL_SIZE = 1 << 20
 
 
+def rows(path: Path | str = "/proc/kallsyms") -> list[list[str]]:
+    """The lines of kallsyms, split: [address, type, name(, [module])]. The
+    kernel writes the 100,000-odd lines anew at each read: a caller that
+    needs the text symbols (Symbolizer), the image's markers and its
+    variables (kimage) reads them once and hands the rows to each."""
+    with open(path) as f:
+        return [line.split() for line in f]
+
+
 class Symbolizer:
-    def __init__(self, path: Path | str = "/proc/kallsyms"):
+    def __init__(self, path: Path | str = "/proc/kallsyms", lines: list[list[str]] | None = None):
         entries = []
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 3 or parts[1] not in "tTwW":
-                    continue
-                entries.append((parse_addr(parts[0]), parts[2]))
+        for parts in rows(path) if lines is None else lines:
+            if len(parts) < 3 or parts[1] not in "tTwW":
+                continue
+            entries.append((int(parts[0], 16), parts[2]))
         if not entries or all(a == 0 for a, _ in entries[:100]):
             raise EnvironmentProblem(
                 f"{path} shows no addresses, so kernel stacks cannot be symbolized",

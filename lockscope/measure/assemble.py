@@ -16,7 +16,7 @@ from lockscope import __version__
 from lockscope.measure import hwcounters
 from lockscope.machine import scratch
 from lockscope.analyzer import holders, holdstacks, owners, probeeffect, roles
-from lockscope.analyzer.kernel import kimage, ktext, naming, objlocks, slab
+from lockscope.analyzer.kernel import kallsyms, kimage, ktext, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, runtimes, userlocks, userspin, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.analyzer.kernel.knowledge import own_functions
@@ -39,14 +39,16 @@ def host_info() -> Host:
                 ncpus=os.cpu_count(), cpus_allowed=len(os.sched_getaffinity(0)), cpu_model=model)
 
 
-def kernel_image(addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
+def kernel_image(addrs: set[int], vmlinux: Path | None, lines: list[list[str]] | None = None) -> KernelImage | None:
     """The kernel image's static data bounds, and the variables at the
     static addresses among `addrs` when a symbol table says (--vmlinux, or
-    /proc/kallsyms when it lists variables)."""
-    img = kimage.read()
+    /proc/kallsyms when it lists variables). `lines`: kallsyms already read."""
+    if lines is None:
+        lines = kallsyms.rows()
+    img = kimage.read(lines=lines)
     if img is None:
         return None
-    table = kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols()
+    table = kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols(lines=lines)
     if table is not None:
         kimage.resolve_static(img, addrs, table)
     return img
@@ -59,7 +61,9 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     stacks symbolized, the objects, and the mounts they live on. `sym` and
     `image` (kernel_image's signature) let a caller naming many windows
     (lockscope top) read /proc/kallsyms once instead of every time."""
-    sym = sym or Symbolizer()
+    # kallsyms read once for the symbolizer and the image, unless the caller has both
+    lines = kallsyms.rows() if sym is None or image is None else None
+    sym = sym or Symbolizer(lines=lines)
     user_spin = userspin.resolve(data)          # the CPU samples' user stacks (before their rows are read)
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
@@ -71,7 +75,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     devs = {f.dev for f in objects.files} | {t.extra.get("cwd_dev") for t in objects.tasks}
     mounts = {d: table[d] for d in devs if d in table}
     where = str(mountpoint) if mountpoint else None
-    img = (image or kernel_image)({e.lock for e in contention}, vmlinux)
+    img = image({e.lock for e in contention}, vmlinux) if image else kernel_image({e.lock for e in contention},
+                                                                                   vmlinux, lines)
     if img is not None and data.get("ktext"):
         # the text around the calls that led to waits on static locks (probes/ktext.c)
         img.text_calls = ktext.text_calls({parse_addr(k): bytes.fromhex(v) for k, v in data["ktext"].items()},

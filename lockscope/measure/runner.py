@@ -20,6 +20,7 @@ from lockscope.machine import scratch
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError
 from lockscope.measure.jsonlines import kill_group, spawn_gated
+from lockscope.measure import probe as probes
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.jsondata import from_dict
 from lockscope.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
@@ -72,15 +73,14 @@ class PointSpec:
         return point_id(self.workload, self.fs, self.workers, self.repeat)
 
 
-def run_builtin(spec: PointSpec, progress: Progress) -> RunRecord:
+def run_builtin(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes | None = None) -> RunRecord:
     info = workloads.check_workload(spec.workload)
     with contextlib.ExitStack() as stack:
         fs = None
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
-        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
-            if spec.probe else None
+        probe = probes.session(stack, loaded, spec.system_wide, spec.sample_hz) if spec.probe else None
         wl = stack.enter_context(workloads.WorkloadSession(
             spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus,
             params=spec.params, interval=spec.interval, latency=spec.latency))
@@ -260,7 +260,7 @@ def _target_info(targets: tg.Targets | None, spec: PointSpec) -> AttachInfo | No
                               for p in targets.procs if p not in alive])
 
 
-def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
+def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes | None = None) -> RunRecord:
     assert spec.command
     with contextlib.ExitStack() as stack:
         fs = None
@@ -278,8 +278,7 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
         prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None, port) \
             if spec.prepare else None
         prepare_s = run_prepare(prepare, progress) if prepare else None
-        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz)) \
-            if spec.probe else None
+        probe = probes.session(stack, loaded, spec.system_wide, spec.sample_hz) if spec.probe else None
         targets = _track_targets(probe, spec, server)
         drivers: set[int] | None = set() if targets else None
         # system-wide: the command's processes, where the work is looked for (analyzer/roles.py)
@@ -345,8 +344,10 @@ def run_command(spec: PointSpec, progress: Progress) -> RunRecord:
     return finish_record(rec, data, raw, window.hw.result(), drivers, work, spec.system_wide)
 
 
-def run_point(spec: PointSpec, progress: Progress | None = None) -> RunRecord:
+def run_point(spec: PointSpec, progress: Progress | None = None,
+              loaded: probes.LoadedProbes | None = None) -> RunRecord:
+    """One point; `loaded`: a sweep's probes, kept loaded between its points."""
     progress = progress or (lambda msg: print(f"  {spec.id}: {msg}", file=sys.stderr, flush=True))
-    rec = run_command(spec, progress) if spec.command else run_builtin(spec, progress)
+    rec = run_command(spec, progress, loaded) if spec.command else run_builtin(spec, progress, loaded)
     rec.repeat = spec.repeat if spec.repeat > 1 else None
     return rec

@@ -27,6 +27,7 @@ from lockscope.measure import apps, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
 from lockscope.record import NO_FS, record_path
 from lockscope.measure.runner import PointSpec, run_point
+from lockscope.measure.probe import LoadedProbes
 
 MANIFEST = "sweep.json"
 SWEEP_SCHEMA = "lockscope.sweep/1"
@@ -183,6 +184,16 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
         print(f"lockscope: {len(outcome.skipped)} of {len(points)} points already measured in {out}, "
               "skipping them", file=log, flush=True)
 
+    with LoadedProbes() as loaded:
+        _run_points(spec, todo, manifest, manifest_path, outcome, loaded, log)
+    manifest["failures"] = outcome.failed
+    atomicio.write_json(manifest_path, manifest)
+    return outcome
+
+
+def _run_points(spec: SweepSpec, todo: list[PointSpec], manifest: dict, manifest_path: Path, outcome: SweepOutcome,
+                loaded: LoadedProbes, log: TextIO) -> None:
+    out = manifest_path.parent
     started = time.monotonic()
     for i, p in enumerate(todo):
         elapsed = time.monotonic() - started
@@ -192,7 +203,7 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
         print(f"[{i + 1}/{len(todo)}] {p.workload}{on}, {p.workers} worker"
               f"{'s' if p.workers != 1 else ''}{again}{eta}", file=log, flush=True)
         try:
-            rec = run_point(p, lambda msg, p=p: print(f"    {msg}", file=log, flush=True))
+            rec = run_point(p, lambda msg, p=p: print(f"    {msg}", file=log, flush=True), loaded)
         except EnvironmentProblem:
             raise                 # the next point would fail the same way
         except LockscopeError as e:
@@ -208,6 +219,3 @@ def _run_sweep(spec: SweepSpec, points: list[PointSpec], out: Path, log: TextIO)
         print(f"    {tput}" +
               (f"; top lock: {rec.locks[0].name} ({rec.locks[0].wait_share:.1%} of worker time)"
                if rec.locks else ""), file=log, flush=True)
-    manifest["failures"] = outcome.failed
-    atomicio.write_json(manifest_path, manifest)
-    return outcome

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockscope.measure import targets as tg
-from lockscope.analyzer.kernel import kimage
+from lockscope.analyzer.kernel import kallsyms, kimage
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
@@ -98,9 +98,10 @@ class KernelTables:
     its own contended static addresses named."""
 
     def __init__(self, vmlinux: Path | None):
-        self.sym = Symbolizer()
-        self.img = kimage.read()
-        self.table = (kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols()) \
+        lines = kallsyms.rows()
+        self.sym = Symbolizer(lines=lines)
+        self.img = kimage.read(lines=lines)
+        self.table = (kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols(lines=lines)) \
             if self.img is not None else None
 
     def image(self, addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
