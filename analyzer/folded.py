@@ -30,6 +30,7 @@ from .user.userlocks import frame_function
 from lockscope.jsondata import format_addr, parse_addr
 from lockscope.probedata import RawProbe
 from lockscope.record import RunRecord
+from lockscope.proberows import constant
 
 KINDS = {
     # kind: (title, unit of the counts)
@@ -38,7 +39,7 @@ KINDS = {
     "lockwait": ("lock-wait time", "us"),
     "holders": ("lock-wait time by holder", "us"),
 }
-STACK_USER = -3            # probes/probe.h: a CPU sample taken in user space
+STACK_USER = constant("STACK_USER")      # a CPU sample taken in user space
 NO_STACK = "[no stack sampled]"
 
 

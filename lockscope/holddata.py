@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from lockscope.jsondata import HEX, optional
+from lockscope.proberows import constant
 
 KERNEL_SPACE = 1 << 63       # a kernel lock's address lies above, a futex word's below
-USDT_LOCK = 1 << 62          # Release.lock of a USDT-named lock: this bit and a hash of its key (probe.h)
+USDT_LOCK = constant("USDT_LOCK_BIT")   # Release.lock of a USDT-named lock: this bit and a hash of its key
 
 
 @dataclass

@@ -18,11 +18,8 @@
  * stopped spinning and went to sleep) */
 #define LS_F_SLEPT   (1U << 16)
 
-#define MAX_STACK_DEPTH 64
 #define MAX_SPIN_NEST   4
 #define MAX_PENDING     32
-#define STACK_NOT_SAMPLED (-2)   /* lock_key.stack_id of waits counted without a stack */
-#define STACK_USER        (-3)   /* sample_key.stack_id of CPU samples taken in user space */
 
 /* lock waits, aggregated in kernel */
 struct lock_key {
@@ -192,7 +189,6 @@ struct obj_task {
 /* slab cache of a lock address (kmem.bpf.c): addr in, the rest out */
 /* kernel text read by ktext.bpf.c: KTEXT_BYTES at each address */
 #define KTEXT_BATCH 64
-#define KTEXT_BYTES 32
 struct ktext_ent {
 	__u64 addr;
 	__u32 ok;             /* 1: bytes read */
@@ -430,8 +426,6 @@ struct py_proc {
 /* py_proc.flags: 3.9 and 3.10 keep no native thread id: tid_off is
  * PyThreadState.thread_id, pthread_self(), which is the thread's fs base
  * (x86-64 glibc); and their frames (PyFrameObject) have no owner */
-#define PY_PTHREAD_ID 1
-#define PY_NO_OWNER   2
 struct py_stack {
 	__u32 tgid;
 	__u32 depth;
@@ -468,7 +462,6 @@ enum task_counter {
 
 /* application lock waits from USDT probes (usdt.bpf.c), by process, probe
  * table entry, the lock's name (a string argument) or number (a tag), mode */
-#define USDT_NAME_LEN 104     /* the key 128 bytes: a Java class's full name */
 struct usdt_key {
 	__u32 tgid;
 	__u32 entry;          /* the table's probe index (the attach cookie's low byte) */
@@ -492,7 +485,6 @@ struct usdt_stat_key {
  * the probed function's caller outwards instead, an interpreted frame as
  * its Method *; 0 past the end */
 #define USDT_FRAMES 24
-#define JVM_METHOD_FRAME (1ULL << 63)
 struct usdt_stack {
 	__u32 tgid;
 	__u32 n;
@@ -515,8 +507,6 @@ struct jvm_method {
 
 /* a USDT-named lock as hold_key.lock (holders.bpf.h): this bit, which no
  * user-space address has, and a hash of its usdt_key */
-#define USDT_LOCK_BIT (1ULL << 62)
-#define USDT_ENTRIES  8           /* table entries a thread may wait in at once, looked through at done */
 
 #define USDT_COUNTERS(X)                                                                        \
 	X(UCNT_STARTS, "usdt_wait_starts")        /* wait starts seen in tracked processes */   \
@@ -579,7 +569,6 @@ struct jvm_proc {
 
 /* a name filter of a probe table entry (usdt.bpf.c): a wait counts only if
  * its name ends with one of its entry's suffixes, by (entry << 2 | i) */
-#define USDT_SUFFIXES 4
 struct usdt_suffix {
 	__u32 len;
 	char s[USDT_NAME_LEN];

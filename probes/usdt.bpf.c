@@ -486,7 +486,7 @@ static __always_inline bool name_wanted(__u32 entry, const char *name, __u32 n)
 static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long name_v, bool name_ok, long mode_v, bool mode_ok,
 				       long len_v, bool len_ok)
 {
-	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> 32;
+	__u64 id = bpf_get_current_pid_tgid(), values = cookie >> USDT_COOKIE_VALUES_SHIFT;
 	struct usdt_open_key ok = { .tid = (__u32)id, .entry = cookie & 0xff };
 	const struct jvm_proc *jvm = NULL;
 	int name_n = -1;      /* the name string's length, -1: none */
@@ -496,13 +496,13 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 
 	if (!enabled || !traced(id >> 32))
 		return;
-	if (values && !(cookie & (1 << 12)) && (!name_ok || (__u64)name_v > 31 || !(values & (1ULL << name_v))))
+	if (values && !(cookie & USDT_COOKIE_NAME_STRING) && (!name_ok || (__u64)name_v > 31 || !(values & (1ULL << name_v))))
 		return;       /* a value that is not a lock wait */
-	if (cookie & (3 << 13)) {
+	if (cookie & (USDT_COOKIE_HOTSPOT_MONITOR | USDT_COOKIE_PARK_BLOCKER)) {
 		__u32 tgid = id >> 32;
 
 		jvm = bpf_map_lookup_elem(&jvm_procs, &tgid);
-		if (!jvm || ((cookie & (1 << 13)) && (jvm->flags & JVM_MONITOR_PROBES))) {
+		if (!jvm || ((cookie & USDT_COOKIE_HOTSPOT_MONITOR) && (jvm->flags & JVM_MONITOR_PROBES))) {
 			ucount(UCNT_NO_JVM_LAYOUT);   /* not read yet, or its monitor probes name its monitors */
 			return;
 		}
@@ -514,25 +514,25 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 	o->sk.key.tgid = id >> 32;
 	o->sk.key.entry = ok.entry;
 	if (jvm) {         /* the calling JavaThread: EnterI's (enter_internal's) second argument, or a park's by tid */
-		__u64 *thr = (cookie & (1 << 13)) ? NULL : bpf_map_lookup_elem(&jvm_threads, &id);
+		__u64 *thr = (cookie & USDT_COOKIE_HOTSPOT_MONITOR) ? NULL : bpf_map_lookup_elem(&jvm_threads, &id);
 
-		thread = (cookie & (1 << 13)) ? PT_REGS_PARM2_CORE(ctx) : thr ? *thr : 0;
+		thread = (cookie & USDT_COOKIE_HOTSPOT_MONITOR) ? PT_REGS_PARM2_CORE(ctx) : thr ? *thr : 0;
 	}
-	if (jvm && (cookie & (1 << 14))) {
+	if (jvm && (cookie & USDT_COOKIE_PARK_BLOCKER)) {
 		if ((name_n = blocker_class(jvm, thread, o->sk.key.name)) < 0)
 			return;       /* no blocker: not named, no wait here */
 	} else if (name_ok && jvm) {
 		name_n = monitor_class(jvm, (__u64)name_v, o->sk.key.name);
 		o->sk.key.value = (__u64)name_v;   /* the monitor (C heap, not moved): its instances apart */
 	} else if (name_ok) {
-		if ((cookie & (1 << 12)) && len_ok) {     /* the key was zeroed: it stays NUL-terminated */
+		if ((cookie & USDT_COOKIE_NAME_STRING) && len_ok) {     /* the key was zeroed: it stays NUL-terminated */
 			__u32 n = len_v < 0 ? 0 : len_v > USDT_NAME_LEN - 1 ? USDT_NAME_LEN - 1 : (__u32)len_v;
 
 			if (n && bpf_probe_read_user(o->sk.key.name, n, (void *)name_v) < 0)
 				ucount(UCNT_NAME_UNREADABLE);
 			else
 				name_n = n;
-		} else if (cookie & (1 << 12)) {
+		} else if (cookie & USDT_COOKIE_NAME_STRING) {
 			name_n = bpf_probe_read_user_str(o->sk.key.name, sizeof(o->sk.key.name), (void *)name_v) - 1;
 			if (name_n < 0)
 				ucount(UCNT_NAME_UNREADABLE);
@@ -540,7 +540,7 @@ static __always_inline void wait_start(struct pt_regs *ctx, __u64 cookie, long n
 			o->sk.key.value = (__u64)name_v;
 		}
 	}
-	if ((cookie & (1 << 15)) && (name_n < 0 || !name_wanted(ok.entry, o->sk.key.name, name_n))) {
+	if ((cookie & USDT_COOKIE_SUFFIXES) && (name_n < 0 || !name_wanted(ok.entry, o->sk.key.name, name_n))) {
 		ucount(UCNT_NOT_NAMED);
 		return;
 	}
@@ -560,7 +560,8 @@ SEC("usdt")
 int lksc_usdt_start(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_usdt_cookie(ctx);
-	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf, len_arg = (cookie >> 20) & 0xf;
+	__u32 name_arg = (cookie >> USDT_COOKIE_NAME_ARG_SHIFT) & 0xf, mode_arg = (cookie >> USDT_COOKIE_MODE_ARG_SHIFT) & 0xf,
+	      len_arg = (cookie >> USDT_COOKIE_LEN_ARG_SHIFT) & 0xf;
 	long name_v = 0, mode_v = 0, len_v = 0;
 	bool name_ok = name_arg && bpf_usdt_arg(ctx, name_arg - 1, &name_v) == 0;
 	bool mode_ok = mode_arg && bpf_usdt_arg(ctx, mode_arg - 1, &mode_v) == 0;
@@ -589,7 +590,8 @@ SEC("uprobe")
 int lksc_func_start(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 name_arg = (cookie >> 8) & 0xf, mode_arg = (cookie >> 16) & 0xf, len_arg = (cookie >> 20) & 0xf;
+	__u32 name_arg = (cookie >> USDT_COOKIE_NAME_ARG_SHIFT) & 0xf, mode_arg = (cookie >> USDT_COOKIE_MODE_ARG_SHIFT) & 0xf,
+	      len_arg = (cookie >> USDT_COOKIE_LEN_ARG_SHIFT) & 0xf;
 
 	wait_start(ctx, cookie, func_arg(ctx, name_arg), name_arg >= 1 && name_arg <= 5,
 		   func_arg(ctx, mode_arg), mode_arg >= 1 && mode_arg <= 5,

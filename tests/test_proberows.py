@@ -112,3 +112,38 @@ def test_hex_metadata_is_what_the_check_reads():
     # the dataclass convention the check relies on: an address field carries HEX
     uaddr = next(f for f in dataclasses.fields(probedata.Wakeup) if f.name == "uaddr")
     assert uaddr.metadata.get("hex") is True and HEX == {"hex": True}
+
+
+def test_shared_constants_are_the_tables_on_both_sides():
+    """A number both sides use is a [[constant]]: a #define in the header and
+    the same value where Python reads it."""
+    from lockscope import holddata
+    from lockscope.analyzer import folded
+    from lockscope.analyzer.kernel import ktext
+    from lockscope.analyzer.user import jvmframes, unwind, usdt
+    h = proberows.c_header(proberows.load())
+    assert "#define JVM_METHOD_FRAME (1ULL << 63)" in h and "#define STACK_USER (-3)" in h
+    assert "#define USDT_NAME_LEN 104" in h
+    assert jvmframes.METHOD_FRAME == 1 << 63 and holddata.USDT_LOCK == 1 << 62 and folded.STACK_USER == -3
+    assert ktext.KTEXT_BYTES == 32 and unwind.MAX_UNWIND_DEPTH == 64 and usdt.MAX_NAME == 103
+    # the attach cookie usdt.bpf.c decodes: entry, name argument, flags, mode argument, value mask
+    specs = [q for p in usdt.default().programs for q in p.probes]
+    hotspot = next(q for q in specs if q.name_from == "hotspot_monitor")
+    assert hotspot.cookie & (1 << 13) and not hotspot.cookie & (1 << 14)
+    for q in specs:
+        c = q.cookie
+        assert (c & 0xFF, (c >> 8) & 0xF, (c >> 16) & 0xF, (c >> 20) & 0xF, c >> 32) == \
+            (q.entry, q.name_arg, q.mode_arg, q.name_len_arg, sum(1 << v for v in q.only)), q
+        assert bool(c & (1 << 12)) == q.name_string and bool(c & (1 << 15)) == bool(q.name_suffixes)
+    with pytest.raises(KeyError, match="no \\[\\[constant\\]\\] NOPE"):
+        proberows.constant("NOPE")
+
+
+def test_a_constant_declared_twice_or_without_a_value_names_the_entry(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[[constant]]\nname = "A"\nvalue = 1\n\n[[constant]]\nname = "A"\nvalue = 2\n')
+    with pytest.raises(Exception, match="constant A is declared already"):
+        proberows.load(path)
+    path.write_text('[[constant]]\nname = "B"\n')
+    with pytest.raises(Exception, match="value = N or bit = N"):
+        proberows.load(path)

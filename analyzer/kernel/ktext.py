@@ -23,9 +23,10 @@ from lockscope import tables
 from lockscope.ktextdata import TextCall
 from ..lockacc import LockAcc
 from .knowledge import function
+from lockscope.proberows import constant
 
 TABLE = Path(__file__).resolve().with_name("globals.toml")
-KTEXT_BYTES = 32                 # probes/probe.h: the bytes read at each address
+KTEXT_BYTES = constant("KTEXT_BYTES")    # the bytes read at each address
 CALL = 0xE8                      # call rel32
 JMP = 0xE9                       # jmp rel32
 MOV_RDI_IMM32 = b"\x48\xc7\xc7"  # mov $imm32 (sign-extended), %rdi

@@ -23,8 +23,9 @@ from typing import Optional
 from .addrspace import AddressSpace, parse_maps
 from .userlocks import demangle_stacks
 from lockscope.jsondata import parse_addr
+from lockscope.proberows import constant
 
-METHOD_FRAME = 1 << 63          # usdt.bpf.c's JVM_METHOD_FRAME
+METHOD_FRAME = constant("JVM_METHOD_FRAME")
 PERF_MAP = "/tmp/perf-{pid}.map"
 # a perf map's Java method: "void java.util.Hashtable.put(java.lang.Object, ...)"
 # (JDK 17) or "java.util.Hashtable::put" (older agents); its stubs have no "("

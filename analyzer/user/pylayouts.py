@@ -15,7 +15,7 @@ if __package__ in (None, ""):     # loaded by path (probes/gen_pylayouts.py): th
 from lockscope import tables  # noqa: E402
 
 TABLE_FILE = Path(__file__).with_name("pylayouts.toml")
-FLAGS = {"pthread_id": "PY_PTHREAD_ID", "no_owner": "PY_NO_OWNER"}    # probes/probe.h's
+FLAGS = {"pthread_id": "PY_PTHREAD_ID", "no_owner": "PY_NO_OWNER"}    # lockscope/proberows.toml's [[constant]]
 # struct py_layout's members after `minor`, in its order (probes/pyframes.c)
 OFFSETS = ("gil_off", "gil_size", "last_holder_off", "tid_off", "frame_off", "cframe_off", "code_off", "prev_off",
            "owner_off", "qualname_off", "filename_off", "firstlineno_off", "ascii_size", "compact_size")

@@ -42,8 +42,9 @@ import io
 import struct
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Protocol, Sequence
+from lockscope.proberows import constant
 
-MAX_UNWIND_DEPTH = 64    # frames unwound: as the probe's frame-pointer walk (MAX_STACK_DEPTH)
+MAX_UNWIND_DEPTH = constant("MAX_STACK_DEPTH")    # frames unwound: as the probe's frame-pointer walk
 RBX, RBP, RSP = 3, 6, 7
 CALLEE_SAVED = (RBX, RBP, 12, 13, 14, 15)
 WORD = 8

@@ -34,15 +34,16 @@ from ..lockacc import LockAcc, heaviest_first
 from lockscope import tables
 from lockscope.probedata import JvmProcess, UsdtProbe, UsdtStack, UsdtWait, heaviest
 from lockscope.record import Lock
+from lockscope.proberows import constant
 
 TABLE_FILE = Path(__file__).with_name("usdt.toml")
 MAX_ENTRIES = 255            # the cookie's entry byte
-NESTED_ENTRIES = 8           # probes/probe.h USDT_ENTRIES
+NESTED_ENTRIES = constant("USDT_ENTRIES")
 MAX_ARG = 12                 # USDT probes have at most 12 arguments
 MAX_FUNC_ARG = 5             # an exported function's arguments usdt.bpf.c reads (registers)
 MAX_VALUE = 31               # `only`: the cookie's 32-bit mask of name values
-MAX_SUFFIXES = 4             # probes/probe.h USDT_SUFFIXES
-MAX_NAME = 103               # probes/probe.h USDT_NAME_LEN, less its NUL
+MAX_SUFFIXES = constant("USDT_SUFFIXES")
+MAX_NAME = constant("USDT_NAME_LEN") - 1   # less its NUL
 MAX_STACKS = 8               # call paths kept per wait in the record, heaviest first
 
 
@@ -83,11 +84,14 @@ class ProbeSpec:
         """usdt.bpf.c's attach cookie: entry, name argument and type, mode
         argument, and the mask of the name values that are lock waits."""
         mask = sum(1 << v for v in self.only)
-        return (self.entry | self.name_arg << 8 | (1 << 12 if self.name_string else 0)
-                | (1 << 13 if self.name_from == "hotspot_monitor" else 0)
-                | (1 << 14 if self.name_from == "hotspot_park_blocker" else 0)
-                | (1 << 15 if self.name_suffixes else 0) | self.mode_arg << 16
-                | self.name_len_arg << 20 | mask << 32)
+        c = constant
+        return (self.entry | self.name_arg << c("USDT_COOKIE_NAME_ARG_SHIFT")
+                | (c("USDT_COOKIE_NAME_STRING") if self.name_string else 0)
+                | (c("USDT_COOKIE_HOTSPOT_MONITOR") if self.name_from == "hotspot_monitor" else 0)
+                | (c("USDT_COOKIE_PARK_BLOCKER") if self.name_from == "hotspot_park_blocker" else 0)
+                | (c("USDT_COOKIE_SUFFIXES") if self.name_suffixes else 0)
+                | self.mode_arg << c("USDT_COOKIE_MODE_ARG_SHIFT") | self.name_len_arg << c("USDT_COOKIE_LEN_ARG_SHIFT")
+                | mask << c("USDT_COOKIE_VALUES_SHIFT"))
 
     @property
     def probe_provider(self) -> str:

@@ -35,12 +35,12 @@ from . import demangle, futexspin, libraries, runtimes, unwind
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
-
-NOT_WALKED = -2              # a futex aggregate's stack: counted without one (probe.h STACK_NOT_SAMPLED)
 from lockscope.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
                                  heaviest)
 from lockscope.record import Lock
+from lockscope.proberows import constant
 
+NOT_WALKED = constant("STACK_NOT_SAMPLED")   # a futex aggregate's stack: counted without one
 FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 = 0, 6, 9, 11, 13
 FUTEX_OP_WAITV = 0x100
 OP_NAMES = {FUTEX_WAIT: "wait", FUTEX_LOCK_PI: "lock_pi", FUTEX_WAIT_BITSET: "wait_bitset",
