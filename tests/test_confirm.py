@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from conftest import DATA, REPO, build_c, leaked_progs, lockscope, our_processes
+from conftest import build_c, DATA, go_env, leaked_progs, lockscope, our_processes, REPO
 from lockscope.analyzer import confirmation as cf
 from lockscope.analyzer import intervals
 from lockscope.confirmdata import INSIDE, OUTSIDE, load
@@ -346,7 +346,7 @@ def _build(tmp_path, lang: str):
     exe = tmp_path / "confirm_go"
     subprocess.run(["go", "build", "-gcflags=all=-l", "-o", str(exe), str(REPO / "tests" / "programs" / "confirm.go")],
                    check=True, capture_output=True,
-                   env={**os.environ, "GOCACHE": str(tmp_path / "gocache"), "GOFLAGS": "", "GO111MODULE": "off"})
+                   env=go_env())
     return exe
 
 

@@ -6,13 +6,12 @@ runtime locking as it was is bench/go_probe_effect.py's (Go's own
 runtime-lock wait and sends, with and without lockscope: bench/README.md)."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import REPO, lockscope
+from conftest import go_env, lockscope, REPO
 from lockscope import record
 
 
@@ -22,7 +21,7 @@ def _build(tmp_path) -> str:
     exe = str(tmp_path / "chanload")
     subprocess.run(["go", "build", "-o", exe, str(REPO / "tests" / "programs" / "chanload.go")], check=True,
                    capture_output=True,
-                   env={**os.environ, "GOCACHE": str(tmp_path / "gocache"), "GOFLAGS": "", "GO111MODULE": "off"})
+                   env=go_env())
     return exe
 
 
@@ -95,7 +94,7 @@ def test_spinning_is_added_to_the_channels_lock_as_gos_cpu_profile_sees_it(e2e, 
     sampled = sum(s.count for s in raw.cpu_samples) * raw.sample_period_ns
     ours = sum(lk.sampled_spin_ns for lk in rec.locks) / sampled
     p = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=400", exe, str(prof)], capture_output=True,
-                       text=True, env={**os.environ, "GOCACHE": str(tmp_path / "gocache")})
+                       text=True, env=go_env())
     assert p.returncode == 0, p.stderr
     m = re.search(r"\s([0-9.]+)%\s+runtime\.lock2$", p.stdout, re.M)
     assert m, p.stdout

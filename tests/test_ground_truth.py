@@ -22,13 +22,11 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
+def swept(e2e, tmp_path_factory):
     """The rows measured once, as one sweep (the probes stay loaded from one
     point to the next: each point must hold its own workers' waits only),
     and what was left mounted under its scratch root after it."""
-    from conftest import e2e_missing, left_under
-    if e2e_missing():
-        pytest.skip(e2e_missing())
+    from conftest import left_under
     tmp = tmp_path_factory.mktemp("ground_truth")
     out, scratch = tmp / "out", tmp / "scratch"
     p = lockscope("sweep", "MWRM,DWOM,MWCM,MWCL,mmap", "--fs", "tmpfs,ext4", "--workers", "2", "--repeat", "1",

@@ -10,14 +10,13 @@ rwlock.c} (copied from their records), then each program end to end under
 code, demangled, with its kind; the pool's wait and the join are no lock."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import REPO, e2e_missing, lockscope
+from conftest import e2e_missing, go_env, lockscope, REPO
 from lockscope import record, textout
 from lockscope.analyzer import sleepkinds
 from lockscope.analyzer.kernel import naming
@@ -121,7 +120,7 @@ def _build(tmp_path, source: str) -> str:
         tool, argv = "gcc", ["gcc", "-O2", "-g", "-pthread", "-o", exe, src]
     if not shutil.which(tool):
         pytest.skip(f"{tool} not found: tests/programs/{source} cannot be built")
-    env = {**os.environ, "GOCACHE": str(tmp_path / "gocache"), "GOFLAGS": "", "GO111MODULE": "off"}
+    env = go_env()
     subprocess.run(argv, check=True, capture_output=True, env=env)
     return exe
 
@@ -370,7 +369,7 @@ def test_go_sync_mutex_spinning_is_added_as_gos_cpu_profile_sees_it(tmp_path, sc
     go = shutil.which("go") or "/usr/local/go/bin/go"
     out = subprocess.run([go, "tool", "pprof", "-top", "-focus", r"sync\.\(\*Mutex\)\.lockSlow", "-ignore",
                           "[Ss]emacquire", exe, str(prof)], check=True, capture_output=True, text=True,
-                         env={**os.environ, "GOCACHE": str(tmp_path / "gocache")}).stdout
+                         env=go_env()).stdout
     m = re.search(r"accounting for \S+, ([0-9.]+)% of", out)
     assert m, out
     theirs = float(m.group(1)) / 100

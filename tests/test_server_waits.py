@@ -41,7 +41,7 @@ def test_mariadb_is_a_table_entry_of_exported_functions(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def experiment(tmp_path_factory):
+def experiment(e2e, tmp_path_factory):
     why = e2e_missing() or mariadbserver.missing()
     if why:
         pytest.skip(why)

@@ -78,7 +78,7 @@ def test_threads_of_different_programs_with_the_same_name_are_apart():
 # ---- end to end ----
 
 @pytest.fixture
-def program(tmp_path):
+def program(e2e, tmp_path):
     why = e2e_missing()
     if why:
         pytest.skip(why)

@@ -314,7 +314,7 @@ def run_experiment(cluster: pgcluster.Cluster, out: Path) -> tuple[record.RunRec
 
 
 @pytest.fixture(scope="module")
-def experiment(tmp_path_factory):
+def experiment(e2e, tmp_path_factory):
     why = e2e_missing() or pgcluster.missing() or sdt_missing()
     if why:
         pytest.skip(why)
