@@ -65,8 +65,9 @@ class ReleaseActivity:
     act_usdt_lock: Optional[str] = optional()   # act_lock a USDT-named lock's id: its name (set at record time)
 
 
-# OwnerLook.how (probes/probe.h OWNER_*)
-OWNER_RUNNING, OWNER_OFF_CPU, OWNER_UNTRACKED, OWNER_READERS, OWNER_NONE = 1, 2, 3, 4, 5
+# OwnerLook.how (proberows.toml [[constant]] OWNER_*)
+OWNER_RUNNING, OWNER_OFF_CPU, OWNER_UNTRACKED, OWNER_READERS, OWNER_NONE = (
+    constant(f"OWNER_{n}") for n in ("RUNNING", "OFF_CPU", "UNTRACKED", "READERS", "NONE"))
 
 
 @dataclass

@@ -77,6 +77,7 @@ class Row:
     c_type: str
     fields: list[list[str]]
     derived: list[str] = dataclasses.field(default_factory=list)   # the dataclass's own (set by lockscope)
+    raw: list[str] = dataclasses.field(default_factory=list)       # keys read from the row itself, no field
 
     def __post_init__(self):
         for f in self.fields:
@@ -197,7 +198,7 @@ def check(f: File, module) -> list[str]:
             continue
         hints = typing.get_type_hints(cls)
         attrs = {fd.name: fd for fd in dataclasses.fields(cls) if fd.name not in r.derived}
-        keys = {fl.name: fl for fl in r.field_list()}
+        keys = {fl.name: fl for fl in r.field_list() if fl.name not in r.raw}
         for name in sorted(set(keys) - set(attrs)):
             bad.append(f"[[row]] {r.json}: the loader writes {name!r}, {r.dataclass} has no such field")
         for name in sorted(set(attrs) - set(keys)):

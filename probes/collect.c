@@ -162,16 +162,7 @@ static unsigned int emit_lock_stats(struct jw *w, const struct probe *p,
 	jw_key(w, "contention");
 	jw_arr(w);
 	for (size_t i = 0; i < e.n; i++) {
-		jw_obj(w);
-		jw_khex(w, "lock", e.arr[i].key.lock);
-		jw_ku64(w, "flags", e.arr[i].key.flags);
-		jw_ki64(w, "stack", e.arr[i].key.stack_id);
-		jw_ku64(w, "count", e.arr[i].s.count);
-		jw_ku64(w, "total_ns", e.arr[i].s.total_ns);
-		jw_ku64(w, "max_ns", e.arr[i].s.max_ns);
-		if (e.arr[i].s.untimed)
-			jw_ku64(w, "untimed", e.arr[i].s.untimed);
-		jw_obj_end(w);
+		EMIT_ROW_CONTENTION(w, &e.arr[i]);
 		id_set_add(&wait_stack_ids, e.arr[i].key.stack_id);
 		if (e.arr[i].key.lock >= KTEXT_STATIC_MIN)
 			id_set_add(&static_stack_ids, e.arr[i].key.stack_id);
@@ -254,42 +245,26 @@ static unsigned int emit_futex_lock_stats(struct jw *w, const struct probe *p, c
 	merge_futex_pending(p, cpu_st, &e);
 	jw_key(w, "futex_kernel");
 	jw_arr(w);
-	for (size_t i = 0; i < e.n; i++) {
-		const struct futex_lock_entry *x = &e.arr[i];
-
-		jw_obj(w);
-		jw_khex(w, "lock", x->key.lock);
-		jw_ku64(w, "flags", x->key.flags);
-		jw_ki64(w, "stack", x->key.stack_id);
-		jw_ku64(w, "tgid", x->key.tgid);
-		jw_khex(w, "uaddr", x->key.uaddr);
-		jw_ku64(w, "count", x->s.count);
-		jw_ku64(w, "total_ns", x->s.total_ns);
-		jw_ku64(w, "max_ns", x->s.max_ns);
-		if (x->s.untimed)
-			jw_ku64(w, "untimed", x->s.untimed);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < e.n; i++)
+		EMIT_ROW_FUTEX_KERNEL(w, &e.arr[i]);
 	jw_arr_end(w);
 	free(e.arr);
 	return (unsigned int)e.n;
 }
 
+/* the "offcpu" row: a key and its per-CPU values summed */
+struct offcpu_row {
+	struct offcpu_key k;
+	struct wait_stat s;
+};
+
 static void emit_offcpu_entry(const void *key, const struct wait_stat *s, void *ctx)
 {
-	const struct offcpu_key *k = key;
+	struct offcpu_row row = { .k = *(const struct offcpu_key *)key, .s = *s };
 	struct emit_ctx *c = ctx;
 
-	jw_obj(c->w);
-	jw_ki64(c->w, "stack", k->stack_id);
-	jw_ku64(c->w, "state", k->state);
-	jw_kbool(c->w, "in_lock_wait", k->in_lock_wait);
-	jw_ku64(c->w, "tid", k->tid);
-	jw_ku64(c->w, "count", s->count);
-	jw_ku64(c->w, "total_ns", s->total_ns);
-	jw_ku64(c->w, "max_ns", s->max_ns);
-	jw_obj_end(c->w);
-	id_set_add(&wait_stack_ids, k->stack_id);
+	EMIT_ROW_OFFCPU(c->w, &row);
+	id_set_add(&wait_stack_ids, row.k.stack_id);
 	c->n++;
 }
 
@@ -388,66 +363,59 @@ static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
 	return n;
 }
 
+/* the "waiters" row: a key and its count */
+struct waiter_row {
+	struct waiter_key k;
+	__u64 count;
+};
+
 /* "waiters": (lock, thread, sampled waits) of the sampled waits; how many */
 static unsigned int emit_waiters(struct jw *w, const struct probe *p)
 {
 	int fd = bpf_map__fd(p->cskel->maps.waiters);
-	struct waiter_key key, *prev = NULL;
+	struct waiter_row row;
+	struct waiter_key *prev = NULL;
 	unsigned int n = 0;
-	__u64 count;
 
 	jw_ku64(w, "waiter_every", WAITER_EVERY);
 	jw_key(w, "waiters");
 	jw_arr(w);
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &count))
+	while (bpf_map_get_next_key(fd, prev, &row.k) == 0) {
+		prev = &row.k;
+		if (bpf_map_lookup_elem(fd, &row.k, &row.count))
 			continue;
-		jw_obj(w);
-		jw_khex(w, "lock", key.lock);
-		jw_ku64(w, "tid", key.tid);
-		jw_ku64(w, "count", count);
-		jw_obj_end(w);
+		EMIT_ROW_WAITERS(w, &row);
 		n++;
 	}
 	jw_arr_end(w);
 	return n;
 }
 
+/* the "owners" row: an owner_key and its owner_stat */
+struct owner_row {
+	struct owner_key k;
+	struct owner_stat s;
+};
+
 /* "owners": the owners of mutexes and rwsems seen by sampled waiters
  * (owners.bpf.h); how many entries */
 static unsigned int emit_owners(struct jw *w, const struct probe *p)
 {
 	int fd = bpf_map__fd(p->cskel->maps.owners);
-	struct owner_key key, *prev = NULL;
-	struct owner_stat s;
+	struct owner_key *prev = NULL;
+	struct owner_row row;
 	unsigned int n = 0;
 
 	jw_key(w, "owners");
 	jw_arr(w);
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &s))
+	while (bpf_map_get_next_key(fd, prev, &row.k) == 0) {
+		prev = &row.k;
+		if (bpf_map_lookup_elem(fd, &row.k, &row.s))
 			continue;
-		s.owner_comm[sizeof(s.owner_comm) - 1] = '\0';
-		jw_obj(w);
-		jw_khex(w, "lock", key.lock);
-		jw_ku64(w, "tgid", key.tgid);
-		jw_ku64(w, "how", key.how);
-		jw_ku64(w, "count", s.count);
-		if (key.how != OWNER_READERS && key.how != OWNER_NONE) {
-			jw_ku64(w, "owner_tgid", key.owner_tgid);
-			jw_ku64(w, "owner_tid", s.owner_tid);
-			jw_kutf8(w, "owner_comm", s.owner_comm);
-		}
-		if (key.how == OWNER_OFF_CPU) {
-			jw_ki64(w, "stack", key.stack_id);
-			jw_ku64(w, "state", key.state);
-			if (key.act_lock)
-				jw_khex(w, "act_lock", key.act_lock);
-			id_set_add(&wait_stack_ids, key.stack_id);
-		}
-		jw_obj_end(w);
+		row.s.owner_comm[sizeof(row.s.owner_comm) - 1] = '\0';
+		EMIT_ROW_OWNERS(w, &row);
+		if (row.k.how == OWNER_OFF_CPU)
+			id_set_add(&wait_stack_ids, row.k.stack_id);
 		n++;
 	}
 	jw_arr_end(w);

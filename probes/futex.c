@@ -291,22 +291,8 @@ void futex_json(struct jw *w)
 
 	jw_key(w, "futex");
 	jw_arr(w);
-	for (size_t i = 0; i < nentries; i++) {
-		jw_obj(w);
-		jw_ku64(w, "tgid", entries[i].key.tgid);
-		jw_ku64(w, "tid", entries[i].key.tid);
-		jw_khex(w, "uaddr", entries[i].key.uaddr);
-		jw_ku64(w, "op", entries[i].key.op);
-		jw_ki64(w, "stack", entries[i].key.stack_id);
-		if (entries[i].key.sample)
-			jw_ku64(w, "sample", entries[i].key.sample);
-		if (entries[i].key.in_wait)   /* the table entry (usdt.bpf.c) whose wait this sleep is */
-			jw_ku64(w, "in_usdt", entries[i].key.in_wait - 1);
-		jw_ku64(w, "count", entries[i].s.count);
-		jw_ku64(w, "total_ns", entries[i].s.total_ns);
-		jw_ku64(w, "max_ns", entries[i].s.max_ns);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < nentries; i++)
+		EMIT_ROW_FUTEX(w, &entries[i]);
 	jw_arr_end(w);
 
 	for (size_t i = 0; i < nentries; i++)

@@ -318,19 +318,8 @@ static void emit_entries(struct jw *w, const char *name, const struct gentries *
 	jw_key(w, name);
 	jw_arr(w);
 	for (size_t i = 0; i < set->n; i++) {
-		const struct go_key *k = &set->v[i].key;
-
-		jw_obj(w);
-		jw_ku64(w, "tgid", k->tgid);
-		jw_khex(w, "sema", k->sema);
-		jw_kstr(w, "via", k->kind < 3 ? kinds[k->kind] : "?");
-		jw_ki64(w, "stack", k->stack_id);
-		jw_khex(w, "ret", k->ret);
-		jw_ku64(w, "count", set->v[i].s.count);
-		jw_ku64(w, "total_ns", set->v[i].s.total_ns);
-		jw_ku64(w, "max_ns", set->v[i].s.max_ns);
-		jw_obj_end(w);
-		id_set_add(ids, k->stack_id);
+		EMIT_ROW_GO_WAITS(w, &set->v[i]);       /* go_releases' rows are the same */
+		id_set_add(ids, set->v[i].key.stack_id);
 	}
 	jw_arr_end(w);
 }

@@ -372,11 +372,7 @@ struct hold_stat {
 /* Owners (owners.bpf.h): the owner of a kernel mutex or rwsem, looked at by
  * a waiter at contention_begin (the waits that get a stack walk): read from
  * the lock's owner word, where the owner is a task pointer with flag bits */
-#define OWNER_RUNNING   1     /* on a CPU (running its critical section) */
-#define OWNER_OFF_CPU   2     /* off CPU, a tracked thread: its stack, state, what it waits on */
-#define OWNER_UNTRACKED 3     /* off CPU, not tracked: no stack kept */
-#define OWNER_READERS   4     /* an rwsem held by readers: no one owner */
-#define OWNER_NONE      5     /* no owner (released before the look, or exited) */
+/* how: OWNER_* (proberows.toml) */
 struct owner_key {
 	__u64 lock;
 	__u64 act_lock;       /* OWNER_OFF_CPU: the kernel lock or futex word it waits on, 0: none */

@@ -18,7 +18,8 @@ GEN = REPO / "probes" / "gen_proberows.py"
 
 def test_every_row_agrees_with_its_dataclass():
     f = proberows.load()
-    assert {r.json for r in f.row} >= {"tasks", "wakeups"}
+    assert {r.json for r in f.row} >= {"tasks", "wakeups", "holds", "hold_activity", "contention", "offcpu",
+                                       "waiters", "owners", "futex", "futex_kernel", "go_waits"}
     assert proberows.check(f, probedata) == []
 
 
