@@ -73,14 +73,16 @@ def test_gil_is_one_entry_sized_as_the_programs_own_clock(e2e, tmp_path, python)
     assert r.returncode == 0, r.stderr
     [run] = sorted((tmp_path / "res" / "runs").glob("*.json"))
     rec = record.load(run)
-    own = float(clock.read_text())
+    # the program's own clock: the share of the threads' time not running, and asleep (the kernel's
+    # run-queue time taken out); the GIL wait lies between (gil.py says why), the same on an idle machine
+    not_running, asleep = map(float, clock.read_text().split())
     top = rec.locks[0]
-    print(python, {"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3))
-                                                          for lk in rec.locks[:4]]})
+    print(python, {"program's clock": (not_running, asleep),
+                   "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:4]]})
     assert (top.name, top.kind, top.component, top.tier) == (GIL, "GIL", "CPython", "verified")
     assert [lk.name for lk in rec.locks if lk.component == "CPython"] == [GIL]       # one entry
-    assert own > 0.3, own                                                           # the threads did wait
-    assert abs(top.wait_share - own) <= 0.10, (top.wait_share, own)
+    assert asleep > 0.3, (not_running, asleep)                                      # the threads did wait
+    assert asleep - 0.10 <= top.wait_share <= not_running + 0.10, (top.wait_share, not_running, asleep)
 
 
 # ---- the GIL's holders by their Python frames ------------------------------------------------
@@ -168,7 +170,8 @@ def test_gil_holders_are_sized_as_the_programs_own_clock(e2e, tmp_path, python):
     assert ".py:" in lock.holders[0].site, [(h.site, h.share) for h in lock.holders]
     assert sum(h.share for h in lock.holders if ".py:" in h.site) > 0.9
     assert abs(shares["crunch"] - own["crunch"]) <= 0.10, (shares, own)
-    # the waits by the waiters' Python frames, against each thread's own wall less CPU time
+    # the waits by the waiters' Python frames, against each thread's own time asleep (wall less CPU and
+    # run-queue time)
     waits = wait_shares(lock)
     print("waits", {"program's clock": own["wait"], "lockscope": waits})
     assert abs(waits["nibble"] - own["wait"]["nibble"]) <= 0.10, (waits, own["wait"])

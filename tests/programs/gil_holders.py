@@ -10,8 +10,8 @@ A CPU-bound Python thread runs only while it holds the GIL, so each
 thread's CPU time (time.thread_time, read by the thread itself) is its time
 holding it. At the end the program prints "ops/s: X" and, per function,
 its share of the threads' CPU time: the truth for the GIL's holders by
-Python function, and under "wait" its share of the threads' time not
-running (wall time less CPU time, on a CPU each): the truth for where the
+Python function, and under "wait" its share of the threads' time asleep
+(wall less CPU and run-queue time, schedstat's): the truth for where the
 GIL's waiters were (lockscope's test compares them). With CLOCK_FILE both
 are also written there as JSON."""
 import json
@@ -34,17 +34,17 @@ def spin() -> None:
 
 
 def crunch() -> None:
-    c0, w0 = time.thread_time(), time.monotonic()
+    c0, w0, q0 = time.thread_time(), time.monotonic(), run_queue_s()
     while time.monotonic() < t0 + secs:
         spin()
         ops[0] += 1
     with lock:
         cpu["crunch"] += time.thread_time() - c0
-        waited["crunch"] += time.monotonic() - w0 - (time.thread_time() - c0)
+        waited["crunch"] += time.monotonic() - w0 - (time.thread_time() - c0) - (run_queue_s() - q0)
 
 
 def nibble() -> None:
-    c0, w0 = time.thread_time(), time.monotonic()
+    c0, w0, q0 = time.thread_time(), time.monotonic(), run_queue_s()
     while time.monotonic() < t0 + secs:
         start = time.monotonic()
         while time.monotonic() - start < 0.001:
@@ -55,7 +55,15 @@ def nibble() -> None:
         time.sleep(0)
     with lock:
         cpu["nibble"] += time.thread_time() - c0
-        waited["nibble"] += time.monotonic() - w0 - (time.thread_time() - c0)
+        waited["nibble"] += time.monotonic() - w0 - (time.thread_time() - c0) - (run_queue_s() - q0)
+
+
+def run_queue_s() -> float:
+    """This thread's time runnable but not running so far (the second field of
+    /proc/thread-self/schedstat): a holder preempted by another program waits
+    for no GIL, and is taken out of the threads' waiting."""
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
 
 
 threads = [threading.Thread(target=f) for f in [crunch] + [nibble] * nibblers]
