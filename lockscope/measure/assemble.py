@@ -5,6 +5,7 @@ whom, the warnings, the driver's time series and reference. Shared by
 `run`/`sweep` (runner.py), `attach` (attach.py) and `top` (top/session.py)."""
 from __future__ import annotations
 
+import copy
 import datetime
 import os
 import platform
@@ -39,19 +40,43 @@ def host_info() -> Host:
                 ncpus=os.cpu_count(), cpus_allowed=len(os.sched_getaffinity(0)), cpu_model=model)
 
 
-def kernel_image(addrs: set[int], vmlinux: Path | None, lines: list[list[str]] | None = None) -> KernelImage | None:
-    """The kernel image's static data bounds, and the variables at the
-    static addresses among `addrs` when a symbol table says (--vmlinux, or
-    /proc/kallsyms when it lists variables). `lines`: kallsyms already read."""
-    if lines is None:
-        lines = kallsyms.rows()
-    img = kimage.read(lines=lines)
-    if img is None:
-        return None
-    table = kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols(lines=lines)
-    if table is not None:
-        kimage.resolve_static(img, addrs, table)
-    return img
+class KernelTables:
+    """/proc/kallsyms read once: the stack symbolizer, the kernel image's
+    bounds and its variables; each window gets a copy of the image with its
+    own contended static addresses named (`image`, kernel_image's
+    signature). `lockscope top` keeps one for its session; raw_from_probe
+    reuses one while kallsyms reads the same (`current`)."""
+
+    def __init__(self, vmlinux: Path | None, lines: list[list[str]] | None = None):
+        lines = kallsyms.rows() if lines is None else lines
+        self.sym = Symbolizer(lines=lines)
+        self.img = kimage.read(lines=lines)
+        self.table = (kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols(lines=lines)) \
+            if self.img is not None else None
+
+    def image(self, addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
+        if self.img is None:
+            return None
+        img = copy.deepcopy(self.img)
+        if self.table is not None:
+            kimage.resolve_static(img, addrs, self.table)
+        return img
+
+    _last: tuple[str, Path | None, "KernelTables"] | None = None
+
+    @classmethod
+    def current(cls, vmlinux: Path | None) -> "KernelTables":
+        """The tables of kallsyms as it reads now: the last ones made when its
+        text is the same (the points of a sweep, whose probes stay loaded:
+        parsing its 100,000-odd lines took 0.4 s a point), else new ones."""
+        with open("/proc/kallsyms") as f:
+            text = f.read()
+        last = cls._last
+        if last is not None and last[1] == vmlinux and last[0] == text:
+            return last[2]
+        tables = cls(vmlinux, [line.split() for line in text.splitlines()])
+        cls._last = (text, vmlinux, tables)
+        return tables
 
 
 def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = None, *,
@@ -59,11 +84,12 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
                    image: Callable[[set[int], Path | None], KernelImage | None] | None = None) -> RawProbe:
     """The probe's output as kept in the record: heaviest aggregates, their
     stacks symbolized, the objects, and the mounts they live on. `sym` and
-    `image` (kernel_image's signature) let a caller naming many windows
-    (lockscope top) read /proc/kallsyms once instead of every time."""
+    `image` (KernelTables.image's signature) let a caller naming many
+    windows (lockscope top) bring its own tables."""
     # kallsyms read once for the symbolizer and the image, unless the caller has both
-    lines = kallsyms.rows() if sym is None or image is None else None
-    sym = sym or Symbolizer(lines=lines)
+    if sym is None or image is None:
+        tables = KernelTables.current(vmlinux)
+        sym, image = sym or tables.sym, image or tables.image
     user_spin = userspin.resolve(data)          # the CPU samples' user stacks (before their rows are read)
     contention = heaviest(from_list(Contention, data.get("contention", [])), "total_ns")
     offcpu = heaviest(from_list(OffCpuWait, data.get("offcpu", [])), "total_ns")
@@ -75,8 +101,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     devs = {f.dev for f in objects.files} | {t.extra.get("cwd_dev") for t in objects.tasks}
     mounts = {d: table[d] for d in devs if d in table}
     where = str(mountpoint) if mountpoint else None
-    img = image({e.lock for e in contention}, vmlinux) if image else kernel_image({e.lock for e in contention},
-                                                                                   vmlinux, lines)
+    img = image({e.lock for e in contention}, vmlinux)
     if img is not None and data.get("ktext"):
         # the text around the calls that led to waits on static locks (probes/ktext.c)
         img.text_calls = ktext.text_calls({parse_addr(k): bytes.fromhex(v) for k, v in data["ktext"].items()},

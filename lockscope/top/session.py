@@ -10,7 +10,6 @@ closes, whatever the cause."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime
 import os
 import time
@@ -18,13 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockscope.measure import targets as tg
-from lockscope.analyzer.kernel import kallsyms, kimage
-from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.probedata import KernelImage
 from lockscope.record import NO_FS, RunRecord
-from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
+from lockscope.measure.assemble import KernelTables, finish_record, probe_info, raw_from_probe
 
 CHILDREN_EVERY_S = 0.5
 NO_THROUGHPUT = "unknown: lockscope did not start the targets and reads no output of theirs"
@@ -90,27 +86,6 @@ class Frame:
 
 SPLIT = (("on-cpu", "on_cpu_ns"), ("lock", "lock_ns"), ("io", "io_ns"), ("storage", "storage_ns"),
          ("preempted", "preempted_ns"), ("other", "other_ns"), ("idle", "idle_ns"))
-
-
-class KernelTables:
-    """/proc/kallsyms read once: the stack symbolizer, the kernel image's
-    bounds and its variables; each interval gets a copy of the image with
-    its own contended static addresses named."""
-
-    def __init__(self, vmlinux: Path | None):
-        lines = kallsyms.rows()
-        self.sym = Symbolizer(lines=lines)
-        self.img = kimage.read(lines=lines)
-        self.table = (kimage.load_symbols(vmlinux) if vmlinux else kimage.kallsyms_symbols(lines=lines)) \
-            if self.img is not None else None
-
-    def image(self, addrs: set[int], vmlinux: Path | None) -> KernelImage | None:
-        if self.img is None:
-            return None
-        img = copy.deepcopy(self.img)
-        if self.table is not None:
-            kimage.resolve_static(img, addrs, self.table)
-        return img
 
 
 class TargetWatch:
