@@ -117,13 +117,20 @@ class ConfirmSpec:
 
 
 def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: int, seconds: float,
-             vmlinux: Path | None) -> tuple[list[Lock], float, float]:
+             vmlinux: Path | None, probe: ProbeSession | None = None) -> tuple[list[Lock], float, float]:
     """The workload's locks named as `run` names them, from a probe window of
-    `seconds`: (locks, window seconds, the workload's ops/s in the window)."""
-    with ProbeSession() as probe:
+    `seconds`: (locks, window seconds, the workload's ops/s in the window).
+    `probe`: one begun already (ProbeSession.begin), closed here as well."""
+    if probe is None:
+        probe = ProbeSession()
+        probe.begin()
+    try:
+        probe.wait_ready()
         for pid in load.worker_pids:
             probe.track(pid)
         return discover_with(probe, load, mountpoint, workers, seconds, vmlinux)
+    finally:
+        probe.close()             # detached before the workload's rate alone is measured
 
 
 def discover_with(probe: ProbeSession, load, mountpoint: Path | None, workers: int, seconds: float,
@@ -357,9 +364,12 @@ def decided(record: Callable[[], ConfirmRecord], done: int, least: int, most: in
 
 def run_confirm(spec: ConfirmSpec, progress: Progress) -> ConfirmRecord:
     with contextlib.ExitStack() as stack:
+        probe = ProbeSession()
+        stack.callback(probe.close)
+        probe.begin()                     # loads while the workload starts (not measured: discovery names)
         load, mnt = _start_load(spec, stack, progress)
         progress(f"discovery: naming the locks of {spec.workload} ({spec.workers} workers) for {spec.discover_s:g} s")
-        locks, window_s, disc_rate = discover(load, mnt, spec.workers, spec.discover_s, spec.vmlinux)
+        locks, window_s, disc_rate = discover(load, mnt, spec.workers, spec.discover_s, spec.vmlinux, probe)
         t0 = time.monotonic_ns()            # then its rate with nothing attached, warmed up
         time.sleep(ALONE_S)
         alone = load.rate(t0, time.monotonic_ns())

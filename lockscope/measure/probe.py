@@ -69,6 +69,13 @@ class ProbeSession(JsonLinesProcess):
         self.usdt_errors: list[str] = []
 
     def __enter__(self) -> "ProbeSession":
+        self.begin()
+        return self.wait_ready()
+
+    def begin(self) -> None:
+        """Start loading the probes (the kernel's verifier takes most of a
+        second); wait_ready() waits for them. What a caller does between
+        the two overlaps the load (confirm starts its workload)."""
         argv = [str(paths.probe_binary()), "--interval-ms", str(self.interval_ms),
                 "--sample-hz", str(self.sample_hz)]
         if self.system_wide:
@@ -80,6 +87,8 @@ class ProbeSession(JsonLinesProcess):
         if self.timed_rate is not None:
             argv += ["--timed-rate", str(self.timed_rate)]
         self._spawn(argv)
+
+    def wait_ready(self) -> "ProbeSession":
         try:
             self.ready = self.expect("ready", timeout=60)
         except BaseException:
