@@ -8,6 +8,11 @@ import pytest
 
 from conftest import e2e_missing, left_under, lockscope
 
+# the workload driver on real file systems, its work sized by the rate it measures (a worker may
+# run out of pre-created files when that rate was taken while another test shared the CPUs): run
+# with the end-to-end tests, one at a time, not beside the tests that measure nothing
+pytestmark = pytest.mark.e2e
+
 WORKERS = 2
 # small parameters keep each run to about half a second
 SMALL = {"fsmark": ["files=16", "size_kib=64"], "varmail": ["files=20"], "mdtest_shared": ["files=200"],
