@@ -18,7 +18,13 @@ def rows(path: Path | str = "/proc/kallsyms") -> list[list[str]]:
     needs the text symbols (Symbolizer), the image's markers and its
     variables (kimage) reads them once and hands the rows to each."""
     with open(path) as f:
-        return [line.split() for line in f]
+        return split(f.read())
+
+
+def split(text: str) -> list[list[str]]:
+    """kallsyms' text as rows (rows() reads it; a caller that keeps the text
+    to compare splits it here)."""
+    return [line.split() for line in text.splitlines()]
 
 
 class Symbolizer:

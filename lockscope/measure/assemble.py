@@ -74,7 +74,7 @@ class KernelTables:
         last = cls._last
         if last is not None and last[1] == vmlinux and last[0] == text:
             return last[2]
-        tables = cls(vmlinux, [line.split() for line in text.splitlines()])
+        tables = cls(vmlinux, kallsyms.split(text))
         cls._last = (text, vmlinux, tables)
         return tables
 

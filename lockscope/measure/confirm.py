@@ -117,13 +117,11 @@ class ConfirmSpec:
 
 
 def discover(load: SteadyLoad | CommandLoad, mountpoint: Path | None, workers: int, seconds: float,
-             vmlinux: Path | None, probe: ProbeSession | None = None) -> tuple[list[Lock], float, float]:
+             vmlinux: Path | None, probe: ProbeSession) -> tuple[list[Lock], float, float]:
     """The workload's locks named as `run` names them, from a probe window of
     `seconds`: (locks, window seconds, the workload's ops/s in the window).
-    `probe`: one begun already (ProbeSession.begin), closed here as well."""
-    if probe is None:
-        probe = ProbeSession()
-        probe.begin()
+    `probe`: begun already (ProbeSession.begin, loading while the workload
+    started), closed here."""
     try:
         probe.wait_ready()
         for pid in load.worker_pids:
