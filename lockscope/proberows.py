@@ -22,11 +22,15 @@ from pathlib import Path
 if __package__ in (None, ""):     # loaded by path (probes/gen_proberows.py): this source tree's lockscope
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lockscope import tables  # noqa: E402
+from lockscope.jsondata import KernelObject  # noqa: E402
 
 TABLE_FILE = Path(__file__).with_name("proberows.toml")
 # a row field's writer: the loader's jsonw call and the Python type it reads as
-WRITERS = {"u64": ("jw_ku64", int), "i64": ("jw_ki64", int), "utf8": ("jw_kutf8", str), "bool": ("jw_kbool", bool),
-           "hex": ("jw_khex", int)}
+# (str: text the loader made, escaped as JSON; utf8: text read from a program, any bytes made
+# valid; bytes: "pointer, length" written as hex text; call: a C statement that writes the value
+# after its key, of no type the check can tell)
+WRITERS = {"u64": ("jw_ku64", int), "i64": ("jw_ki64", int), "utf8": ("jw_kutf8", str), "str": ("jw_kstr", str),
+           "bool": ("jw_kbool", bool), "hex": ("jw_khex", int), "bytes": ("jw_kbytes", str), "call": (None, None)}
 C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 C_TYPE = re.compile(r"(__[us](8|16|32|64)|char|struct [A-Za-z_][A-Za-z0-9_]*)(\[[0-9]+\])?")
 
@@ -78,6 +82,7 @@ class Row:
     fields: list[list[str]]
     derived: list[str] = dataclasses.field(default_factory=list)   # the dataclass's own (set by lockscope)
     raw: list[str] = dataclasses.field(default_factory=list)       # keys read from the row itself, no field
+    tail: str = ""        # C statements (of w and r) after the fields: keys the table does not list
 
     def __post_init__(self):
         for f in self.fields:
@@ -145,7 +150,7 @@ def constant(name: str) -> int:
         raise KeyError(f"{TABLE_FILE.name} has no [[constant]] {name}") from None
 
 
-_R = re.compile(r"\br\b")
+_R = re.compile(r"(?<![\w.>])r\b")     # the row r, not a member .r or ->r
 
 
 def c_header(f: File) -> str:
@@ -161,8 +166,12 @@ def c_header(f: File) -> str:
     for r in f.row:
         body = ["const " + r.c_type + " *row__ = (row_);", "jw_obj(w);"]
         for fl in r.field_list():
-            call = f'{WRITERS[fl.write][0]}(w, "{fl.name}", {_R.sub("row__", fl.c)});'
+            expr = _R.sub("row__", fl.c)
+            call = (f'{{ jw_key(w, "{fl.name}"); {expr}; }}' if fl.write == "call" else
+                    f'{WRITERS[fl.write][0]}(w, "{fl.name}", {expr});')
             body.append(f"if ({_R.sub('row__', fl.when)}) {call}" if fl.when else call)
+        if r.tail:
+            body.append(_R.sub("row__", r.tail).rstrip(";") + ";")
         body.append("jw_obj_end(w);")
         out.append(f'/* one object of the "{r.json}" rows (lockscope/probedata.py {r.dataclass}) */')
         lines = [f"#define {r.macro}(w, row_) do {{"] + [f"\t{b}" for b in body] + ["} while (0)"]
@@ -197,8 +206,11 @@ def check(f: File, module) -> list[str]:
             bad.append(f"[[row]] {r.json}: no dataclass {r.dataclass} in {module.__name__}")
             continue
         hints = typing.get_type_hints(cls)
-        attrs = {fd.name: fd for fd in dataclasses.fields(cls) if fd.name not in r.derived}
-        keys = {fl.name: fl for fl in r.field_list() if fl.name not in r.raw}
+        # a kernel object keeps the keys it has no field for (its addresses, the rest as it came)
+        kobj = issubclass(cls, KernelObject)
+        derived = set(r.derived) | ({"addresses", "extra"} if kobj else set())
+        attrs = {fd.name: fd for fd in dataclasses.fields(cls) if fd.name not in derived}
+        keys = {fl.name: fl for fl in r.field_list() if fl.name not in r.raw and (fl.name in attrs or not kobj)}
         for name in sorted(set(keys) - set(attrs)):
             bad.append(f"[[row]] {r.json}: the loader writes {name!r}, {r.dataclass} has no such field")
         for name in sorted(set(attrs) - set(keys)):
@@ -209,7 +221,7 @@ def check(f: File, module) -> list[str]:
             got = hints[name]
             if typing.get_origin(got) is typing.Union:
                 got = next((a for a in typing.get_args(got) if a is not type(None)), got)
-            if got is not want:
+            if want is not None and got is not want:
                 bad.append(f"[[row]] {r.json}: {name} is written as {fl.write}, {r.dataclass}.{name} is "
                            f"{getattr(got, '__name__', got)}")
             if fl.when and fd.default is dataclasses.MISSING and fd.default_factory is dataclasses.MISSING:

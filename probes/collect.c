@@ -327,35 +327,33 @@ void collect_sample_maps(struct probe *p, bool all)
 	}
 }
 
+/* a row of "cpu_samples": a sample_key and its count over the CPUs */
+struct sample_row {
+	struct sample_key k;
+	__u64 count;
+};
+
 /* "sample_period_ns" and "cpu_samples"; how many entries */
 static unsigned int emit_cpu_samples(struct jw *w, const struct probe *p)
 {
 	int fd = bpf_map__fd(p->cskel->maps.cpu_samples);
 	__u64 *vals = calloc(p->ncpus, sizeof(__u64));
-	struct sample_key key, *prev = NULL;
+	struct sample_row r;
+	struct sample_key *prev = NULL;
 	unsigned int n = 0;
 
 	jw_ku64(w, "sample_period_ns", p->sample_period_ns);
 	jw_key(w, "cpu_samples");
 	jw_arr(w);
-	while (vals && bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, vals))
+	while (vals && bpf_map_get_next_key(fd, prev, &r.k) == 0) {
+		prev = &r.k;
+		if (bpf_map_lookup_elem(fd, &r.k, vals))
 			continue;
-		jw_obj(w);
-		jw_ki64(w, "stack", key.stack_id);
-		jw_kbool(w, "in_lock_wait", key.in_lock_wait);
-		if (key.user_stack >= 0) {
-			jw_ku64(w, "tgid", key.tgid);
-			jw_ku64(w, "tid", key.tid);
-			jw_ki64(w, "user_stack", key.user_stack);
-			if (key.copy)
-				jw_ku64(w, "copy", key.copy);
-			id_set_add(&sample_user_stack_ids, key.user_stack);
-		}
-		jw_ku64(w, "count", u64_sum(vals, p->ncpus));
-		jw_obj_end(w);
-		id_set_add(&sample_stack_ids, key.stack_id);
+		r.count = u64_sum(vals, p->ncpus);
+		EMIT_ROW_CPU_SAMPLES(w, &r);
+		if (r.k.user_stack >= 0)
+			id_set_add(&sample_user_stack_ids, r.k.user_stack);
+		id_set_add(&sample_stack_ids, r.k.stack_id);
 		n++;
 	}
 	jw_arr_end(w);

@@ -338,14 +338,8 @@ void gomutex_json(struct jw *w)
 	}
 	jw_key(w, "executables");
 	jw_arr(w);
-	for (int i = 0; i < nexes; i++) {
-		jw_obj(w);
-		jw_kstr(w, "path", exes[i].path);
-		jw_kbool(w, "attached", !exes[i].reason[0]);
-		if (exes[i].reason[0])
-			jw_kstr(w, "reason", exes[i].reason);
-		jw_obj_end(w);
-	}
+	for (int i = 0; i < nexes; i++)
+		EMIT_ROW_GO_PROBE_EXECUTABLES(w, &exes[i]);
 	jw_arr_end(w);
 	jw_key(w, "processes");
 	jw_arr(w);

@@ -630,21 +630,8 @@ void jvmmon_json(struct jw *w)
 {
 	jw_key(w, "jvms");
 	jw_arr(w);
-	for (int i = 0; i < njvms; i++) {
-		jw_obj(w);
-		jw_ku64(w, "tgid", jvms[i].tgid);
-		jw_kstr(w, "file", jvms[i].file);
-		jw_kbool(w, "named", jvms[i].mapped && !jvms[i].by_probes);
-		jw_kbool(w, "by_probes", jvms[i].by_probes);
-		jw_kbool(w, "parks_named", jvms[i].mapped && jvms[i].thread_list);
-		/* its waits' Java frames: from the thread's last Java frame through
-		 * interpreted and compiled frames; by frame pointers (compiled ones
-		 * only with -XX:+PreserveFramePointer); none */
-		jw_kstr(w, "frames", (jvms[i].frames & JVM_CODE_CACHE) ? "java" :
-			(jvms[i].frames & JVM_FRAMES) ? "frame pointers" : "none");
-		jw_kstr(w, "reason", jvms[i].decided ? jvms[i].reason : "its tables were not initialized yet");
-		jw_obj_end(w);
-	}
+	for (int i = 0; i < njvms; i++)
+		EMIT_ROW_USDT_PROBE_JVMS(w, &jvms[i]);
 	jw_arr_end(w);
 }
 

@@ -112,20 +112,8 @@ void kmem_json(struct jw *w)
 		jw_kstr(w, "reason", unavailable);
 	jw_key(w, "entries");
 	jw_arr(w);
-	for (unsigned int i = 0; i < nfound; i++) {
-		const struct kmem_ent *e = &found[i];
-
-		jw_obj(w);
-		jw_khex(w, "addr", e->addr);
-		jw_kstr(w, "cache", e->name);
-		jw_ku64(w, "size", e->size);
-		jw_ku64(w, "object_size", e->object_size);
-		if (e->base)
-			jw_khex(w, "base", e->base);
-		if (e->head_ok)
-			jw_kbytes(w, "head", e->head, KMEM_HEAD);
-		jw_obj_end(w);
-	}
+	for (unsigned int i = 0; i < nfound; i++)
+		EMIT_ROW_SLAB_ENTRIES(w, &found[i]);
 	jw_arr_end(w);
 	jw_obj_end(w);
 }

@@ -164,15 +164,17 @@ static void lockfields_json(struct jw *w, const void *r, const struct lockfield_
 	}
 }
 
-/* the bound name of a unix socket: a path, "@name" for an abstract one */
-static void unix_name(const struct obj_file *r, char *out, size_t size)
+/* the bound name of a unix socket: a path, "@name" for an abstract one
+ * (a buffer of its own, written again at each call) */
+static const char *unix_name(const struct obj_file *r)
 {
+	static char out[sizeof(r->unix_path) + 1];
 	size_t n = r->unix_len > 2 ? r->unix_len - 2 : 0;   /* less sun_family */
 	size_t j = 0;
 
 	if (n > sizeof(r->unix_path))
 		n = sizeof(r->unix_path);
-	for (size_t i = 0; i < n && j + 1 < size; i++) {
+	for (size_t i = 0; i < n && j + 1 < sizeof(out); i++) {
 		char c = r->unix_path[i];
 
 		if (i == 0 && c == '\0')
@@ -184,39 +186,7 @@ static void unix_name(const struct obj_file *r, char *out, size_t size)
 		out[j++] = c;
 	}
 	out[j] = '\0';
-}
-
-/* what the iterator found behind a file (typed offline: analyzer/kernel/objlocks.py) */
-static void behind_json(struct jw *w, const struct obj_file *r)
-{
-	char name[sizeof(r->unix_path) + 1];
-
-	if (r->file)
-		jw_khex(w, "file", r->file);
-	if (r->f_release)
-		jw_khex(w, "f_release", r->f_release);
-	if (r->private_data)
-		jw_khex(w, "private_data", r->private_data);
-	if (r->i_flctx)
-		jw_khex(w, "i_flctx", r->i_flctx);
-	if (r->s_fs_info)
-		jw_khex(w, "s_fs_info", r->s_fs_info);
-	if (!r->sk)
-		return;
-	jw_khex(w, "sk", r->sk);
-	jw_ku64(w, "sk_family", r->sk_family);
-	jw_ku64(w, "sk_type", r->sk_type);
-	jw_ku64(w, "sk_protocol", r->sk_protocol);
-	if (r->sk_family == 2) {
-		jw_ku64(w, "saddr", r->saddr);
-		jw_ku64(w, "sport", r->sport);
-		jw_ku64(w, "daddr", r->daddr);
-		jw_ku64(w, "dport", r->dport);
-	} else if (r->sk_family == 1) {
-		unix_name(r, name, sizeof(name));
-		if (name[0])
-			jw_kstr(w, "unix_path", name);
-	}
+	return out;
 }
 
 void objects_json(struct jw *w)
@@ -231,54 +201,13 @@ void objects_json(struct jw *w)
 	jw_arr_end(w);
 	jw_key(w, "files");
 	jw_arr(w);
-	for (unsigned int i = 0; i < nfiles; i++) {
-		const struct obj_file *r = &files[i].r;
-
-		jw_obj(w);
-		jw_kstr(w, "path", files[i].path);
-		jw_ku64(w, "tgid", r->tgid);
-		jw_ku64(w, "fd", r->fd);
-		jw_ku64(w, "ino", r->ino);
-		jw_ku64(w, "mode", r->i_mode);
-		jw_ku64(w, "dev", r->dev);
-		jw_kstr(w, "fstype", r->fstype);
-		jw_khex(w, "inode", r->inode);
-		jw_khex(w, "sb", r->sb);
-		jw_khex(w, "parent_inode", r->parent_inode);
-		jw_ku64(w, "parent_ino", r->parent_ino);
-		behind_json(w, r);
-		lockfields_json(w, r, file_keys, sizeof(file_keys) / sizeof(file_keys[0]));
-		jw_obj_end(w);
-	}
+	for (unsigned int i = 0; i < nfiles; i++)
+		EMIT_ROW_OBJECTS_FILES(w, &files[i]);
 	jw_arr_end(w);
 	jw_key(w, "tasks");
 	jw_arr(w);
-	for (unsigned int i = 0; i < ntasks; i++) {
-		const struct obj_task *r = &tasks[i];
-
-		jw_obj(w);
-		jw_ku64(w, "tgid", r->tgid);
-		jw_ku64(w, "pid", r->pid);
-		jw_kstr(w, "comm", r->comm);
-		jw_khex(w, "mm", r->mm);
-		jw_ku64(w, "cpu", r->cpu);
-		if (r->task) {
-			jw_khex(w, "task", r->task);
-			jw_khex(w, "signal", r->signal);
-			jw_khex(w, "files", r->files);
-			jw_khex(w, "fs", r->fs);
-			jw_khex(w, "sighand", r->sighand);
-			jw_khex(w, "ipc_ns", r->ipc_ns);
-		}
-		if (r->cwd_sb) {
-			jw_khex(w, "cwd_sb", r->cwd_sb);
-			jw_khex(w, "cwd_fs_info", r->cwd_fs_info);
-			jw_ku64(w, "cwd_dev", r->cwd_dev);
-			jw_kstr(w, "cwd_fstype", r->cwd_fstype);
-		}
-		lockfields_json(w, r, task_keys, sizeof(task_keys) / sizeof(task_keys[0]));
-		jw_obj_end(w);
-	}
+	for (unsigned int i = 0; i < ntasks; i++)
+		EMIT_ROW_OBJECTS_TASKS(w, &tasks[i]);
 	jw_arr_end(w);
 	jw_obj_end(w);
 }

@@ -203,14 +203,7 @@ static long py_find_thread(__u64 i, void *ctx)
 /* Python waits on the GIL by the waiter's Python stack: where in its code a
  * thread waited to run again (its frames read at the release that ends the
  * wait, from the releaser's context: one address space) */
-struct py_wait_key {
-	__u32 tgid;
-	__u32 py_stack;
-};
-struct py_wait_stat {
-	__u64 count;
-	__u64 wait_ns;
-};
+/* struct py_wait_key, py_wait_stat: build/proberows.h (lockscope/proberows.toml) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

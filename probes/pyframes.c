@@ -410,7 +410,7 @@ void pyframes_clear(void)
 			bpf_map_delete_elem(stacks_fd, &id);
 	}
 	if (waits_fd >= 0) {
-		__u64 k;        /* struct py_wait_key: tgid, py_stack */
+		struct py_wait_key k;
 
 		while (bpf_map_get_next_key(waits_fd, NULL, &k) == 0)
 			bpf_map_delete_elem(waits_fd, &k);
@@ -419,25 +419,21 @@ void pyframes_clear(void)
 	index_free(&rows_by_id);
 }
 
+/* "3.N": the version of a process's layout */
+static const char *py_version(const struct pyp *p)
+{
+	static char v[16];
+
+	snprintf(v, sizeof(v), "3.%d", p->lay->minor);
+	return v;
+}
+
 void pyframes_json(struct jw *w)
 {
 	jw_key(w, "python_processes");
 	jw_arr(w);
-	for (int i = 0; i < nprocs; i++) {
-		jw_obj(w);
-		jw_ku64(w, "tgid", procs[i].tgid);
-		jw_kutf8(w, "file", procs[i].file);
-		if (procs[i].lay) {
-			char v[16];
-
-			snprintf(v, sizeof(v), "3.%d", procs[i].lay->minor);
-			jw_kstr(w, "version", v);
-			jw_kstr(w, "layout", procs[i].debug_offsets ? "the interpreter's debug offsets" : "table");
-		}
-		if (procs[i].reason[0])
-			jw_kutf8(w, "reason", procs[i].reason);
-		jw_obj_end(w);
-	}
+	for (int i = 0; i < nprocs; i++)
+		EMIT_ROW_PYTHON_PROCESSES(w, &procs[i]);
 	jw_arr_end(w);
 	jw_key(w, "py_stacks");
 	jw_arr(w);
@@ -455,23 +451,18 @@ void pyframes_json(struct jw *w)
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
-	/* the GIL's waits by the waiter's Python stack (struct py_wait_key, py_wait_stat) */
+	/* the GIL's waits by the waiter's Python stack */
 	jw_key(w, "py_waits");
 	jw_arr(w);
 	if (waits_fd >= 0) {
-		__u32 k[2], *prev = NULL;
-		__u64 v[2];
+		struct py_wait_row r;
+		struct py_wait_key *prev = NULL;
 
-		while (bpf_map_get_next_key(waits_fd, prev, k) == 0) {
-			prev = k;
-			if (bpf_map_lookup_elem(waits_fd, k, v))
+		while (bpf_map_get_next_key(waits_fd, prev, &r.k) == 0) {
+			prev = &r.k;
+			if (bpf_map_lookup_elem(waits_fd, &r.k, &r.s))
 				continue;
-			jw_obj(w);
-			jw_ku64(w, "tgid", k[0]);
-			jw_ku64(w, "py_stack", k[1]);
-			jw_ku64(w, "count", v[0]);
-			jw_ku64(w, "wait_ns", v[1]);
-			jw_obj_end(w);
+			EMIT_ROW_PY_WAITS(w, &r);
 		}
 	}
 	jw_arr_end(w);
