@@ -10,6 +10,7 @@ from .user import tailcall, unwind, usdt, userlocks
 from .user.addrspace import AddressSpace, parse_maps
 from lockscope.holddata import PythonProcess, PythonWait, Release, ReleaseActivity
 from lockscope.jsondata import from_list, parse_addr
+from lockscope.loaderrows import HoldUsdtLock, PyStackRow
 from lockscope.probedata import heaviest
 
 PY_SITE = "py:"              # a hold_stacks key of a GIL release's Python frames
@@ -26,8 +27,8 @@ def resolve(data: dict, sym) -> dict:
     spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in data.get("user_maps", {}).items()}
     copies = _copies(data.get("hold_stack_copies") or [])
     kstacks, ustacks = data.get("hold_stacks", {}), data.get("hold_user_stacks", {})
-    named = _usdt_locks(data.get("hold_usdt_locks") or [])
-    python = {int(s["id"]): s.get("frames") or [] for s in data.get("py_stacks") or []}
+    named = _usdt_locks(from_list(HoldUsdtLock, data.get("hold_usdt_locks") or []))
+    python = {s.id: s.frames for s in from_list(PyStackRow, data.get("py_stacks") or [])}
     stacks: dict[str, list[str]] = {}
     for a in acts:
         a.act_usdt_lock = named.get(a.act_lock or 0, (None,))[0]
@@ -74,13 +75,13 @@ def _python_waits(rows: list[dict], python: dict[int, list[str]]) -> list[Python
     return sorted(out.values(), key=lambda pw: -pw.wait_ns)
 
 
-def _usdt_locks(rows: list[dict]) -> dict[int, tuple[str, frozenset[str]]]:
+def _usdt_locks(rows: list[HoldUsdtLock]) -> dict[int, tuple[str, frozenset[str]]]:
     """USDT-named locks by their holders' id (usdtwait.bpf.h): name, release functions."""
     table, out = usdt.default(), {}
     for u in rows:
-        spec = table.entry(u["entry"])
+        spec = table.entry(u.entry)
         if spec is not None:
-            out[parse_addr(u["id"])] = (spec.lock_name(u["value"], u["name"]), table.release_frames(u["entry"]))
+            out[u.id] = (spec.lock_name(u.value, u.name), table.release_frames(u.entry))
     return out
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):     # loaded by path (probes/gen_proberows.py): this source tree's lockscope
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lockscope import tables  # noqa: E402
-from lockscope.jsondata import KernelObject  # noqa: E402
+from lockscope.jsondata import KernelObject, json_name  # noqa: E402
 
 TABLE_FILE = Path(__file__).with_name("proberows.toml")
 # a row field's writer: the loader's jsonw call and the Python type it reads as
@@ -209,7 +209,7 @@ def check(f: File, module) -> list[str]:
         # a kernel object keeps the keys it has no field for (its addresses, the rest as it came)
         kobj = issubclass(cls, KernelObject)
         derived = set(r.derived) | ({"addresses", "extra"} if kobj else set())
-        attrs = {fd.name: fd for fd in dataclasses.fields(cls) if fd.name not in derived}
+        attrs = {json_name(fd): fd for fd in dataclasses.fields(cls) if fd.name not in derived}
         keys = {fl.name: fl for fl in r.field_list() if fl.name not in r.raw and (fl.name in attrs or not kobj)}
         for name in sorted(set(keys) - set(attrs)):
             bad.append(f"[[row]] {r.json}: the loader writes {name!r}, {r.dataclass} has no such field")
@@ -218,7 +218,7 @@ def check(f: File, module) -> list[str]:
         for name in sorted(set(keys) & set(attrs)):
             fl, fd = keys[name], attrs[name]
             want = WRITERS[fl.write][1]
-            got = hints[name]
+            got = hints[fd.name]
             if typing.get_origin(got) is typing.Union:
                 got = next((a for a in typing.get_args(got) if a is not type(None)), got)
             if want is not None and got is not want:

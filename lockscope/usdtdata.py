@@ -38,11 +38,21 @@ class JvmProcess:
 
 
 @dataclass
+class UsdtAttached:
+    """One probe or function attached (usdt.toml's start, done or return)."""
+    probe: str = ""              # start | done | return
+    cookie: int = 0
+    provider: str = ""           # "-": a function, not a USDT probe
+    name: str = ""
+    path: str = ""
+
+
+@dataclass
 class UsdtProbe:
     """What was attached: each start/done probe and the binary."""
     loaded: bool = False
     reason: Optional[str] = optional()
-    attached: list[dict] = field(default_factory=list)
+    attached: list[UsdtAttached] = field(default_factory=list)
     jvms: Optional[list[JvmProcess]] = optional()   # absent in records before them
 
 

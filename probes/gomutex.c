@@ -343,15 +343,9 @@ void gomutex_json(struct jw *w)
 	jw_arr_end(w);
 	jw_key(w, "processes");
 	jw_arr(w);
-	for (int i = 0; i < npids; i++) {
-		if (pids[i].exe < 0)
-			continue;
-		jw_obj(w);
-		jw_ku64(w, "tgid", pids[i].tgid);
-		jw_kstr(w, "exe", exes[pids[i].exe].path);
-		jw_khex(w, "bias", pids[i].bias);
-		jw_obj_end(w);
-	}
+	for (int i = 0; i < npids; i++)
+		if (pids[i].exe >= 0)
+			EMIT_ROW_GO_PROBE_PROCESSES(w, &pids[i]);
 	jw_arr_end(w);
 	jw_obj_end(w);
 	if (!gskel)

@@ -97,10 +97,17 @@ static void copy_key(struct jw *w, const void *key)
 
 /* "hold_usdt_locks": the USDT-named locks (usdt_key) behind the ids of
  * the releases charged to them */
+/* a row of "hold_usdt_locks": a lock's id and its usdt_key */
+struct usdt_lock_row {
+	const __u64 *id;
+	const struct usdt_key *k;
+};
+
 static void emit_usdt_locks(struct jw *w, int fd)
 {
 	__u64 id, *prev = NULL;
 	struct usdt_key k;
+	struct usdt_lock_row r = { .id = &id, .k = &k };
 
 	jw_key(w, "hold_usdt_locks");
 	jw_arr(w);
@@ -109,14 +116,7 @@ static void emit_usdt_locks(struct jw *w, int fd)
 		if (bpf_map_lookup_elem(fd, &id, &k))
 			continue;
 		k.name[sizeof(k.name) - 1] = '\0';
-		jw_obj(w);
-		jw_khex(w, "id", id);
-		jw_ku64(w, "tgid", k.tgid);
-		jw_ku64(w, "entry", k.entry);
-		jw_ku64(w, "value", k.value);
-		jw_ku64(w, "mode", k.mode);
-		jw_kutf8(w, "name", k.name);
-		jw_obj_end(w);
+		EMIT_ROW_HOLD_USDT_LOCKS(w, &r);
 	}
 	jw_arr_end(w);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <linux/types.h>
 
 struct jw {
 	FILE *f;
@@ -150,6 +151,15 @@ static inline void jw_utf8(struct jw *w, const char *s)
 }
 
 /* key + value shorthands */
+/* an array of n addresses, "0x..." each */
+static inline void jw_hexes(struct jw *w, const __u64 *v, unsigned int n)
+{
+	jw_arr(w);
+	for (unsigned int i = 0; i < n; i++)
+		jw_hex(w, v[i]);
+	jw_arr_end(w);
+}
+
 static inline void jw_kstr(struct jw *w, const char *k, const char *v) { jw_key(w, k); jw_string(w, v); }
 static inline void jw_ku64(struct jw *w, const char *k, uint64_t v) { jw_key(w, k); jw_u64(w, v); }
 static inline void jw_ki64(struct jw *w, const char *k, int64_t v) { jw_key(w, k); jw_i64(w, v); }

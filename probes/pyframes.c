@@ -419,6 +419,15 @@ void pyframes_clear(void)
 	index_free(&rows_by_id);
 }
 
+/* a Python stack's frames, innermost first ("?": not read) */
+static void py_frames_json(struct jw *w, const struct stack_row *r)
+{
+	jw_arr(w);
+	for (__u32 k = 0; k < r->s.depth && k < PY_DEPTH; k++)
+		jw_utf8(w, r->resolved && r->labels[k] >= 0 ? names[r->labels[k]].label : "?");
+	jw_arr_end(w);
+}
+
 /* "3.N": the version of a process's layout */
 static const char *py_version(const struct pyp *p)
 {
@@ -437,19 +446,8 @@ void pyframes_json(struct jw *w)
 	jw_arr_end(w);
 	jw_key(w, "py_stacks");
 	jw_arr(w);
-	for (size_t i = 0; i < nrows; i++) {
-		const struct stack_row *r = &rows[i];
-
-		jw_obj(w);
-		jw_ku64(w, "id", r->id);
-		jw_ku64(w, "tgid", r->s.tgid);
-		jw_key(w, "frames");
-		jw_arr(w);
-		for (__u32 k = 0; k < r->s.depth && k < PY_DEPTH; k++)
-			jw_utf8(w, r->resolved && r->labels[k] >= 0 ? names[r->labels[k]].label : "?");
-		jw_arr_end(w);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < nrows; i++)
+		EMIT_ROW_PY_STACKS(w, &rows[i]);
 	jw_arr_end(w);
 	/* the GIL's waits by the waiter's Python stack */
 	jw_key(w, "py_waits");

@@ -217,31 +217,36 @@ struct emit_ctx {
 	unsigned int n;
 };
 
+/* a row of "usdt": the waits of one usdt_stat_key, its name made a string */
+struct usdt_wait_row {
+	const struct usdt_stat_key *k;
+	const struct wait_stat *s;
+	char name[USDT_NAME_LEN + 1];
+};
+
 static void emit_wait(const void *key, const struct wait_stat *s, void *ctx)
 {
-	const struct usdt_stat_key *sk = key;
-	const struct usdt_key *k = &sk->key;
+	struct usdt_wait_row r = { .k = key, .s = s };
 	struct emit_ctx *c = ctx;
-	char name[USDT_NAME_LEN + 1];
 
-	memcpy(name, k->name, USDT_NAME_LEN);
-	name[USDT_NAME_LEN] = '\0';
-	jw_obj(c->w);
-	jw_ku64(c->w, "tgid", k->tgid);
-	jw_ku64(c->w, "entry", k->entry);
-	jw_ku64(c->w, "value", k->value);
-	jw_ku64(c->w, "mode", k->mode);
-	jw_kstr(c->w, "name", name);
-	if (sk->stack)
-		jw_khex(c->w, "stack", sk->stack);
-	jw_ku64(c->w, "count", s->count);
-	jw_ku64(c->w, "total_ns", s->total_ns);
-	jw_ku64(c->w, "max_ns", s->max_ns);
-	jw_obj_end(c->w);
+	memcpy(r.name, r.k->key.name, USDT_NAME_LEN);
+	r.name[USDT_NAME_LEN] = '\0';
+	EMIT_ROW_USDT(c->w, &r);
 	c->n++;
 }
 
 static unsigned int nwaits, nstacks;
+
+/* rows of "usdt_stacks" and "jvm_methods": a map's key and value */
+struct jvm_stack_row {
+	const __u64 *id;
+	const struct usdt_stack *st;
+};
+
+struct jvm_method_row {
+	const struct jvm_method_key *k;
+	const struct jvm_method *m;
+};
 
 /* "usdt_stacks": the call paths of JVM waits (return addresses, or an
  * interpreted frame's Method * with JVM_METHOD_FRAME set); "jvm_methods":
@@ -253,6 +258,8 @@ static void emit_jvm_stacks(struct jw *w)
 	__u64 id, *prev = NULL;
 	struct usdt_stack st;
 	struct jvm_method m;
+	struct jvm_stack_row r = { .id = &id, .st = &st };
+	struct jvm_method_row mr = { .k = &mk, .m = &m };
 
 	jw_key(w, "usdt_stacks");
 	jw_arr(w);
@@ -261,15 +268,7 @@ static void emit_jvm_stacks(struct jw *w)
 		prev = &id;
 		if (bpf_map_lookup_elem(fd, &id, &st))
 			continue;
-		jw_obj(w);
-		jw_khex(w, "id", id);
-		jw_ku64(w, "tgid", st.tgid);
-		jw_key(w, "pcs");
-		jw_arr(w);
-		for (__u32 i = 0; i < st.n && i < USDT_FRAMES; i++)
-			jw_hex(w, st.pc[i]);
-		jw_arr_end(w);
-		jw_obj_end(w);
+		EMIT_ROW_USDT_STACKS(w, &r);
 		nstacks++;
 	}
 	jw_arr_end(w);
@@ -281,12 +280,7 @@ static void emit_jvm_stacks(struct jw *w)
 		if (bpf_map_lookup_elem(fd, &mk, &m))
 			continue;
 		m.cls[sizeof(m.cls) - 1] = m.name[sizeof(m.name) - 1] = '\0';
-		jw_obj(w);
-		jw_ku64(w, "tgid", mk.tgid);
-		jw_khex(w, "method", mk.method);
-		jw_kutf8(w, "class", m.cls);
-		jw_kutf8(w, "name", m.name);
-		jw_obj_end(w);
+		EMIT_ROW_JVM_METHODS(w, &mr);
 	}
 	jw_arr_end(w);
 }
@@ -302,15 +296,8 @@ void usdt_json(struct jw *w)
 		jw_kstr(w, "reason", strerror(-load_err));
 	jw_key(w, "attached");
 	jw_arr(w);
-	for (int i = 0; i < nlinks; i++) {
-		jw_obj(w);
-		jw_kstr(w, "probe", links[i].what);
-		jw_ku64(w, "cookie", links[i].cookie);
-		jw_kstr(w, "provider", links[i].provider);
-		jw_kstr(w, "name", links[i].name);
-		jw_kstr(w, "path", links[i].path);
-		jw_obj_end(w);
-	}
+	for (int i = 0; i < nlinks; i++)
+		EMIT_ROW_USDT_PROBE_ATTACHED(w, &links[i]);
 	jw_arr_end(w);
 	jvmmon_json(w);
 	jw_obj_end(w);

@@ -21,6 +21,7 @@ from . import addrspace, userlocks
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first
 from lockscope import tables
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
+from lockscope.loaderrows import GoProcess
 from lockscope.probedata import GoProbe, GoWait, RawProbe, heaviest
 from lockscope.record import Lock
 
@@ -71,7 +72,7 @@ def resolve(data: dict) -> dict:
     out: dict = {"go_probe": probe}
     if "go_mutex" not in data:
         return out
-    procs = {p["tgid"]: (p["exe"], parse_addr(p["bias"])) for p in data["go_probe"].get("processes", [])}
+    procs = {p.tgid: (p.exe, p.bias) for p in from_list(GoProcess, data["go_probe"].get("processes", []))}
     stacks = data.get("go_stacks", {})
     out["go_waits"] = _resolve_rows(heaviest(from_list(GoWait, data["go_mutex"]), "total_ns"), procs, stacks)
     if "go_releases" in data:

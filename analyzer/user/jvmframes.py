@@ -22,7 +22,8 @@ from typing import Optional
 
 from .addrspace import AddressSpace, parse_maps
 from .userlocks import demangle_stacks
-from lockscope.jsondata import parse_addr
+from lockscope.jsondata import from_list, parse_addr
+from lockscope.loaderrows import JvmMethodRow, JvmStackRow
 from lockscope.proberows import constant
 
 METHOD_FRAME = constant("JVM_METHOD_FRAME")
@@ -133,19 +134,18 @@ def site(frames: list[str]) -> str:
                 (frames[0] if frames else ""))
 
 
-def resolve_stacks(data: dict) -> dict[str, list[str]]:
-    """The probe's usdt_stacks as frames, by their id ("0x..." text)."""
+def resolve_stacks(data: dict) -> dict[int, list[str]]:
+    """The probe's usdt_stacks as frames, by their id (UsdtRow.stack)."""
     methods: dict[int, dict[int, str]] = {}
-    for m in data.get("jvm_methods") or []:
-        methods.setdefault(m["tgid"], {})[parse_addr(m["method"])] = method_name(m["class"], m["name"])
+    for m in from_list(JvmMethodRow, data.get("jvm_methods") or []):
+        methods.setdefault(m.tgid, {})[m.method] = method_name(m.cls, m.name)
     spaces: dict[int, Optional[AddressSpace]] = {}
-    out: dict[str, list[str]] = {}
-    for st in data.get("usdt_stacks") or []:
-        tgid = st["tgid"]
-        if tgid not in spaces:
-            rows = (data.get("user_maps") or {}).get(str(tgid))
-            spaces[tgid] = AddressSpace(parse_maps(rows)) if rows else None
-        out[st["id"]] = java_frames([parse_addr(p) for p in st["pcs"]], methods.get(tgid, {}), spaces[tgid],
-                                    perf_map(tgid))
+    out: dict[int, list[str]] = {}
+    for st in from_list(JvmStackRow, data.get("usdt_stacks") or []):
+        if st.tgid not in spaces:
+            rows = (data.get("user_maps") or {}).get(str(st.tgid))
+            spaces[st.tgid] = AddressSpace(parse_maps(rows)) if rows else None
+        out[st.id] = java_frames([parse_addr(p) for p in st.pcs], methods.get(st.tgid, {}), spaces[st.tgid],
+                                 perf_map(st.tgid))
     demangle_stacks(out)
     return out

@@ -32,7 +32,9 @@ from typing import Any, Optional
 from . import jvmframes, userlocks
 from ..lockacc import LockAcc, heaviest_first
 from lockscope import tables
-from lockscope.probedata import JvmProcess, UsdtProbe, UsdtStack, UsdtWait, heaviest
+from lockscope.jsondata import from_list
+from lockscope.loaderrows import UsdtRow
+from lockscope.probedata import JvmProcess, UsdtAttached, UsdtProbe, UsdtStack, UsdtWait, heaviest
 from lockscope.record import Lock
 from lockscope.proberows import constant
 
@@ -298,39 +300,36 @@ def resolve(data: dict, table: Table | None = None) -> dict[str, Any]:
     if data.get("usdt_probe") is None:
         return {}
     probe = data["usdt_probe"]
-    jvms = [JvmProcess(tgid=j["tgid"], file=j.get("file", ""), named=bool(j.get("named")),
-                       by_probes=bool(j.get("by_probes")), parks_named=bool(j.get("parks_named")),
-                       frames=j.get("frames"), reason=j.get("reason") or None)
-            for j in probe.get("jvms") or []]
     out: dict[str, Any] = {"usdt_probe": UsdtProbe(loaded=bool(probe.get("loaded")), reason=probe.get("reason"),
-                                                   attached=probe.get("attached", []), jvms=jvms)}
+                                                   attached=from_list(UsdtAttached, probe.get("attached", [])),
+                                                   jvms=from_list(JvmProcess, probe.get("jvms") or []))}
     table = table or default()
     waits: dict[tuple, UsdtWait] = {}
     objects: dict[tuple, set] = {}
     frames = jvmframes.resolve_stacks(data)
     paths: dict[tuple, dict[tuple, UsdtStack]] = {}
-    for row in data.get("usdt", []):
-        spec = table.entry(row["entry"])
+    for row in from_list(UsdtRow, data.get("usdt", [])):
+        spec = table.entry(row.entry)
         if spec is None:
             continue
-        lock, mode = spec.lock_name(row["value"], row["name"]), spec.mode_name(row["mode"])
-        key = (row["tgid"], row["entry"], lock, mode)
+        lock, mode = spec.lock_name(row.value, row.name), spec.mode_name(row.mode)
+        key = (row.tgid, row.entry, lock, mode)
         w = waits.get(key)
         if w is None:
-            w = waits[key] = UsdtWait(tgid=row["tgid"], entry=row["entry"], lock=lock, kind=spec.kind,
+            w = waits[key] = UsdtWait(tgid=row.tgid, entry=row.entry, lock=lock, kind=spec.kind,
                                       component=spec.component, mode=mode, probe=spec.probe,
                                       explain=spec.explain or None)
-        w.count += row["count"]
-        w.total_ns += row["total_ns"]
-        w.max_ns = max(w.max_ns, row["max_ns"])
+        w.count += row.count
+        w.total_ns += row.total_ns
+        w.max_ns = max(w.max_ns, row.max_ns)
         if spec.name_from == "hotspot_monitor":   # the value is the ObjectMonitor: its instances
-            objects.setdefault(key, set()).add(row["value"])
+            objects.setdefault(key, set()).add(row.value)
             w.instances = len(objects[key])
-        if frames.get(row.get("stack")):      # a call path with frames named
-            fr = frames[row["stack"]]
+        if frames.get(row.stack):      # a call path with frames named
+            fr = frames[row.stack]
             st = paths.setdefault(key, {}).setdefault(tuple(fr), UsdtStack(frames=fr))
-            st.count += row["count"]
-            st.total_ns += row["total_ns"]
+            st.count += row.count
+            st.total_ns += row.total_ns
     for key, by_path in paths.items():
         waits[key].stacks = heaviest(list(by_path.values()), "total_ns")[:MAX_STACKS]
     out["usdt"] = heaviest(list(waits.values()), "total_ns")
@@ -407,8 +406,8 @@ def usdt_warnings(raw, table: Table | None = None) -> list[str]:
     named_kinds = {s.kind for p in table.programs for s in p.probes if s.name_from == "hotspot_monitor"} \
         if probe.jvms else set()    # None in records from before JVMs were looked at
     for p in table.programs:
-        attached = any(a.get("probe") == "start" and any(a.get("name") == s.start and p.matches(a.get("path", ""))
-                                                         for s in p.probes) for a in probe.attached)
+        attached = any(a.probe == "start" and any(a.name == s.start and p.matches(a.path) for s in p.probes)
+                       for a in probe.attached)
         if p.if_silent and attached and not seen & {s.entry for s in p.probes} \
                 and not (kinds | named_kinds) & {s.kind for s in p.probes}:
             out.append(f"{p.name}: its lock-wait probes were attached but none fired: {p.if_silent}")

@@ -1,0 +1,75 @@
+"""The loader's rows that lockscope reads at record time and does not keep
+as they came: the raw USDT waits (probes/usdt.c),
+the JVMs' wait stacks and method names (usdt.c), the Python stacks
+(pyframes.c), the USDT-named locks of the release sites (holders.c) and
+the Go processes (gomutex.c). Each is declared in proberows.toml, which
+generates its writer in the loader and checks it against its class here;
+the analyzer reads them with jsondata.from_list, never by key."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from lockscope.jsondata import HEX, optional
+
+
+@dataclass
+class UsdtRow:
+    """Waits of one (process, usdt.toml entry, lock value and name, mode,
+    call path) as the probe counted them (analyzer/user/usdt.py names them)."""
+    tgid: int
+    entry: int = 0               # the table's probe index
+    value: int = 0               # the numeric argument naming the lock; a JVM's: the object
+    mode: int = 0
+    name: str = ""               # the string argument naming the lock
+    stack: Optional[int] = optional(hex=True)   # a JvmStackRow.id; absent: none
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
+
+
+@dataclass
+class JvmStackRow:
+    """A JVM wait's call path: return addresses, or an interpreted frame's
+    Method * with JVM_METHOD_FRAME set (analyzer/user/jvmframes.py)."""
+    id: int = field(metadata=HEX)
+    tgid: int = 0
+    pcs: list[str] = field(default_factory=list)    # "0x..." each
+
+
+@dataclass
+class JvmMethodRow:
+    """The name of an interpreted Java frame's method, by (process, Method *)."""
+    tgid: int = 0
+    method: int = field(default=0, metadata=HEX)
+    cls: str = field(default="", metadata={"json": "class"})   # internal form: java/util/Hashtable
+    name: str = ""
+
+
+@dataclass
+class PyStackRow:
+    """A Python stack read by probes/pyframes.bpf.h: `function (file.py:line)`
+    frames innermost first ("?": a code object not named)."""
+    id: int = 0
+    tgid: int = 0
+    frames: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HoldUsdtLock:
+    """A lock that a program's USDT probes name, by the id its holders know
+    it by (usdtwait.bpf.h): the key of its waits."""
+    id: int = field(metadata=HEX)
+    tgid: int = 0
+    entry: int = 0
+    value: int = 0
+    mode: int = 0
+    name: str = ""
+
+
+@dataclass
+class GoProcess:
+    """A tracked process running a Go executable, and its load bias."""
+    tgid: int = 0
+    exe: str = ""
+    bias: int = field(default=0, metadata=HEX)
