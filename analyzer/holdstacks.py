@@ -10,7 +10,7 @@ from .user import tailcall, unwind, usdt, userlocks
 from .user.addrspace import AddressSpace, parse_maps
 from lockscope.holddata import PythonProcess, PythonWait, Release, ReleaseActivity
 from lockscope.jsondata import from_list, parse_addr
-from lockscope.loaderrows import HoldUsdtLock, PyStackRow
+from lockscope.loaderrows import HoldStackCopy, HoldUsdtLock, PyStackRow
 from lockscope.probedata import heaviest
 
 PY_SITE = "py:"              # a hold_stacks key of a GIL release's Python frames
@@ -106,14 +106,8 @@ def activity_stacks(data: dict) -> set[int]:
 
 
 def _copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
-    out = {}
-    for c in rows:
-        try:
-            out[(int(c["tgid"]), parse_addr(c["lock"]), int(c["stack"]), int(c.get("sample", 0)))] = \
-                (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
+    """The release stacks' copies by Release key (tgid, lock, stack, sample): (ip, sp, bp, bytes)."""
+    return {(c.tgid, c.lock, c.stack, c.sample): c.regs() for c in from_list(HoldStackCopy, rows)}
 
 
 def _user_stack(space: AddressSpace | None, fp: list[int], copy) -> list[str]:

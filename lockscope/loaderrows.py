@@ -7,6 +7,7 @@ generates its writer in the loader and checks it against its class here;
 the analyzer reads them with jsondata.from_list, never by key."""
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -73,3 +74,44 @@ class GoProcess:
     tgid: int = 0
     exe: str = ""
     bias: int = field(default=0, metadata=HEX)
+
+
+@dataclass
+class StackCopy:
+    """A copy of a thread's user registers and stack top (struct
+    ustack_copy), unwound with the ELF CFI at record time (analyzer/user/unwind.py)."""
+    ip: int = field(default=0, metadata=HEX)
+    sp: int = field(default=0, metadata=HEX)
+    bp: int = field(default=0, metadata=HEX)
+    bytes: str = ""              # the stack from sp up, lowercase hex
+
+    def regs(self) -> tuple:
+        """(ip, sp, bp, the bytes from sp up), as unwind.unwind takes them."""
+        return self.ip, self.sp, self.bp, builtins.bytes.fromhex(self.bytes)
+
+
+@dataclass
+class FutexStackCopy(StackCopy):
+    """The copy of a walked futex wait, by its FutexWait key."""
+    tgid: int = 0
+    tid: int = 0
+    uaddr: int = field(default=0, metadata=HEX)
+    op: int = 0
+    stack: int = -1
+    sample: int = 0
+    in_usdt: Optional[int] = optional()
+
+
+@dataclass
+class HoldStackCopy(StackCopy):
+    """The copy of a walked release, by its Release key."""
+    tgid: int = 0
+    lock: int = field(default=0, metadata=HEX)
+    stack: int = -1
+    sample: int = 0
+
+
+@dataclass
+class SampleCopy(StackCopy):
+    """The copy of a CPU sample, by its number (a cpu_samples row's `copy`)."""
+    copy: int = 0

@@ -134,15 +134,7 @@ void emit_stacks(struct jw *w, const char *name, int fd, const struct id_set *se
 	jw_obj_end(w);
 }
 
-void emit_ustack_copy(struct jw *w, const struct ustack_copy *c)
-{
-	jw_khex(w, "ip", c->ip);
-	jw_khex(w, "sp", c->sp);
-	jw_khex(w, "bp", c->bp);
-	jw_kbytes(w, "bytes", c->bytes, c->len < USTACK_BYTES ? c->len : USTACK_BYTES);
-}
-
-void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_key_fn key_fields)
+void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_row_fn row)
 {
 	static struct ustack_copy c;
 	__u64 k[8], prev_k[8];       /* keys of at most 64 bytes */
@@ -159,10 +151,7 @@ void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size,
 		prev = prev_k;
 		if (bpf_map_lookup_elem(fd, k, &c))
 			continue;
-		jw_obj(w);
-		key_fields(w, k);
-		emit_ustack_copy(w, &c);
-		jw_obj_end(w);
+		row(w, k, &c);
 	}
 	jw_arr_end(w);
 }

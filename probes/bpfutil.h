@@ -51,13 +51,11 @@ void id_set_add(struct id_set *set, __s32 id);
  * stack (until_zero) ends at its first 0 */
 void emit_stacks(struct jw *w, const char *name, int fd, const struct id_set *set, int depth,
 		 bool until_zero);
-/* the "ip", "sp", "bp" and "bytes" (lowercase hex) keys of a user stack copy */
-void emit_ustack_copy(struct jw *w, const struct ustack_copy *c);
-/* "name": [{key fields, "ip", "sp", "bp", "bytes"}, ...]: every stack copy
- * of the hash map at fd (keys of key_size <= 64 bytes), key_fields writing
- * the keys of an entry's key */
-typedef void (*copy_key_fn)(struct jw *w, const void *key);
-void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_key_fn key_fields);
+/* "name": [{...}, ...]: every stack copy of the hash map at fd (keys of
+ * key_size <= 64 bytes), each written by row (a generated EMIT_ROW_ of
+ * lockscope/proberows.toml: the key's fields, "ip", "sp", "bp", "bytes") */
+typedef void (*copy_row_fn)(struct jw *w, const void *key, const struct ustack_copy *c);
+void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_row_fn row);
 /* one {"name", "recursion_misses"} entry of the "programs" array per
  * program of the object */
 void emit_programs(struct jw *w, struct bpf_object *obj);

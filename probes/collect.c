@@ -280,9 +280,17 @@ static unsigned int emit_offcpu_stats(struct jw *w, const struct probe *p)
 	return c.n;
 }
 
-static void sample_copy_key(struct jw *w, const void *key)
+/* a row of "sample_copies": the copy's number and the copy */
+struct sample_copy_row {
+	const __u32 *copy;
+	const struct ustack_copy *c;
+};
+
+static void sample_copy_row(struct jw *w, const void *key, const struct ustack_copy *c)
 {
-	jw_ku64(w, "copy", *(const __u32 *)key);
+	struct sample_copy_row r = { .copy = key, .c = c };
+
+	EMIT_ROW_SAMPLE_COPIES(w, &r);
 }
 
 /* the memory maps of the processes whose CPU samples carry user stacks, read
@@ -477,7 +485,7 @@ void collect_json(struct probe *p, struct jw *w)
 	emit_stack_map(w, "sample_stacks", p->cskel->maps.sample_stacks, &sample_stack_ids);
 	emit_stack_map(w, "sample_user_stacks", p->cskel->maps.sample_user_stacks, &sample_user_stack_ids);
 	emit_ustack_copies(w, "sample_copies", bpf_map__fd(p->cskel->maps.sample_copies), sizeof(__u32),
-			   sample_copy_key);
+			   sample_copy_row);
 	objects_json(w);
 	futex_json(w);
 	gomutex_json(w);

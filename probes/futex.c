@@ -258,20 +258,18 @@ static void emit_maps_text(struct jw *w, const char *text)
 	jw_arr_end(w);
 }
 
-/* the keys of a "user_stack_copies" entry: the futex key of the walked
- * wait it was copied at */
-static void copy_key(struct jw *w, const void *key)
-{
-	const struct ufutex_key *k = key;
+/* a row of "user_stack_copies": the futex key of the walked wait it was
+ * copied at, and the copy */
+struct futex_copy_row {
+	const struct ufutex_key *k;
+	const struct ustack_copy *c;
+};
 
-	jw_ku64(w, "tgid", k->tgid);
-	jw_ku64(w, "tid", k->tid);
-	jw_khex(w, "uaddr", k->uaddr);
-	jw_ku64(w, "op", k->op);
-	jw_ki64(w, "stack", k->stack_id);
-	jw_ku64(w, "sample", k->sample);
-	if (k->in_wait)
-		jw_ku64(w, "in_usdt", k->in_wait - 1);
+static void copy_row(struct jw *w, const void *key, const struct ustack_copy *c)
+{
+	struct futex_copy_row r = { .k = key, .c = c };
+
+	EMIT_ROW_USER_STACK_COPIES(w, &r);
 }
 
 void futex_json(struct jw *w)
@@ -300,7 +298,7 @@ void futex_json(struct jw *w)
 	emit_stacks(w, "user_stacks", bpf_map__fd(fskel->maps.user_stacks), &ids, MAX_STACK_DEPTH, true);
 	free(ids.ids);
 	emit_ustack_copies(w, "user_stack_copies", bpf_map__fd(fskel->maps.user_stack_copies),
-			   sizeof(struct ufutex_key), copy_key);
+			   sizeof(struct ufutex_key), copy_row);
 
 	jw_key(w, "user_maps");
 	jw_obj(w);

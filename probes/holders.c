@@ -84,25 +84,27 @@ static bool kernel_lock(__u64 lock)
 	return lock >= 1ULL << 63;
 }
 
-/* the keys of a "hold_stack_copies" entry */
-static void copy_key(struct jw *w, const void *key)
-{
-	const struct hold_key *k = key;
+/* a row of "hold_stack_copies": the release's key and the copy */
+struct hold_copy_row {
+	const struct hold_key *k;
+	const struct ustack_copy *c;
+};
 
-	jw_ku64(w, "tgid", k->tgid);
-	jw_khex(w, "lock", k->lock);
-	jw_ki64(w, "stack", k->stack_id);
-	jw_ku64(w, "sample", k->sample);
+static void copy_row(struct jw *w, const void *key, const struct ustack_copy *c)
+{
+	struct hold_copy_row r = { .k = key, .c = c };
+
+	EMIT_ROW_HOLD_STACK_COPIES(w, &r);
 }
 
-/* "hold_usdt_locks": the USDT-named locks (usdt_key) behind the ids of
- * the releases charged to them */
 /* a row of "hold_usdt_locks": a lock's id and its usdt_key */
 struct usdt_lock_row {
 	const __u64 *id;
 	const struct usdt_key *k;
 };
 
+/* "hold_usdt_locks": the USDT-named locks (usdt_key) behind the ids of
+ * the releases charged to them */
 static void emit_usdt_locks(struct jw *w, int fd)
 {
 	__u64 id, *prev = NULL;
@@ -145,7 +147,7 @@ void holders_json(struct jw *w, const struct holder_maps *m)
 	emit_stacks(w, "hold_user_stacks", bpf_map__fd(m->user_stacks), &uids, MAX_STACK_DEPTH, true);
 	free(kids.ids);
 	free(uids.ids);
-	emit_ustack_copies(w, "hold_stack_copies", bpf_map__fd(m->copies), sizeof(struct hold_key), copy_key);
+	emit_ustack_copies(w, "hold_stack_copies", bpf_map__fd(m->copies), sizeof(struct hold_key), copy_row);
 	emit_usdt_locks(w, bpf_map__fd(m->usdt_held));
 }
 

@@ -37,6 +37,7 @@ from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401
 from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
                                  heaviest)
+from lockscope.loaderrows import FutexStackCopy
 from lockscope.record import Lock
 from lockscope.proberows import constant
 
@@ -133,16 +134,8 @@ def resolve(data: dict) -> dict[str, Any]:
 
 def _stack_copies(rows: list[dict]) -> dict[tuple, tuple[int, int, int, bytes]]:
     """The probe's user stack copies by aggregate key (tgid, tid, uaddr, op,
-    stack, sample): (ip, sp, bp, the bytes from sp up); a malformed one is left out."""
-    out = {}
-    for c in rows:
-        try:
-            out[(int(c["tgid"]), int(c["tid"]), parse_addr(c["uaddr"]), int(c["op"]), int(c["stack"]),
-                 int(c.get("sample", 0)))] = \
-                (parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)), bytes.fromhex(c["bytes"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
+    stack, sample): (ip, sp, bp, the bytes from sp up)."""
+    return {(c.tgid, c.tid, c.uaddr, c.op, c.stack, c.sample): c.regs() for c in from_list(FutexStackCopy, rows)}
 
 
 def demangle_stacks(stacks: dict[str, list[str]], addresses: dict[str, FutexAddress] | None = None) -> None:

@@ -30,7 +30,8 @@ from ..lockacc import MAX_FRAMES, heaviest_first, wait_share
 from . import unwind
 from .addrspace import AddressSpace, parse_maps
 from .userlocks import COMPONENT, demangle_stacks, frame_file, frame_function, in_runtime, site
-from lockscope.jsondata import parse_addr
+from lockscope.jsondata import from_list, parse_addr
+from lockscope.loaderrows import SampleCopy
 from lockscope.probedata import RawProbe
 from lockscope.record import Lock, StackSummary
 
@@ -53,7 +54,7 @@ def resolve(data: dict) -> dict[str, Any]:
         return {}
     spaces = {int(tgid): AddressSpace(parse_maps(maps)) for tgid, maps in data.get("user_maps", {}).items()}
     fp = data.get("sample_user_stacks", {})
-    copies = {int(c["copy"]): c for c in data.get("sample_copies") or [] if "copy" in c}
+    copies = {c.copy: c for c in from_list(SampleCopy, data.get("sample_copies") or [])}
     stacks: dict[str, list[str]] = {}
     unwound: dict[tuple, str] = {}
     merged: dict[tuple, dict] = {}
@@ -65,8 +66,7 @@ def resolve(data: dict) -> dict[str, Any]:
             key = f"{tgid}:{r['user_stack']}"
             c = copies.get(int(r.pop("copy", 0)))
             if c is not None and space is not None:
-                ips = unwind.unwind(space, parse_addr(c["ip"]), parse_addr(c["sp"]), parse_addr(c.get("bp", 0)),
-                                    bytes.fromhex(c["bytes"]), ips)
+                ips = unwind.unwind(space, *c.regs(), ips)
                 key = unwound.setdefault((tgid, tuple(ips)), f"{tgid}:cfi{len(unwound)}")
             if key not in stacks:
                 stacks[key] = [space.symbolize(a) for a in ips] if space else ["[unknown]"] * len(ips)
