@@ -140,10 +140,9 @@ void series_snapshot(int lock_stats_fd, int offcpu_stats_fd, int ncpus, uint64_t
 		free(snap->locks);
 }
 
-static void emit_pairs(struct jw *w, const char *name, const struct series_val *vals, __u32 n,
-		       bool hex_key)
+/* [[key, ns], ...]: a snapshot's cumulative waits (its "locks" by address, its "offcpu" by state) */
+static void emit_pairs(struct jw *w, const struct series_val *vals, __u32 n, bool hex_key)
 {
-	jw_key(w, name);
 	jw_arr(w);
 	for (__u32 j = 0; j < n; j++) {
 		jw_arr(w);
@@ -166,15 +165,8 @@ void series_json(struct jw *w, long series_ms)
 	jw_ku64(w, "max_locks", SERIES_MAX_LOCKS);
 	jw_key(w, "snapshots");
 	jw_arr(w);
-	for (size_t i = 0; i < nseries; i++) {
-		const struct series_snap *sn = &series[i];
-
-		jw_obj(w);
-		jw_ku64(w, "t_ns", sn->t_ns);
-		emit_pairs(w, "locks", sn->locks, sn->nlocks, true);
-		emit_pairs(w, "offcpu", sn->states, sn->nstates, false);
-		jw_obj_end(w);
-	}
+	for (size_t i = 0; i < nseries; i++)
+		EMIT_ROW_SERIES_SNAPSHOTS(w, &series[i]);
 	jw_arr_end(w);
 	jw_obj_end(w);
 }
