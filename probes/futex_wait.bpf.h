@@ -2,10 +2,11 @@
 /* Which futex a task sleeps on, from its saved user registers
  * (bpf_task_pt_regs): futexwaits.bpf.h at its switch-out, tasks.bpf.c at the
  * wake-up of a thread that has not switched out yet; and whether a program
- * runs in interrupt context. Include after vmlinux.h, the libbpf BPF
- * headers and probe.h. */
+ * runs in interrupt context. */
 #ifndef LOCKSCOPE_FUTEX_WAIT_BPF_H
 #define LOCKSCOPE_FUTEX_WAIT_BPF_H
+
+#include "shared.bpf.h"
 
 #define FUTEX_WAIT             0
 #define FUTEX_LOCK_PI          6

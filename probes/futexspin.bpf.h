@@ -18,11 +18,13 @@
  * before: the word is copied with the wait, the extra map update is at the
  * aggregation (a later begin or a switch).
  *
- * Included by contention.bpf.c after its helpers (count, add_waits) and
- * futex_wait.bpf.h; needs futex_on, nr_futex and nr_futex_waitv from it.
+ * Part of contention.bpf.c (its helpers and futex_on: contention.bpf.h).
  */
 #ifndef LOCKSCOPE_FUTEXSPIN_BPF_H
 #define LOCKSCOPE_FUTEXSPIN_BPF_H
+
+#include "contention.bpf.h"
+#include "futex_wait.bpf.h"
 
 WAIT_STATS_MAP(futex_lock_stats, struct futex_lock_key);
 

@@ -33,12 +33,16 @@
  * Included by contention.bpf.c, whose one sched_switch program (lksc_switch)
  * calls futex_switch when futex_on (--futex): one tracepoint program per
  * switch, not one per part (each program on sched_switch cost PMUTEX ~1
- * point by its dispatch alone on the 2-vCPU VM; bench/README.md). Needs
- * system_wide, nr_futex, nr_futex_waitv, and futex_open (maps.bpf.h with
- * FUTEX_OPEN_MAP) from the including file.
+ * point by its dispatch alone on the 2-vCPU VM; bench/README.md).
  */
 #ifndef LOCKSCOPE_FUTEXWAITS_BPF_H
 #define LOCKSCOPE_FUTEXWAITS_BPF_H
+
+#include "contention.bpf.h"
+#include "futexopen.bpf.h"
+#include "futex_wait.bpf.h"
+#include "owners.bpf.h"
+#include "usdtwait.bpf.h"
 
 /* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8

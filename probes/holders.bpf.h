@@ -33,12 +33,14 @@
  * it in usdt_waiting) was woken by that lock's releaser, whatever it slept
  * on: the release is charged to the USDT lock (USDT_LOCK_BIT and a hash of
  * its key; usdt_held keeps the keys), with the user stack.
- *
- * Needs from the including file: enabled, tstate (taskstate.bpf.h, shared),
- * tcount and the task counters (tasktimes.bpf.h).
  */
 #ifndef LOCKSCOPE_HOLDERS_BPF_H
 #define LOCKSCOPE_HOLDERS_BPF_H
+
+#include "shared.bpf.h"
+#include "taskstate.bpf.h"
+#include "tasktimes.bpf.h"
+#include "futex_wait.bpf.h"
 
 #include "usdtwait.bpf.h"
 #include "pyframes.bpf.h"

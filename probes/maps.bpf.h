@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Map sizes and map shapes shared by the BPF programs, and the one map they
- * share: the set of tracked tgids. Include after vmlinux.h, the libbpf BPF
- * headers and probe.h. Each .bpf.c file is its own BPF object: the loader
+ * share: the set of tracked tgids. Each .bpf.c file is its own BPF object: the loader
  * makes them use one `tracked` map (bpf_map__reuse_fd of contention.bpf.c's),
  * and tasks.bpf.c use contention.bpf.c's `futex_open` and `task_times`. Also the task constants
  * of include/linux/sched.h they test, which vmlinux.h (types only) lacks. */
 #ifndef LOCKSCOPE_MAPS_BPF_H
 #define LOCKSCOPE_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "probe.h"
 
 #define TASK_INTERRUPTIBLE   0x1
 #define TASK_UNINTERRUPTIBLE 0x2
@@ -36,21 +41,6 @@ struct {
 	__type(key, __u32);   /* tgid */
 	__type(value, __u8);
 } tracked SEC(".maps");
-
-/* the open futex waits by thread id (an entry per thread that waited, start
- * 0 between its waits, deleted when it exits): filled by contention.bpf.c
- * (futexwaits.bpf.h), read by
- * tasks.bpf.c (the loader makes it one map: bpf_map__reuse_fd of
- * contention.bpf.c's). Only in the objects that define FUTEX_OPEN_MAP before
- * including this file. */
-#ifdef FUTEX_OPEN_MAP
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPEN_ENTRIES);
-	__type(key, __u32);   /* tid */
-	__type(value, struct ufutex_open);
-} futex_open SEC(".maps");
-#endif
 
 /* waits aggregated per CPU by key: count, total, max */
 #define WAIT_STATS_MAP(name, key_type)                         \

@@ -5,11 +5,13 @@
  * sleep), the open mutex wait that goes with a task into its storage and
  * comes back at switch-in, the off-CPU span opened at switch-out and added
  * up at switch-in, and the last spans each thread keeps for holders.bpf.h.
- * Included by contention.bpf.c after its helpers (count, task_state_of,
- * stack_in, add_wait) and maps (stacks, offcpu_stats).
+ * Part of contention.bpf.c (its helpers and maps: contention.bpf.h).
  */
 #ifndef LOCKSCOPE_OFFCPU_BPF_H
 #define LOCKSCOPE_OFFCPU_BPF_H
+
+#include "contention.bpf.h"
+#include "futex_wait.bpf.h"
 
 /* a thread that sleeps again in the same syscall on the same first argument
  * reuses its last off-CPU stack; one such sleep in OFFCPU_RESTACK_EVERY walks

@@ -23,11 +23,12 @@
  * counted by (lock, waiter's process, what the owner did): the analyzer turns
  * them into shares of the looks, beside the release sites of holders.bpf.h,
  * which see only the waits a wake-up ended.
- *
- * Needs from the including file: cs/count (CNT_OWNER_*), tstate, generation.
  */
 #ifndef LOCKSCOPE_OWNERS_BPF_H
 #define LOCKSCOPE_OWNERS_BPF_H
+
+#include "contention.bpf.h"
+#include "futex_wait.bpf.h"
 
 #define OWNER_ENTRIES       4096
 #define MUTEX_FLAG_BITS     0x07UL

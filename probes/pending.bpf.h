@@ -2,9 +2,27 @@
 /* contention.bpf.c's per-CPU buffer of finished waits: contention_end
  * appends to it (no hash lookup while the lock is just taken), the next
  * contention_begin or sched_switch on that CPU adds it to lock_stats.
- * Included by contention.bpf.c after its helpers (aggregate_n). */
+ */
 #ifndef LOCKSCOPE_PENDING_BPF_H
 #define LOCKSCOPE_PENDING_BPF_H
+
+#include "contention.bpf.h"
+#include "futexspin.bpf.h"      /* charge_futex_word */
+
+/* n waits of one key: their (estimated) total, the max of the timed ones,
+ * how many were not timed; spun inside a futex syscall on `uaddr` (0: not),
+ * charged to that word too (futexspin.bpf.h) */
+static __always_inline void aggregate_n(struct cpu_state *cs, __u64 lock, __u32 flags, __s32 stack, __u32 n,
+					__u64 total, __u64 max, __u32 untimed, __u64 uaddr, __u32 tgid)
+{
+	struct lock_key key = { .lock = lock, .flags = flags, .stack_id = stack };
+	bool added = add_waits(cs, &lock_stats, &key, n, total, max, untimed, CNT_AGG_FULL);
+
+	if (cs)
+		__sync_fetch_and_add(&cs->counters[CNT_CONTENTIONS], n);
+	if (added && uaddr)
+		charge_futex_word(cs, &key, uaddr, tgid, n, total, max, untimed);
+}
 
 #define FLUSH_AFTER_NS 1000000ULL
 

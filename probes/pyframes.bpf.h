@@ -24,6 +24,10 @@
 #ifndef LOCKSCOPE_PYFRAMES_BPF_H
 #define LOCKSCOPE_PYFRAMES_BPF_H
 
+#include "shared.bpf.h"
+#include "taskstate.bpf.h"
+#include "tasktimes.bpf.h"
+
 #define PY_PROCS      256
 #define PY_STACKS     4096
 #define PY_OWNED_BY_CSTACK 3    /* a C entry frame (3.12+): no Python code */

@@ -27,27 +27,16 @@
  * processes). A wake-up out of a lock wait also records the releaser as the
  * lock's holder (holders.bpf.h).
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
-#include "probe.h"
-#define FUTEX_OPEN_MAP        /* contention.bpf.c's, with --futex */
-#include "maps.bpf.h"
+#include "shared.bpf.h"        /* first: system_wide, enabled, t_start... */
+#include "futexopen.bpf.h"     /* contention.bpf.c's, with --futex */
 #include "futex_wait.bpf.h"
 #include "taskstate.bpf.h"     /* contention.bpf.c's, shared */
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 
-const volatile bool system_wide = false;
 const volatile bool have_futex = false;    /* futex_open is contention.bpf.c's (--futex) */
-/* syscall numbers of this architecture, set by the loader (from its headers) */
-const volatile long nr_futex = -1;
-const volatile long nr_futex_waitv = -1;
 
-bool enabled = false;
-__u64 t_start = 0;                         /* the window's start (bpf_ktime_get_ns) */
 __u64 wakeup_inserts = 0;                  /* entries put in `wakeups` (the loader drains it: tasks.c) */
 
 #include "tasktimes.bpf.h"

@@ -3,10 +3,11 @@
  * contention.bpf.c's open sleeping-lock wait and off-CPU span of each
  * thread, and its last off-CPU spans; tasks.bpf.c reads a lock releaser's
  * spans (holders.bpf.h). One map: the loader makes tasks.bpf.c's the same
- * (bpf_map__reuse_fd of contention.bpf.c's). Include after vmlinux.h, the
- * libbpf BPF headers and probe.h. */
+ * (bpf_map__reuse_fd of contention.bpf.c's). */
 #ifndef LOCKSCOPE_TASKSTATE_BPF_H
 #define LOCKSCOPE_TASKSTATE_BPF_H
+
+#include "maps.bpf.h"
 
 #define SLEEP_SIGS 4
 

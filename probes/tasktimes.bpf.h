@@ -3,11 +3,11 @@
  * task_times map and its updates. contention.bpf.c's one sched_switch
  * program calls tasks_switch (one program per switch, not one per part:
  * bench/README.md); tasks.bpf.c's sched_waking and task iterator update the
- * same map (the loader makes it one: bpf_map__reuse_fd of contention.bpf.c's).
- * Needs system_wide and t_start (the window's start) from the including
- * file. */
+ * same map (the loader makes it one: bpf_map__reuse_fd of contention.bpf.c's). */
 #ifndef LOCKSCOPE_TASKTIMES_BPF_H
 #define LOCKSCOPE_TASKTIMES_BPF_H
+
+#include "shared.bpf.h"
 
 /* where a thread was before its first event of the window */
 enum first_seen { WAS_ON_CPU, WAS_ASLEEP, WAS_RUNNABLE, WAS_AS_NOW };

@@ -11,6 +11,8 @@
 #ifndef LOCKSCOPE_USDTWAIT_BPF_H
 #define LOCKSCOPE_USDTWAIT_BPF_H
 
+#include "maps.bpf.h"
+
 #define USER_SPACE_END       (1ULL << 63)  /* a futex word's address lies below, a kernel lock's above */
 
 /* the USDT-named lock wait open on each thread (usdt.bpf.c writes it), and

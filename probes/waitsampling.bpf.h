@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: (MIT OR GPL-2.0) */
 /* Which of contention.bpf.c's lock waits are timed, get a kernel stack and
  * are recorded as a lock's waiters: per CPU, a 10 ms window sets how many.
- * Included by contention.bpf.c after its helpers (count, stack_in) and its
- * stack map. */
+ * Part of contention.bpf.c (its helpers and stack map: contention.bpf.h). */
 #ifndef LOCKSCOPE_WAITSAMPLING_BPF_H
 #define LOCKSCOPE_WAITSAMPLING_BPF_H
+
+#include "contention.bpf.h"
+#include "owners.bpf.h"
 
 #define SAMPLE_WINDOW_NS 10000000ULL
 #define STACKS_PER_LOCK 8

@@ -1,5 +1,5 @@
-"""The call paths of a JVM's lock waits as Java frames (usdt.bpf.c's
-usdt_stacks, walked from ObjectMonitor::EnterI or Unsafe_Park as HotSpot's
+"""The call paths of a JVM's lock waits as Java frames (usdt_stacks, walked
+by probes/jvmframes.bpf.h from ObjectMonitor::EnterI or Unsafe_Park as HotSpot's
 frame::sender does, with the layout read from the JVM's own VMStructs by
 probes/jvmmon.c: through the interpreter and the JVM's C++ code by frame
 pointer, through compiled code by each nmethod's frame size, its CodeBlob
