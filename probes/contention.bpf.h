@@ -8,6 +8,7 @@
 #define LOCKSCOPE_CONTENTION_BPF_H
 
 #include "shared.bpf.h"
+#include "contention_types.h"
 #include "taskstate.bpf.h"
 
 /* lksc_switch's futex part (--futex, futexwaits.bpf.h), set by the loader;

@@ -7,6 +7,7 @@
 #define LOCKSCOPE_FUTEX_WAIT_BPF_H
 
 #include "shared.bpf.h"
+#include "futex_types.h"
 
 #define FUTEX_WAIT             0
 #define FUTEX_LOCK_PI          6

@@ -3,6 +3,7 @@
 #define LOCKSCOPE_FUTEXOPEN_BPF_H
 
 #include "maps.bpf.h"
+#include "futex_types.h"
 
 /* the open futex waits by thread id (an entry per thread that waited, start
  * 0 between its waits, deleted when it exits): filled by contention.bpf.c

@@ -43,6 +43,7 @@
 #include "futex_wait.bpf.h"
 #include "owners.bpf.h"
 #include "usdtwait.bpf.h"
+#include "futex_types.h"
 
 /* user stacks: the first waits of every futex, then one sleep in STACK_EVERY per CPU */
 #define STACKS_PER_FUTEX 8

@@ -38,7 +38,6 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "probe.h"
 #include "maps.bpf.h"
 #include "gomutex.h"
 

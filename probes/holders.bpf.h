@@ -41,6 +41,8 @@
 #include "taskstate.bpf.h"
 #include "tasktimes.bpf.h"
 #include "futex_wait.bpf.h"
+#include "tasks_types.h"
+#include "usdt_types.h"
 
 #include "usdtwait.bpf.h"
 #include "pyframes.bpf.h"

@@ -21,8 +21,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "probe.h"
 #include "usdtcounters.bpf.h"   /* ucount(): unreadable names, lost stacks, threads not found */
+#include "usdt_types.h"
 
 /* the JVMs whose monitors are named at ObjectMonitor::EnterI, by tgid (the
  * loader fills it: probes/jvmmon.c); a JVM absent here has its monitor

@@ -13,7 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "probe.h"
+#include "kmem_types.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 

@@ -10,7 +10,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
-#include "probe.h"
+#include "ktext_types.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 

@@ -11,7 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "probe.h"
+#include "common_types.h"
 
 #define TASK_INTERRUPTIBLE   0x1
 #define TASK_UNINTERRUPTIBLE 0x2

@@ -15,7 +15,6 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "probe.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -24,6 +23,7 @@ const volatile bool system_wide = false;
 
 /* the tracked tgids, shared with contention.bpf.c (the loader reuses its fd) */
 #include "maps.bpf.h"
+#include "objects_types.h"
 
 /* the file record is built here: it is larger than the BPF stack */
 struct {

@@ -27,6 +27,7 @@
 #include "shared.bpf.h"
 #include "taskstate.bpf.h"
 #include "tasktimes.bpf.h"
+#include "tasks_types.h"
 
 #define PY_PROCS      256
 #define PY_STACKS     4096

@@ -28,6 +28,7 @@
  * lock's holder (holders.bpf.h).
  */
 #include "shared.bpf.h"        /* first: system_wide, enabled, t_start... */
+#include "tasks_types.h"
 #include "futexopen.bpf.h"     /* contention.bpf.c's, with --futex */
 #include "futex_wait.bpf.h"
 #include "taskstate.bpf.h"     /* contention.bpf.c's, shared */

@@ -8,6 +8,7 @@
 #define LOCKSCOPE_TASKSTATE_BPF_H
 
 #include "maps.bpf.h"
+#include "tasks_types.h"
 
 #define SLEEP_SIGS 4
 

@@ -8,6 +8,7 @@
 #define LOCKSCOPE_TASKTIMES_BPF_H
 
 #include "shared.bpf.h"
+#include "tasks_types.h"
 
 /* where a thread was before its first event of the window */
 enum first_seen { WAS_ON_CPU, WAS_ASLEEP, WAS_RUNNABLE, WAS_AS_NOW };

@@ -45,8 +45,8 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
-#include "probe.h"
 #include "maps.bpf.h"
+#include "usdt_types.h"
 #include "usdtwait.bpf.h"   /* usdt_waiting: the wait open on each thread, innermost (contention.bpf.c's) */
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

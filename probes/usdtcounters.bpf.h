@@ -9,8 +9,8 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
-#include "probe.h"
 #include "maps.bpf.h"
+#include "usdt_types.h"
 
 COUNTERS_MAP(usdt_counters, UCNT__MAX, ucount);
 

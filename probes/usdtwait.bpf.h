@@ -12,6 +12,7 @@
 #define LOCKSCOPE_USDTWAIT_BPF_H
 
 #include "maps.bpf.h"
+#include "usdt_types.h"
 
 #define USER_SPACE_END       (1ULL << 63)  /* a futex word's address lies below, a kernel lock's above */
 
