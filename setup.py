@@ -45,7 +45,7 @@ setup(
     description="Lock-contention profiler and scalability analyzer for Linux (eBPF)",
     license="MIT",
     python_requires=">=3.11",
-    packages=["lockscope", "lockscope.measure", "lockscope.machine", "lockscope.top", "lockscope.analyzer", "lockscope.analyzer.kernel",
+    packages=["lockscope", "lockscope.model", "lockscope.measure", "lockscope.machine", "lockscope.top", "lockscope.analyzer", "lockscope.analyzer.kernel",
               "lockscope.analyzer.user", "lockscope.reports", "lockscope.templates"],
     package_dir={"lockscope": "lockscope", "lockscope.analyzer": "analyzer",
                  "lockscope.reports": "reports", "lockscope.templates": "templates"},

@@ -8,15 +8,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lockscope import confirmdata, record
-from lockscope.confirmdata import ConfirmRecord
+from lockscope.model import confirmdata, record
+from lockscope.model.confirmdata import ConfirmRecord
 from . import attribution, confirmation, diagnosis, probeeffect, repeats, scaling, timeview, usl
 from .kernel import naming
 from .attribution import WhatIf
 from .intervals import SHARE, estimate
 from .results import Experiment, PointView, TimeView, Unavailable, title
 from lockscope.errors import UsageError
-from lockscope.record import RunRecord
+from lockscope.model.record import RunRecord
 
 TOP_LOCKS = 8
 NO_CPI = "this record has no CPI (recorded before CPI was measured)"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from . import holders, sleepkinds
 from .kernel import sharing
-from lockscope.record import OffCpu, RunRecord
+from lockscope.model.record import OffCpu, RunRecord
 
 LOCK = "lock"                    # Wait.type of a lock wait
 NONLOCK = "nonlock"              # Wait.type of off-CPU time outside lock waits

@@ -1,7 +1,7 @@
 """The verdict of `lockscope confirm`: does the workload slow down when the
 root-cause lock's critical sections get longer, as a serial resource would?
 
-Each injected phase of the confirmation record (lockscope/confirmdata.py) is
+Each injected phase of the confirmation record (lockscope/model/confirmdata.py) is
 compared with the plain phases on either side of it:
 
     response = change in time per operation (1/X - 1/X_plain)
@@ -62,7 +62,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from .intervals import t_quantile
-from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord
+from lockscope.model.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord
 
 CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "confirmed", "not confirmed", "inconclusive"
 DECIDED = (CONFIRMED, NOT_CONFIRMED)

@@ -9,7 +9,7 @@ from .confirmation import CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED, Confirmation
 from .intervals import NO_INTERVAL
 from .results import PointView
 from .scaling import Collapse, Undecided
-from lockscope.record import RunRecord
+from lockscope.model.record import RunRecord
 
 
 def pct(x: float) -> str:

@@ -27,9 +27,9 @@ from .kernel.naming import (address_names, common_prefix, default_knowledge, fut
                                        offcpu_class, spinning_samples)
 from .user.futexspin import remaining
 from .user.userlocks import frame_function
-from lockscope.jsondata import format_addr, parse_addr
-from lockscope.probedata import RawProbe
-from lockscope.record import RunRecord
+from lockscope.model.jsondata import format_addr, parse_addr
+from lockscope.model.probedata import RawProbe
+from lockscope.model.record import RunRecord
 from lockscope.proberows import constant
 
 KINDS = {

@@ -28,10 +28,10 @@ from .kernel.naming import default_knowledge
 from .user import userlocks
 from . import sleepkinds
 from .holdstacks import PY_SITE
-from lockscope.holddata import KERNEL_SPACE, Release, ReleaseActivity
-from lockscope.jsondata import format_addr
-from lockscope.probedata import RawProbe
-from lockscope.record import Holder, HolderTime, Lock
+from lockscope.model.holddata import KERNEL_SPACE, Release, ReleaseActivity
+from lockscope.model.jsondata import format_addr
+from lockscope.model.probedata import RawProbe
+from lockscope.model.record import Holder, HolderTime, Lock
 
 TOP_HOLDERS = 5              # release sites kept per lock
 TOP_ACTIVITIES = 6           # parts of the holders' time kept per site

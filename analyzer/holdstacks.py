@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from .user import tailcall, unwind, usdt, userlocks
 from .user.addrspace import AddressSpace, parse_maps
-from lockscope.holddata import PythonProcess, PythonWait, Release, ReleaseActivity
-from lockscope.jsondata import from_list, parse_addr
-from lockscope.loaderrows import HoldStackCopy, HoldUsdtLock, PyStackRow
-from lockscope.probedata import heaviest
+from lockscope.model.holddata import PythonProcess, PythonWait, Release, ReleaseActivity
+from lockscope.model.jsondata import from_list, parse_addr
+from lockscope.model.loaderrows import HoldStackCopy, HoldUsdtLock, PyStackRow
+from lockscope.model.probedata import heaviest
 
 PY_SITE = "py:"              # a hold_stacks key of a GIL release's Python frames
 

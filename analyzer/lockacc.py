@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
-from lockscope.record import KernelSpin, Lock, StackSummary
+from lockscope.model.record import KernelSpin, Lock, StackSummary
 
 TOP_STACKS = 5               # stacks kept per lock, heaviest first
 MAX_FRAMES = 24              # frames kept per stack

@@ -27,11 +27,11 @@ from .holders import LOCK, MIN_SHARE, ON_CPU, PREEMPTED, UNKNOWN, lock_names, of
 from .kernel import naming
 from .kernel.knowledge import Knowledge
 from .kernel.naming import default_knowledge
-from lockscope.holddata import (KERNEL_SPACE, OWNER_NONE, OWNER_OFF_CPU, OWNER_READERS, OWNER_RUNNING,
+from lockscope.model.holddata import (KERNEL_SPACE, OWNER_NONE, OWNER_OFF_CPU, OWNER_READERS, OWNER_RUNNING,
                                 OWNER_UNTRACKED, OwnerLook)
-from lockscope.jsondata import from_list
-from lockscope.probedata import RawProbe
-from lockscope.record import Lock, OwnerSeen
+from lockscope.model.jsondata import from_list
+from lockscope.model.probedata import RawProbe
+from lockscope.model.record import Lock, OwnerSeen
 
 GLIBC_MUTEX = "pthread_mutex"   # keeps its owner's tid (__owner), read by the waiter
 OWNER_MIN = 0.5              # the owner doing one thing as this part of the waits began: the diagnosis says so

@@ -34,7 +34,7 @@ the one nearest the reference and already recorded by the probes, is below
 THRESHOLD too (probed MWCM's: 97% of the reference)."""
 from __future__ import annotations
 
-from lockscope.record import RunRecord
+from lockscope.model.record import RunRecord
 
 THRESHOLD = 0.7
 MIN_REFERENCE_S = 0.25       # the driver measures at least 0.3 s unless --warmup is shorter

@@ -18,7 +18,7 @@ from . import attribution
 from .attribution import CONTRIBUTOR_BELOW, RootCause
 from .intervals import SHARE, Estimate, estimate
 from .results import PointView
-from lockscope.record import RunRecord
+from lockscope.model.record import RunRecord
 
 
 @dataclass

@@ -16,7 +16,7 @@ from .confirmation import Confirmation
 from .intervals import Estimate
 from .scaling import Collapse, Undecided
 from .usl import UslFit
-from lockscope.record import NO_FS, Background, CpuBreakdown, RunRecord
+from lockscope.model.record import NO_FS, Background, CpuBreakdown, RunRecord
 
 NO_NAMED_SHARE = "no lock wait was recorded (or probes were disabled)"
 

@@ -34,8 +34,8 @@ from . import sleepkinds, wakeups
 from .kernel import naming
 from .user import runtimes, userlocks
 from .sleepkinds import HANDOFF, IDLE, KINDS, LOCK, PREEMPTED
-from lockscope.probedata import FutexWait, RawProbe
-from lockscope.record import Role, RoleEdge
+from lockscope.model.probedata import FutexWait, RawProbe
+from lockscope.model.record import Role, RoleEdge
 
 WORKER_SHARE = 0.5
 WORKING_SHARE = 0.05

@@ -12,9 +12,9 @@ from __future__ import annotations
 from .kernel import naming
 from .attribution import LOCK, NONLOCK, WAIT_LABELS
 from .results import TimeSeries, TimeView, Unavailable
-from lockscope.jsondata import parse_addr
-from lockscope.probedata import RawProbe, Series, Snapshot
-from lockscope.record import RunRecord
+from lockscope.model.jsondata import parse_addr
+from lockscope.model.probedata import RawProbe, Series, Snapshot
+from lockscope.model.record import RunRecord
 
 MAX_SERIES = 8
 NO_SERIES = ("the run record has no per-interval data (recorded by a lockscope without the probe's "

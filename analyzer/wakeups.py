@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Callable
 
-from lockscope.record import RoleEdge
+from lockscope.model.record import RoleEdge
 
 NOT_TRACED = " (not traced)"
 IRQ = "(interrupt or idle)"      # woken with no task running: a timer, an interrupt

@@ -11,7 +11,8 @@ import signal
 import sys
 from pathlib import Path
 
-from lockscope import atomicio, record, textout, validate
+from lockscope import atomicio, textout, validate
+from lockscope.model import record
 from lockscope.machine import scratch
 from lockscope.cliargs import build_parser, split_command
 from lockscope.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, LockscopeError
@@ -112,7 +113,7 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_confirm(args, command: list[str] | None) -> int:
-    from lockscope import confirmdata
+    from lockscope.model import confirmdata
     from lockscope.analyzer.analyze import analyze, load_records
     from lockscope.analyzer.analysis_json import confirmation_json
     from lockscope.analyzer.analyze import confirm_point

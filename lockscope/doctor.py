@@ -12,7 +12,7 @@ from lockscope import paths
 from lockscope.measure import hwcounters
 from lockscope.machine import mounts, ownership, scratch
 from lockscope.errors import LockscopeError
-from lockscope.jsondata import parse_addr
+from lockscope.model.jsondata import parse_addr
 from lockscope.measure.probe import BTF, ProbeSession
 
 TRACEPOINTS = ("lock:contention_begin", "lock:contention_end", "sched:sched_switch",

@@ -1,6 +1,6 @@
 """The probe's records declared once (proberows.toml): the C structs the BPF
 side fills and the loader reads, the JSON rows the loader emits from them,
-each checked against the dataclass of lockscope/probedata.py that reads it,
+each checked against the dataclass of lockscope/model/probedata.py that reads it,
 and the numbers both sides share (`constant`). probes/gen_proberows.py writes probes/build/proberows.h from the
 table (the structs, and an emit macro per row that the loader's loop calls)
 and runs `check`, so that a field added in one place and not the others
@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):     # loaded by path (probes/gen_proberows.py): this source tree's lockscope
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lockscope import tables  # noqa: E402
-from lockscope.jsondata import KernelObject, json_name  # noqa: E402
+from lockscope.model.jsondata import KernelObject, json_name  # noqa: E402
 
 TABLE_FILE = Path(__file__).with_name("proberows.toml")
 # a row field's writer: the loader's jsonw call and the Python type it reads as
@@ -77,7 +77,7 @@ class Field:
 class Row:
     """[[row]]: a JSON array of the data event, one object per loader row."""
     json: str
-    dataclass: str        # in lockscope/probedata.py, or "module.Class" of another lockscope module
+    dataclass: str        # in lockscope/model/probedata.py, or "module.Class" of another lockscope module
     c_type: str
     fields: list[list[str]]
     derived: list[str] = dataclasses.field(default_factory=list)   # the dataclass's own (set by lockscope)
@@ -173,7 +173,7 @@ def c_header(f: File) -> str:
         if r.tail:
             body.append(_R.sub("row__", r.tail).rstrip(";") + ";")
         body.append("jw_obj_end(w);")
-        out.append(f'/* one object of the "{r.json}" rows (lockscope/probedata.py {r.dataclass}) */')
+        out.append(f'/* one object of the "{r.json}" rows (lockscope/model/probedata.py {r.dataclass}) */')
         lines = [f"#define {r.macro}(w, row_) do {{"] + [f"\t{b}" for b in body] + ["} while (0)"]
         width = max(len(ln.expandtabs(8)) for ln in lines) + 1
         out += [ln + " " * (width - len(ln.expandtabs(8))) + "\\" for ln in lines[:-1]] + [lines[-1], ""]
@@ -182,12 +182,12 @@ def c_header(f: File) -> str:
 
 
 def dataclass_of(r: Row, module):
-    """The class a row names: `module`'s (lockscope.probedata), or, for
-    "holddata.Release", lockscope.holddata's; None when there is none."""
+    """The class a row names: `module`'s (lockscope.model.probedata), or, for
+    "holddata.Release", lockscope.model.holddata's; None when there is none."""
     mod, _, name = r.dataclass.rpartition(".")
     if mod:
         try:
-            module = importlib.import_module(f"lockscope.{mod}")
+            module = importlib.import_module(f"lockscope.model.{mod}")
         except ImportError:
             return None
     cls = getattr(module, name, None)

@@ -16,7 +16,7 @@ from lockscope.measure import apps, targets, workloads
 from lockscope.machine import scratch
 from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_REPEATS, DEFAULT_WORKLOADS, SWEEP_DURATION
 from lockscope.errors import UsageError
-from lockscope.record import NO_FS
+from lockscope.model.record import NO_FS
 from lockscope.measure.runner import PointSpec
 from lockscope.measure.sweep import SweepSpec
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lockscope.errors import TableError
-from lockscope.jsondata import convert, from_dict, json_name
+from lockscope.model.jsondata import convert, from_dict, json_name
 
 ROOT = Path(__file__).resolve().parents[1]      # the source tree (or site-packages): paths in fixes
 

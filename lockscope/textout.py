@@ -9,7 +9,7 @@ from lockscope.analyzer.intervals import METHOD, NO_INTERVAL
 from lockscope.analyzer.confirmation import Confirmation, Response
 from lockscope.analyzer.results import Experiment, PointView, TimeView, Unavailable
 from lockscope.analyzer.usl import UslFit
-from lockscope.record import NO_FS, RunRecord
+from lockscope.model.record import NO_FS, RunRecord
 
 
 def summarize(rec: RunRecord) -> str:

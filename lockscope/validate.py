@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from lockscope.machine import device, scratch
-from lockscope.record import NO_FS
+from lockscope.model.record import NO_FS
 from lockscope.errors import EnvironmentProblem, UsageError
 
 MAX_WORKERS_PER_CPU = 64

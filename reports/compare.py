@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 
 from lockscope import __version__
-from lockscope.record import NO_FS
+from lockscope.model.record import NO_FS
 from lockscope.analyzer import attribution
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.analyzer.results import Experiment

@@ -14,8 +14,9 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from lockscope import atomicio, record, validate
-from lockscope.record import RUNS
+from lockscope import atomicio, validate
+from lockscope.model import record
+from lockscope.model.record import RUNS
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_confirmations, load_records
 from lockscope.analyzer.results import Experiment

@@ -18,7 +18,7 @@ from lockscope import atomicio
 
 from lockscope.analyzer import folded
 from lockscope.analyzer.results import Experiment
-from lockscope.record import RunRecord
+from lockscope.model.record import RunRecord
 
 RENDERER = "inferno-flamegraph"
 MISSING = f"{RENDERER} not found (run make deps / cargo install inferno)"

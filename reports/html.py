@@ -20,7 +20,8 @@ import datetime
 import shlex
 from pathlib import Path
 
-from lockscope import __version__, atomicio, record, validate
+from lockscope import __version__, atomicio, validate
+from lockscope.model import record
 from lockscope.analyzer import intervals, scaling
 from lockscope.analyzer.analyze import analyze, load_confirmations, load_records
 from lockscope.analyzer.results import Experiment

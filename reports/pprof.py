@@ -40,9 +40,9 @@ from lockscope.analyzer.kernel.knowledge import Knowledge
 from lockscope.analyzer.kernel.naming import (common_prefix, classify_offcpu, default_knowledge, kernel_waits,
                                        spinning_samples)
 from lockscope.analyzer.user.userlocks import frame_file, frame_function
-from lockscope.jsondata import parse_addr
-from lockscope.probedata import RawProbe
-from lockscope.record import Lock, RunRecord
+from lockscope.model.jsondata import parse_addr
+from lockscope.model.probedata import RawProbe
+from lockscope.model.record import Lock, RunRecord
 from . import filenames
 from .profileproto import Profile
 

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 sys.path.insert(0, str(REPO))
 
-from lockscope import record  # noqa: E402
+from lockscope.model import record  # noqa: E402
 
 
 def load(name: str) -> record.RunRecord:

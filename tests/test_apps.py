@@ -9,7 +9,7 @@ import pytest
 
 from conftest import DATA, REPO, e2e_missing, lockscope
 from lockscope.analyzer import attribution
-from lockscope import record
+from lockscope.model import record
 from lockscope.measure import apps
 from lockscope.measure.apps import TableError
 from lockscope.errors import EXIT_ENVIRONMENT, EnvironmentProblem, UsageError

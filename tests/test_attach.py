@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, build_c, lockscope
-from lockscope import record
+from lockscope.model import record
 
 SOURCE = REPO / "tests" / "programs" / "hotmutex.c"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, bpftool_progs, kill_with_watchdog, left_under, lockscope, our_processes
-from lockscope import record
+from lockscope.model import record
 from lockscope.machine import ownership, scratch as sc
 
 

@@ -33,7 +33,7 @@ import pytest
 from conftest import build_c, DATA, go_env, leaked_progs, lockscope, our_processes, REPO
 from lockscope.analyzer import confirmation as cf
 from lockscope.analyzer import intervals
-from lockscope.confirmdata import INSIDE, OUTSIDE, load
+from lockscope.model.confirmdata import INSIDE, OUTSIDE, load
 
 MWRM_LOCK = "sb->s_vfs_rename_mutex of tmpfs at <scratch>"
 

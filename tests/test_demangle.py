@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.user import demangle, userlocks
 
 needs_cxxfilt = pytest.mark.skipif(demangle.unavailable() is not None, reason=str(demangle.unavailable()))

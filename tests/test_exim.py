@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import load, lockscope, servers_under
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import attribution
 from lockscope.errors import LockscopeError
 from lockscope.measure import apps, server, smtpload

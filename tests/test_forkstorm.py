@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPO, build_c, e2e_missing, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import attribution, timeview
 from lockscope.analyzer.results import TimeView
 

@@ -9,11 +9,12 @@ import dataclasses
 import pytest
 
 from conftest import DATA, load
-from lockscope import record, textout
+from lockscope import textout
+from lockscope.model import record
 from lockscope.analyzer import attribution, roles
 from lockscope.analyzer.kernel import naming
 from lockscope.analyzer.user import futexspin, usdt, userlocks
-from lockscope.jsondata import from_dict, to_dict
+from lockscope.model.jsondata import from_dict, to_dict
 
 MUTEX = "pthread_mutex @ bank::Account::deposit(long) (heap)"
 HASH_BUCKET = "futex hash bucket lock"

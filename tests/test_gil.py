@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, e2e_missing, load, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import holders, sleepkinds
 from lockscope.analyzer.user import runtimes
-from lockscope.probedata import FutexAddress
+from lockscope.model.probedata import FutexAddress
 
 GIL = "GIL (CPython)"
 PROGRAM = REPO / "tests" / "programs" / "gil.py"

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import diagnosis
 from lockscope.analyzer.kernel import kimage, naming, sharing
 from lockscope.analyzer.kernel.knowledge import Knowledge, RULES_FILE
-from lockscope.jsondata import format_addr
+from lockscope.model.jsondata import format_addr
 
 K = DATA / "kimage"
 FILE_RWSEM = 0xffffffff83158a80

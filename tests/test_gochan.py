@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import go_env, lockscope, REPO
-from lockscope import record
+from lockscope.model import record
 
 
 def _build(tmp_path) -> str:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import DATA, REPO, build_c, load, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import holders, owners
 from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records

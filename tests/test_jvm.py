@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from conftest import REPO, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.user import jvmframes
 
 LOCK = "Java monitor of Monitor$Counter"

@@ -10,8 +10,8 @@ import pytest
 from conftest import load
 from lockscope.analyzer.kernel import btf, naming, slab
 from lockscope.analyzer.kernel.knowledge import default
-from lockscope.jsondata import format_addr, parse_addr
-from lockscope.probedata import SlabEntry
+from lockscope.model.jsondata import format_addr, parse_addr
+from lockscope.model.probedata import SlabEntry
 
 
 def names(rec):

@@ -17,7 +17,7 @@ import pytest
 from conftest import load, run_program
 from lockscope.analyzer.kernel import ktext, naming
 from lockscope.analyzer.kernel.knowledge import function
-from lockscope.ktextdata import TextCall
+from lockscope.model.ktextdata import TextCall
 
 RTNL_LOCK = bytes.fromhex("0f1f44000048c7c7a05a1f83e9cf3238000f1f400066662e0f1f840000000000")
 RTNL_MUTEX = 0xffffffff831f5aa0

@@ -17,11 +17,12 @@ import subprocess
 import pytest
 
 from conftest import e2e_missing, go_env, lockscope, REPO
-from lockscope import record, textout
+from lockscope import textout
+from lockscope.model import record
 from lockscope.analyzer import sleepkinds
 from lockscope.analyzer.kernel import naming
 from lockscope.analyzer.user import demangle, libraries, userlocks
-from lockscope.jsondata import format_addr
+from lockscope.model.jsondata import format_addr
 
 PROGRAMS = REPO / "tests" / "programs"
 

@@ -17,8 +17,8 @@ import pytest
 
 from conftest import DATA, REPO, load
 from lockscope.analyzer.kernel import lockfields, naming
-from lockscope.jsondata import from_dict
-from lockscope.probedata import RawProbe
+from lockscope.model.jsondata import from_dict
+from lockscope.model.probedata import RawProbe
 
 PROBES = REPO / "probes"
 ARCH = {"x86_64": "x86", "aarch64": "arm64", "ppc64le": "powerpc", "s390x": "s390"}

@@ -5,7 +5,7 @@ import pytest
 from conftest import load
 from lockscope.analyzer.kernel import naming
 from lockscope.analyzer.kernel.knowledge import default, function
-from lockscope.jsondata import parse_addr
+from lockscope.model.jsondata import parse_addr
 
 
 def names(rec):
@@ -154,7 +154,7 @@ def test_offcpu_classes_do_not_count_lock_sleep_twice():
 
 def test_unsampled_waits_spread_in_proportion_to_the_sampled_ones():
     from lockscope.analyzer.lockacc import spread, wait_share
-    from lockscope.probedata import Contention
+    from lockscope.model.probedata import Contention
     walked = Contention(lock=1, stack=5, count=3, total_ns=300, max_ns=200)
     other = Contention(lock=1, stack=6, count=1, total_ns=100, max_ns=100)
     lost = Contention(lock=1, stack=-2, count=4, total_ns=400, max_ns=900)

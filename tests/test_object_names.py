@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from conftest import REPO, build_c, e2e_missing, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.kernel import btf, objlocks
 
 SOURCE = REPO / "tests" / "programs" / "objstress.c"
@@ -200,7 +200,7 @@ def test_recorded_runs_name_the_object_offline_and_say_why_without_it(name, expe
 
 
 def test_a_call_site_says_why_no_object_was_found():
-    from lockscope.probedata import ObjLocks
+    from lockscope.model.probedata import ObjLocks
     walked = ObjLocks(status="ok", kinds={"pipe": 1, "other": 3})
     # an address in the kernel image (the global epnested_mutex of stress-ng epoll, recorded)
     assert objlocks.not_found_reason(walked, 0xffffffff83155080).startswith("a static lock in the kernel image")

@@ -232,7 +232,7 @@ def test_cpi_per_point_in_the_analysis_says_unavailable_with_the_reason():
 @pytest.mark.e2e
 def test_a_real_run_records_the_time_view_and_cpi(tmp_path, e2e, scratch):
     from conftest import lockscope
-    from lockscope import record
+    from lockscope.model import record
 
     r = lockscope("run", "MWRM", "--fs", "tmpfs", "--workers", "2", "--duration", "1.5", "--warmup", "0.3",
                   "--out", str(tmp_path / "out"), "--scratch", str(scratch))

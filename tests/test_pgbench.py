@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import REPO, lockscope, servers_under
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.user import usdt
 from lockscope.measure import apps
 

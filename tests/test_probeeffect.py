@@ -9,9 +9,10 @@ import shutil
 import pytest
 
 from conftest import DATA, load, lockscope
-from lockscope import record, textout
+from lockscope import textout
+from lockscope.model import record
 from lockscope.analyzer import probeeffect
-from lockscope.jsondata import to_dict
+from lockscope.model.jsondata import to_dict
 
 # MRPH at 12 workers on a quiet 16-CPU machine (kernel 6.18, tmpfs):
 # 2,623,676 ops/s with --no-probe, 429,154 with the probes

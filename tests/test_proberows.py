@@ -10,8 +10,9 @@ from typing import Optional
 import pytest
 
 from conftest import REPO
-from lockscope import probedata, proberows
-from lockscope.jsondata import HEX, optional
+from lockscope import proberows
+from lockscope.model import probedata
+from lockscope.model.jsondata import HEX, optional
 
 GEN = REPO / "probes" / "gen_proberows.py"
 
@@ -118,7 +119,7 @@ def test_hex_metadata_is_what_the_check_reads():
 def test_shared_constants_are_the_tables_on_both_sides():
     """A number both sides use is a [[constant]]: a #define in the header and
     the same value where Python reads it."""
-    from lockscope import holddata
+    from lockscope.model import holddata
     from lockscope.analyzer import folded
     from lockscope.analyzer.kernel import ktext
     from lockscope.analyzer.user import jvmframes, unwind, usdt

@@ -5,7 +5,8 @@ import os
 import pytest
 
 from conftest import DATA, load
-from lockscope import atomicio, jsondata, probedata, record
+from lockscope import atomicio
+from lockscope.model import jsondata, probedata, record
 
 
 def test_round_trip_keeps_every_field():

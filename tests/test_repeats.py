@@ -19,7 +19,7 @@ import pytest
 from scipy import stats
 
 from conftest import DATA, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import intervals, scaling
 from lockscope.analyzer.analyze import analyze, load_records
 from lockscope.measure.runner import PointSpec

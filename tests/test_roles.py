@@ -150,7 +150,7 @@ def test_futex_primitive_from_the_c_library_frames(functions, primitive, kind):
 
 
 def test_a_condvar_wait_is_a_lock_wait_only_when_a_working_peer_woke_it():
-    from lockscope.probedata import Wakeup
+    from lockscope.model.probedata import Wakeup
     wakes = [Wakeup(waker_tid=2, waker_tgid=1, waker_comm="w", wakee_tid=1, uaddr=0x10, count=5, wait_ns=300),
              Wakeup(waker_tid=9, waker_tgid=9, waker_comm="main", wakee_tid=1, uaddr=0x10, count=1, wait_ns=100)]
     parts = wakeups.handoff_lock_parts(wakes, [(1, 0x10), (3, 0x10)], working={1, 2})
@@ -172,7 +172,7 @@ def test_threaded_program_end_to_end(tmp_path):
     the top lock, named by its symbol, and neither the join nor the pool's
     wait is a lock or counted as work."""
     from conftest import REPO, build_c, e2e_missing, lockscope
-    from lockscope import record
+    from lockscope.model import record
     why = e2e_missing()
     if why:
         pytest.skip(why)

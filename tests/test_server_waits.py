@@ -14,7 +14,7 @@ import pytest
 
 import mariadbserver
 from conftest import e2e_missing, leaked_progs, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.user import usdt
 from lockscope.measure import apps
 

@@ -224,7 +224,7 @@ def test_run_records_latency_time_series_and_params(tmp_path):
                   "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert "latency per operation (ops, p50 / p99 / max):" in p.stdout and "  fsync " in p.stdout
-    from lockscope import record
+    from lockscope.model import record
     rec = record.load(out / "runs" / "varmail-tmpfs-w2.json")
     assert rec.params == {"files": 20, "iosize_kib": 16}
     assert sum(rec.op_counts.values()) == rec.ops == sum(w.ops for w in rec.per_worker)

@@ -28,7 +28,7 @@ from conftest import load, run_program
 from lockscope.analyzer.kernel import naming
 from lockscope.analyzer.kernel.knowledge import default, own_functions
 from lockscope.analyzer.kernel.slab import resolve as slab_resolve
-from lockscope.probedata import Slab, SlabEntry
+from lockscope.model.probedata import Slab, SlabEntry
 
 # named by kind and key (the programs use IPC_PRIVATE); the id is in the object
 NAME = re.compile(r"sem_array\.sems\[0\]\.lock of a SysV semaphore set \(key IPC_PRIVATE\)")

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import analyze, attribution, roles
 from lockscope.analyzer.analyze import load_records
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPO, build_c, lockscope
-from lockscope import record
-from lockscope.jsondata import parse_addr
+from lockscope.model import record
+from lockscope.model.jsondata import parse_addr
 
 SECONDS = 1.5          # each worker computes this long
 

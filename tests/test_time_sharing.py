@@ -14,7 +14,7 @@ import os
 import pytest
 
 from conftest import REPO, build_c, e2e_missing, load, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer import attribution
 
 

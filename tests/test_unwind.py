@@ -25,8 +25,8 @@ import pytest
 
 from conftest import DATA, REPO, build_c
 from lockscope.analyzer.user import addrspace, unwind, userlocks
-from lockscope.jsondata import from_dict, to_dict
-from lockscope.probedata import RawProbe
+from lockscope.model.jsondata import from_dict, to_dict
+from lockscope.model.probedata import RawProbe
 
 sys.path.insert(0, str(REPO / "bench"))
 import stackcopy  # noqa: E402

@@ -21,7 +21,7 @@ import pytest
 
 import pgcluster
 from conftest import REPO, e2e_missing, leaked_progs
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.user import jvmframes, usdt
 
 PROBES = ("lwlock__wait__start", "lwlock__wait__done", "lock__wait__start", "lock__wait__done")

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import build_c, lockscope
 from lockscope.analyzer.user import userlocks
-from lockscope.jsondata import from_dict
-from lockscope.probedata import RawProbe
+from lockscope.model.jsondata import from_dict
+from lockscope.model.probedata import RawProbe
 
 PROGRAM = r"""
 #include <pthread.h>

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import REPO, build_c, e2e_missing, lockscope
-from lockscope import record
+from lockscope.model import record
 from lockscope.analyzer.user import userspin
 
 
@@ -71,8 +71,8 @@ def test_a_monitors_spin_goes_to_the_monitor_the_probes_named():
     Java monitor of the record (attach = "kind"). Inside EnterI the probe's
     wait has it already; a sample in the uprobe's own trap is the probe's."""
     from lockscope.analyzer import sleepkinds
-    from lockscope.probedata import CpuSample, RawProbe
-    from lockscope.record import Lock
+    from lockscope.model.probedata import CpuSample, RawProbe
+    from lockscope.model.record import Lock
     table = sleepkinds.default()
     assert table.spinning(["ObjectMonitor::enter(JavaThread*)", "ObjectSynchronizer::enter(...)"]) == "Java monitor"
     assert table.spinning(["ObjectMonitor::TrySpin(JavaThread*)", "ObjectMonitor::EnterI(JavaThread*)"]) is None

@@ -6,7 +6,7 @@ import bisect
 from pathlib import Path
 
 from lockscope.errors import EnvironmentProblem
-from lockscope.jsondata import parse_addr
+from lockscope.model.jsondata import parse_addr
 
 # an address further than this past the nearest symbol is not inside it
 _MAX_SYMBOL_SIZE = 1 << 20

@@ -41,8 +41,8 @@ import re
 import struct
 from pathlib import Path
 
-from lockscope.jsondata import format_addr, parse_addr
-from lockscope.probedata import KernelImage, ModuleRange
+from lockscope.model.jsondata import format_addr, parse_addr
+from lockscope.model.probedata import KernelImage, ModuleRange
 from .kallsyms import rows as kallsyms_rows
 
 START_KERNEL_MAP = 0xffffffff80000000

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from lockscope import tables
-from lockscope.ktextdata import TextCall
+from lockscope.model.ktextdata import TextCall
 from ..lockacc import LockAcc
 from .knowledge import function
 from lockscope.proberows import constant

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import stat
 
-from lockscope.probedata import FileObject
+from lockscope.model.probedata import FileObject
 
 LCB_F_SPIN, LCB_F_READ, LCB_F_WRITE, LCB_F_RT, LCB_F_PERCPU, LCB_F_MUTEX = 1, 2, 4, 8, 16, 32
 LS_F_SLEPT = 1 << 16

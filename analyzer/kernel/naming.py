@@ -23,9 +23,9 @@ from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread, wait_share
 from .lockfields import LockField
 from ..user.userlocks import COMPONENT as USER_SPACE
 from .slab import consistent as slab_consistent
-from lockscope.jsondata import format_addr
-from lockscope.probedata import Contention, ObjLock, RawProbe, SlabEntry, TaskObject
-from lockscope.record import Lock, OffCpu, StackSummary
+from lockscope.model.jsondata import format_addr
+from lockscope.model.probedata import Contention, ObjLock, RawProbe, SlabEntry, TaskObject
+from lockscope.model.record import Lock, OffCpu, StackSummary
 
 NO_STACK = "[no stack sampled]"
 

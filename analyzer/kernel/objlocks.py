@@ -22,7 +22,7 @@ from . import btf
 from .lockdesc import display_path, file_names, fs_label, lock_kind
 from .slab import consistent
 from lockscope import tables
-from lockscope.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
+from lockscope.model.probedata import Contention, FileObject, ObjLock, ObjLocks, Objects
 
 TABLE_FILE = Path(__file__).with_name("fileobjects.toml")
 

@@ -4,8 +4,8 @@ that says about a named lock: one global lock, one object shared by the
 workers, or one per worker (or file)."""
 from __future__ import annotations
 
-from lockscope.probedata import RawProbe
-from lockscope.record import Lock
+from lockscope.model.probedata import RawProbe
+from lockscope.model.record import Lock
 
 GLOBAL = "global"          # static data of the kernel image or a module: one variable
 SHARED = "shared"          # an instance waited on by several threads

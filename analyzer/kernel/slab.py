@@ -9,7 +9,7 @@ import dataclasses
 
 from . import btf
 from .knowledge import Knowledge, default as default_knowledge
-from lockscope.probedata import Slab
+from lockscope.model.probedata import Slab
 
 # contention-tracepoint lock families that a BTF lock type can show up as
 _FAMILIES = {

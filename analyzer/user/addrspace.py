@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lockscope.jsondata import parse_addr
-from lockscope.probedata import FutexAddress
+from lockscope.model.jsondata import parse_addr
+from lockscope.model.probedata import FutexAddress
 
 DEBUG_ROOT = Path("/usr/lib/debug")
 PAGE = 4096

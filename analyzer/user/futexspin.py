@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable
 
-from lockscope.probedata import Contention, FutexKernelWait, RawProbe
+from lockscope.model.probedata import Contention, FutexKernelWait, RawProbe
 
 Key = tuple[int, int, int]          # (kernel lock, flags, stack) of a RawProbe.contention row
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from . import addrspace, userlocks
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first
 from lockscope import tables
-from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
-from lockscope.loaderrows import GoProcess
-from lockscope.probedata import GoProbe, GoWait, RawProbe, heaviest
-from lockscope.record import Lock
+from lockscope.model.jsondata import format_addr, from_dict, from_list, parse_addr
+from lockscope.model.loaderrows import GoProcess
+from lockscope.model.probedata import GoProbe, GoWait, RawProbe, heaviest
+from lockscope.model.record import Lock
 
 TABLE = Path(__file__).with_name("gosync.toml")
 

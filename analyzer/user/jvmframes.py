@@ -22,8 +22,8 @@ from typing import Optional
 
 from .addrspace import AddressSpace, parse_maps
 from .userlocks import demangle_stacks
-from lockscope.jsondata import from_list, parse_addr
-from lockscope.loaderrows import JvmMethodRow, JvmStackRow
+from lockscope.model.jsondata import from_list, parse_addr
+from lockscope.model.loaderrows import JvmMethodRow, JvmStackRow
 from lockscope.proberows import constant
 
 METHOD_FRAME = constant("JVM_METHOD_FRAME")

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Optional
 
 from lockscope import tables
-from lockscope.probedata import FutexAddress, RawProbe
-from lockscope.record import Lock, StackSummary
+from lockscope.model.probedata import FutexAddress, RawProbe
+from lockscope.model.record import Lock, StackSummary
 
 TABLE_FILE = Path(__file__).with_name("runtimes.toml")
 

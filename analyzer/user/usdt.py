@@ -32,10 +32,10 @@ from typing import Any, Optional
 from . import jvmframes, userlocks
 from ..lockacc import LockAcc, heaviest_first
 from lockscope import tables
-from lockscope.jsondata import from_list
-from lockscope.loaderrows import UsdtRow
-from lockscope.probedata import JvmProcess, UsdtAttached, UsdtProbe, UsdtStack, UsdtWait, heaviest
-from lockscope.record import Lock
+from lockscope.model.jsondata import from_list
+from lockscope.model.loaderrows import UsdtRow
+from lockscope.model.probedata import JvmProcess, UsdtAttached, UsdtProbe, UsdtStack, UsdtWait, heaviest
+from lockscope.model.record import Lock
 from lockscope.proberows import constant
 
 TABLE_FILE = Path(__file__).with_name("usdt.toml")

@@ -34,11 +34,11 @@ from .. import sleepkinds
 from . import demangle, futexspin, libraries, runtimes, unwind
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
-from lockscope.jsondata import format_addr, from_dict, from_list, parse_addr
-from lockscope.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
+from lockscope.model.jsondata import format_addr, from_dict, from_list, parse_addr
+from lockscope.model.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
                                  heaviest)
-from lockscope.loaderrows import FutexStackCopy
-from lockscope.record import Lock
+from lockscope.model.loaderrows import FutexStackCopy
+from lockscope.model.record import Lock
 from lockscope.proberows import constant
 
 NOT_WALKED = constant("STACK_NOT_SAMPLED")   # a futex aggregate's stack: counted without one

@@ -30,10 +30,10 @@ from ..lockacc import MAX_FRAMES, heaviest_first, wait_share
 from . import unwind
 from .addrspace import AddressSpace, parse_maps
 from .userlocks import COMPONENT, demangle_stacks, frame_file, frame_function, in_runtime, site
-from lockscope.jsondata import from_list, parse_addr
-from lockscope.loaderrows import SampleCopy
-from lockscope.probedata import RawProbe
-from lockscope.record import Lock, StackSummary
+from lockscope.model.jsondata import from_list, parse_addr
+from lockscope.model.loaderrows import SampleCopy
+from lockscope.model.probedata import RawProbe
+from lockscope.model.record import Lock, StackSummary
 
 SPIN_MODE = "spinning (sampled)"
 EXPLAIN = ("user-space lock: CPU time its threads spun in its acquire path, from CPU samples of their "

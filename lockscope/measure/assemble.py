@@ -21,10 +21,10 @@ from lockscope.analyzer.kernel import kallsyms, kimage, ktext, naming, objlocks,
 from lockscope.analyzer.user import golocks, runtimes, userlocks, userspin, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.analyzer.kernel.knowledge import own_functions
-from lockscope.jsondata import from_dict, from_list, parse_addr
-from lockscope.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
+from lockscope.model.jsondata import from_dict, from_list, parse_addr
+from lockscope.model.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
-from lockscope.record import Cpi, Host, Interval, Latency, ProbeInfo, RunRecord
+from lockscope.model.record import Cpi, Host, Interval, Latency, ProbeInfo, RunRecord
 
 
 def host_info() -> Host:

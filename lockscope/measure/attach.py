@@ -23,7 +23,7 @@ from pathlib import Path
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import NO_FS, AttachedProcess, AttachInfo, RunRecord, point_id
+from lockscope.model.record import NO_FS, AttachedProcess, AttachInfo, RunRecord, point_id
 from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
 from lockscope.measure.runner import Progress
 from lockscope.measure.window import Window

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from lockscope.measure import cpustat
-from lockscope.record import Background
+from lockscope.model.record import Background
 
 TOP = 3                       # the heaviest other processes named
 KTHREADD = 2

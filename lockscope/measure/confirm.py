@@ -25,7 +25,7 @@ lines give each phase's throughput).
 A command (`lockscope confirm DIR -- CMD`) runs the same way, its
 throughput read from its own progress lines (commandload.py).
 
-The record (lockscope/confirmdata.py) keeps every phase; the verdict is
+The record (lockscope/model/confirmdata.py) keeps every phase; the verdict is
 computed by analyzer/confirmation.py.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ from lockscope import __version__
 from lockscope.analyzer import confirmation
 from lockscope.analyzer.user import demangle
 from lockscope.analyzer.user.addrspace import elf_symbols
-from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
+from lockscope.model.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.machine import scratch
 from lockscope.measure import background, workloads
@@ -55,7 +55,7 @@ from lockscope.measure.probe import ProbeSession
 from lockscope.measure.commandload import CommandLoad
 from lockscope.measure.runner import MAX_WATCH_PATHS, substitute
 from lockscope.measure.steadyload import SteadyLoad
-from lockscope.record import NO_FS, Lock, RunRecord
+from lockscope.model.record import NO_FS, Lock, RunRecord
 
 Progress = Callable[[str], None]
 # after a delay changes, before the phase is measured: one progress interval

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from lockscope import __version__
-from lockscope.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
+from lockscope.model.confirmdata import INSIDE, NONE, OUTSIDE, ConfirmRecord, Phase, Target
 from lockscope.errors import LockscopeError
 from lockscope.machine import scratch
 from lockscope.measure import apps, background
@@ -35,7 +35,7 @@ from lockscope.measure.inject import InjectSession
 from lockscope.measure.jsonlines import kill_group, spawn_gated
 from lockscope.measure.probe import ProbeSession
 from lockscope.measure.runner import substitute
-from lockscope.record import NO_FS, Lock
+from lockscope.model.record import NO_FS, Lock
 
 RUN_GRACE_S = 60                 # beyond --run before a run is stopped as hung
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockscope.record import CpuBreakdown
+from lockscope.model.record import CpuBreakdown
 
 # /proc/stat per-CPU columns: user nice system idle iowait irq softirq steal guest guest_nice
 # (guest time is already included in user)

@@ -22,8 +22,8 @@ from lockscope.errors import LockscopeError
 from lockscope.measure.jsonlines import kill_group, spawn_gated
 from lockscope.measure import probe as probes
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.jsondata import from_dict
-from lockscope.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
+from lockscope.model.jsondata import from_dict
+from lockscope.model.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
                               point_id)
 from lockscope.measure.assemble import finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
 from lockscope.measure.server import ServerSession

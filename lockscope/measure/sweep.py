@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from lockscope import atomicio, record
+from lockscope import atomicio
+from lockscope.model import record
 from lockscope.measure import apps, workloads
 from lockscope.errors import EnvironmentProblem, LockscopeError, UsageError
-from lockscope.record import NO_FS, record_path
+from lockscope.model.record import NO_FS, record_path
 from lockscope.measure.runner import PointSpec, run_point
 from lockscope.measure.probe import LoadedProbes
 

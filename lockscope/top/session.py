@@ -19,7 +19,7 @@ from pathlib import Path
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
-from lockscope.record import NO_FS, RunRecord
+from lockscope.model.record import NO_FS, RunRecord
 from lockscope.measure.assemble import KernelTables, finish_record, probe_info, raw_from_probe
 
 CHILDREN_EVERY_S = 0.5

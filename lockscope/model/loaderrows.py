@@ -11,7 +11,7 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lockscope.jsondata import HEX, optional
+from lockscope.model.jsondata import HEX, optional
 
 
 @dataclass

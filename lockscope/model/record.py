@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 from lockscope import atomicio
-from lockscope.jsondata import from_dict, optional, to_dict
-from lockscope.probedata import MapUse, ProgramStats, RawProbe
+from lockscope.model.jsondata import from_dict, optional, to_dict
+from lockscope.model.probedata import MapUse, ProgramStats, RawProbe
 
 SCHEMA = "lockscope.run/3"
 # /1: no roles, wake-ups or sleep kinds; /2: no holders (both read as they are)

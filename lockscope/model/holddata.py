@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lockscope.jsondata import HEX, optional
+from lockscope.model.jsondata import HEX, optional
 from lockscope.proberows import constant
 
 KERNEL_SPACE = 1 << 63       # a kernel lock's address lies above, a futex word's below

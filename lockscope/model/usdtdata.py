@@ -1,13 +1,13 @@
 """The run record's part for application lock waits named by a program's
 own probes or functions (probes/usdt.bpf.c, analyzer/user/usdt.py):
 `probe.raw.usdt_probe` and `probe.raw.usdt`, part of the schema of
-lockscope/probedata.py. Documented in README.md, "Run record"."""
+lockscope/model/probedata.py. Documented in README.md, "Run record"."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lockscope.jsondata import optional
+from lockscope.model.jsondata import optional
 
 
 @dataclass

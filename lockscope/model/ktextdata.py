@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lockscope.jsondata import HEX
+from lockscope.model.jsondata import HEX
 
 
 @dataclass

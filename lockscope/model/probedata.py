@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from lockscope.holddata import OwnerLook, PythonProcess, PythonWait, Release, ReleaseActivity
-from lockscope.ktextdata import TextCall
-from lockscope.jsondata import HEX, KernelObject, format_addr, optional, parse_addr
-from lockscope.usdtdata import JvmProcess, UsdtAttached, UsdtProbe, UsdtStack, UsdtWait  # noqa: F401 (the schema's parts)
+from lockscope.model.holddata import OwnerLook, PythonProcess, PythonWait, Release, ReleaseActivity
+from lockscope.model.ktextdata import TextCall
+from lockscope.model.jsondata import HEX, KernelObject, format_addr, optional, parse_addr
+from lockscope.model.usdtdata import JvmProcess, UsdtAttached, UsdtProbe, UsdtStack, UsdtWait  # noqa: F401 (the schema's parts)
 
 MAX_RAW_ENTRIES = 2000       # aggregates of each kind kept in a record, heaviest first
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from lockscope import atomicio
-from lockscope.jsondata import from_dict, optional, to_dict
+from lockscope.model.jsondata import from_dict, optional, to_dict
 
 SCHEMA = "lockscope.confirm/1"
 CONFIRM = "confirm"                      # the folder of a results directory that holds these
