@@ -17,6 +17,8 @@ from lockscope.machine import scratch
 from lockscope.cliargs import DEFAULT_DURATION, DEFAULT_FS, DEFAULT_REPEATS, DEFAULT_WORKLOADS, SWEEP_DURATION
 from lockscope.errors import UsageError
 from lockscope.model.record import NO_FS
+from lockscope.measure.attach import AttachSpec
+from lockscope.measure.inject import MAX_KERNEL_NS
 from lockscope.measure.runner import PointSpec
 from lockscope.measure.sweep import SweepSpec
 
@@ -162,7 +164,6 @@ def default_out(name: str) -> Path:
 def attach_spec(args: argparse.Namespace):
     """`lockscope attach`: running processes (pid, comm, cgroup) or the
     whole system; a missing target is exit 2."""
-    from lockscope.measure.attach import AttachSpec
     if args.duration is not None:
         validate.check_duration(args.duration, 0.0)
     validate.check_interval(args.interval)
@@ -175,7 +176,6 @@ def attach_spec(args: argparse.Namespace):
 
 def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict:
     """confirm's options, checked: the ConfirmSpec fields they set."""
-    from lockscope.measure.inject import MAX_KERNEL_NS
     validate.check_worker_count(args.workers)
     if command is not None:
         validate.check_command_given(command, "confirm")
