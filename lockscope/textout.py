@@ -2,7 +2,7 @@
 an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
-from lockscope.analyzer import holders, owners, probeeffect
+from lockscope.analyzer import cost, holders, owners, probeeffect
 from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.intervals import METHOD, NO_INTERVAL
@@ -81,6 +81,9 @@ def summarize(rec: RunRecord) -> str:
         timed = timed_note(rec)
         if timed:
             lines.append(f"  ({timed})")
+    own = cost.own_cost(rec)
+    if own is not None:
+        lines.append(cost.describe(own))
     for w in rec.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

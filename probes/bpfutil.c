@@ -156,26 +156,6 @@ void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size,
 	jw_arr_end(w);
 }
 
-/* a row of "programs": a program's name and what the kernel says of it */
-struct prog_row {
-	const char *name;
-	bool have_info;
-	struct bpf_prog_info info;
-};
-
-void emit_programs(struct jw *w, struct bpf_object *obj)
-{
-	struct bpf_program *prog;
-
-	bpf_object__for_each_program(prog, obj) {
-		struct prog_row r = { .name = bpf_program__name(prog) };
-		__u32 len = sizeof(r.info);
-
-		r.have_info = bpf_obj_get_info_by_fd(bpf_program__fd(prog), &r.info, &len) == 0;
-		EMIT_ROW_PROGRAMS(w, &r);
-	}
-}
-
 void emit_map_use(struct jw *w, const char *name, const struct bpf_map *map, unsigned int used)
 {
 	jw_key(w, name);

@@ -56,9 +56,6 @@ void emit_stacks(struct jw *w, const char *name, int fd, const struct id_set *se
  * lockscope/proberows.toml: the key's fields, "ip", "sp", "bp", "bytes") */
 typedef void (*copy_row_fn)(struct jw *w, const void *key, const struct ustack_copy *c);
 void emit_ustack_copies(struct jw *w, const char *name, int fd, size_t key_size, copy_row_fn row);
-/* one {"name", "recursion_misses"} entry of the "programs" array per
- * program of the object */
-void emit_programs(struct jw *w, struct bpf_object *obj);
 /* "name": {"entries": used, "max_entries": the map's} */
 void emit_map_use(struct jw *w, const char *name, const struct bpf_map *map, unsigned int used);
 

@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cost.h"
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "grow.h"
@@ -453,18 +454,6 @@ static void emit_counters(struct jw *w, const struct probe *p, const struct cpu_
 	jw_obj_end(w);
 }
 
-/* recursion_misses: runs the kernel skipped because one of our programs was
- * already running on that CPU (e.g. a lock contended inside a probe) */
-static void emit_all_programs(struct jw *w, const struct probe *p)
-{
-	jw_key(w, "programs");
-	jw_arr(w);
-	emit_programs(w, p->cskel->obj);
-	tasks_programs_json(w);
-	usdt_programs_json(w);
-	jw_arr_end(w);
-}
-
 void collect_json(struct probe *p, struct jw *w)
 {
 	unsigned int nlock, nfutex, noff, nsamp, nwait, nown;
@@ -496,7 +485,7 @@ void collect_json(struct probe *p, struct jw *w)
 	series_json(w, p->series_ms);
 	emit_counters(w, p, cpu_st, merged);
 	free(cpu_st);
-	emit_all_programs(w, p);
+	cost_json(w);
 	jw_key(w, "maps");
 	jw_obj(w);
 	emit_map_use(w, "lock_stats", p->cskel->maps.lock_stats, nlock);

@@ -35,6 +35,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cost.h"
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "loader.h"
@@ -146,6 +147,7 @@ static void cmd_start(struct probe *p)
 	p->t_start = now_ns();
 	p->cskel->bss->t_start = p->t_start;      /* per-thread times (tasktimes.bpf.h) */
 	tasks_start(p->t_start);
+	cost_start();
 	p->cskel->bss->enabled = true;
 	p->enabled = true;
 	jw_event_begin(&out, stdout, "started");
@@ -163,6 +165,7 @@ static void cmd_stop(struct probe *p)
 	}
 	p->cskel->bss->enabled = false;
 	p->t_stop = now_ns();
+	cost_stop();
 	p->enabled = false;
 	futex_stop(p->t_stop);
 	gomutex_stop();

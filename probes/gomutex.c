@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cost.h"
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "grow.h"
@@ -85,8 +86,12 @@ int gomutex_load(int ncpus)
 		return load_err = -errno;
 	err = gomutex_bpf__load(gskel);
 	if (err) {
-		gomutex_bpf__destroy(gskel);
+		if (gskel)
+		cost_unregister(gskel->obj);
+	gomutex_bpf__destroy(gskel);
 		gskel = NULL;
+	} else {
+		cost_register(gskel->obj);
 	}
 	return load_err = err;
 }

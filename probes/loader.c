@@ -28,6 +28,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cost.h"
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "loader.h"
@@ -178,6 +179,7 @@ static int load(struct probe *p, const struct options *o)
 	err = contention_bpf__attach(p->cskel);
 	if (err)
 		return err;
+	cost_register(p->cskel->obj);
 	err = attach_sampling(p, o->sample_hz);
 	if (err)
 		return err;
@@ -404,6 +406,8 @@ static void teardown(struct probe *p)
 	bpf_link__destroy(p->tasks_iter);
 	objects_bpf__destroy(p->oskel);
 	optional_destroy();
+	if (p->cskel)
+		cost_unregister(p->cskel->obj);
 	contention_bpf__destroy(p->cskel);
 	for (int i = 0; i < p->nwatch; i++)
 		close(p->watch_fds[i]);

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cost.h"
 #include "futex.h"          /* __NR_futex_waitv */
 #include "jsonw.h"
 #include "bpfutil.h"
@@ -81,6 +82,8 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 	if (err) {
 		tasks_bpf__destroy(tskel);
 		tskel = NULL;
+	} else {
+		cost_register(tskel->obj);
 	}
 	return load_err = err;
 }
@@ -387,12 +390,6 @@ void tasks_counters_json(struct jw *w)
 	free(vals);
 }
 
-void tasks_programs_json(struct jw *w)
-{
-	if (tskel)
-		emit_programs(w, tskel->obj);
-}
-
 void tasks_map_use_json(struct jw *w)
 {
 	if (!tskel)
@@ -409,6 +406,8 @@ void tasks_map_use_json(struct jw *w)
 void tasks_destroy(void)
 {
 	pyframes_destroy();
+	if (tskel)
+		cost_unregister(tskel->obj);
 	tasks_bpf__destroy(tskel);
 	tskel = NULL;
 	free_rows();

@@ -33,8 +33,7 @@ void tasks_stop(uint64_t t_stop);
 void tasks_json(struct jw *w);
 /* task_* counters, inside the "counters" object */
 void tasks_counters_json(struct jw *w);
-/* entries of the "programs" array and the "maps" object */
-void tasks_programs_json(struct jw *w);
+/* the entry of the "maps" object */
 void tasks_map_use_json(struct jw *w);
 void tasks_destroy(void);
 

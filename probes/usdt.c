@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cost.h"
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "usdt.h"
@@ -64,6 +65,8 @@ int usdt_load(bool system_wide, int tracked_fd, int waiting_fd, int ncpus, void 
 	if (err) {
 		usdt_bpf__destroy(uskel);
 		uskel = NULL;
+	} else {
+		cost_register(uskel->obj);
 	}
 	return load_err = err;
 }
@@ -328,12 +331,6 @@ void usdt_counters_json(struct jw *w)
 	free(vals);
 }
 
-void usdt_programs_json(struct jw *w)
-{
-	if (uskel)
-		emit_programs(w, uskel->obj);
-}
-
 void usdt_map_use_json(struct jw *w)
 {
 	if (uskel) {
@@ -348,6 +345,8 @@ void usdt_destroy(void)
 		bpf_link__destroy(links[i].link);
 	nlinks = 0;
 	jvmmon_destroy();
+	if (uskel)
+		cost_unregister(uskel->obj);
 	usdt_bpf__destroy(uskel);
 	uskel = NULL;
 }

@@ -24,7 +24,6 @@ void usdt_stop(void);
 /* "usdt" key of the data event: the probes attached, the waits */
 void usdt_json(struct jw *w);
 void usdt_counters_json(struct jw *w);
-void usdt_programs_json(struct jw *w);
 void usdt_map_use_json(struct jw *w);
 void usdt_destroy(void);
 

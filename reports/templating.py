@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from lockscope.analyzer import results
+from lockscope.analyzer import cost, results
 
 
 @dataclass
@@ -44,5 +44,6 @@ def environment() -> jinja2.Environment:
     env.filters["plural"] = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
     env.filters["merge_stacks"] = merge_stacks
     env.filters["missing"] = results.missing              # why a part of the analysis is unavailable
+    env.filters["own_cost"] = lambda rec: (lambda c: cost.describe(c) if c else None)(cost.own_cost(rec))
     env.tests["unavailable"] = lambda x: isinstance(x, results.Unavailable)
     return env

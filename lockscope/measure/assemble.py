@@ -24,7 +24,7 @@ from lockscope.analyzer.kernel.knowledge import own_functions
 from lockscope.model.jsondata import from_dict, from_list, parse_addr
 from lockscope.model.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
                                  RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
-from lockscope.model.record import Cpi, Host, Interval, Latency, ProbeInfo, RunRecord
+from lockscope.model.record import Cpi, Host, Interval, Latency, ProbeCost, ProbeInfo, RunRecord
 
 
 def host_info() -> Host:
@@ -173,7 +173,8 @@ def probe_info(data: dict | None, raw: RawProbe | None, reason: str | None) -> P
         return ProbeInfo(attached=False, reason=reason)
     return ProbeInfo(attached=True, window_s=data["window_ns"] / 1e9, counters=data.get("counters", {}),
                      programs=from_list(ProgramStats, data.get("programs", [])),
-                     maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()}, raw=raw)
+                     maps={k: from_dict(MapUse, v) for k, v in data.get("maps", {}).items()},
+                     cost=from_dict(ProbeCost, data["cost"]) if isinstance(data.get("cost"), dict) else None, raw=raw)
 
 
 def _without_driver_locks(locks: list, drivers: set[str]) -> tuple[list, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 from pathlib import Path
 
 from lockscope import paths
@@ -181,12 +182,17 @@ class ProbeSession(JsonLinesProcess):
     def start(self) -> dict:
         self.rescan_usdt()
         self.send("start")
-        return self.expect("started", timeout=30)
+        started = self.expect("started", timeout=30)
+        self._cpu0 = time.process_time_ns()     # this process's own CPU from here (its cost)
+        return started
 
     def stop(self) -> dict:
+        cpu = time.process_time_ns() - getattr(self, "_cpu0", time.process_time_ns())
         self.send("stop")
         data = self.expect("data", timeout=120)
         full_names(data.get("tasks") or [])
+        if isinstance(data.get("cost"), dict):
+            data["cost"]["lockscope_cpu_ns"] = cpu
         return data
 
     def reset(self) -> None:

@@ -265,6 +265,18 @@ class Interval:
 
 
 @dataclass
+class ProbeCost:
+    """lockscope's own work during the window (analyzer/cost.py): the
+    probe's programs' run time is in ProbeInfo.programs; the loader's CPU
+    time, and the lockscope process's own (reading the probe's lines,
+    progress, the workload's events)."""
+    bpf_stats: bool = False        # the kernel counted the programs' run times
+    reason: Optional[str] = optional()    # why it did not
+    loader_cpu_ns: int = 0
+    lockscope_cpu_ns: Optional[int] = optional()
+
+
+@dataclass
 class ProbeInfo:
     attached: bool = False
     reason: Optional[str] = None      # why not attached, when it is not
@@ -272,6 +284,7 @@ class ProbeInfo:
     counters: dict[str, int] = field(default_factory=dict)   # events, drops, stale waits, futex_waits, lost_*
     programs: list[ProgramStats] = field(default_factory=list)
     maps: dict[str, MapUse] = field(default_factory=dict)
+    cost: Optional[ProbeCost] = optional()     # absent in records before issue 43
     # aggregated probe output with stacks symbolized, kept so that names can
     # be recomputed offline (None, `{}` in JSON, when the probe did not run)
     raw: Optional[RawProbe] = field(default=None, metadata={"empty_is_none": True})

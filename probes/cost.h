@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* lockscope's own cost over a window (issue 43): the run time and runs of
+ * each of the probe's event programs (the kernel's BPF stats, on while a
+ * window runs), and the loader's own CPU time. The programs of the
+ * registered BPF objects are listed in the data event ("programs"); the
+ * loader's CPU and whether the kernel counted run times in "cost". */
+#ifndef LOCKSCOPE_COST_H
+#define LOCKSCOPE_COST_H
+
+#include <bpf/libbpf.h>
+#include "jsonw.h"
+
+/* an object whose programs run on events (not the iterators, which run in
+ * the loader's own reads: its CPU time) */
+void cost_register(struct bpf_object *obj);
+void cost_unregister(struct bpf_object *obj);
+/* the window's start and stop: the kernel's BPF stats on (an fd held until
+ * stop: nothing left on if the loader dies), each program's counts read */
+void cost_start(void);
+void cost_stop(void);
+/* "programs": [...], "cost": {...} */
+void cost_json(struct jw *w);
+
+#endif

@@ -1,0 +1,69 @@
+"""lockscope's own cost in a run (issue 43): the probe's programs' run time
+as the kernel counts it, the loader's and lockscope's CPU, as a share of
+the machine's CPUs over the window."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, lockscope
+from lockscope.analyzer import cost
+from lockscope.model import record
+from lockscope.textout import summarize
+
+RECORDED = DATA / "cost" / "MWRM-tmpfs-w2.json"     # `lockscope run MWRM --fs tmpfs --workers 2 --duration 2`
+STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def test_the_share_is_every_part_over_the_windows_cpus():
+    rec = record.load(RECORDED)
+    c = cost.own_cost(rec)
+    capacity = rec.probe.window_s * 1e9 * rec.host.ncpus
+    by_hand = (sum(p.run_ns for p in rec.probe.programs) + rec.probe.cost.loader_cpu_ns +
+               rec.probe.cost.lockscope_cpu_ns) / capacity
+    assert c.share == pytest.approx(by_hand) and 0.04 < c.share < 0.05
+    # heaviest first: MWRM's rename mutex is waited on ~840,000 times in the window, each wait two
+    # tracepoint runs; contention_begin (which walks a stack now and then) is the heaviest part
+    assert [p.name for p in c.parts[:2]] == ["BPF lksc_cont_begin", "BPF lksc_cont_end"]
+    text = summarize(rec)
+    assert "lockscope's own cost in this run: 4.3% of the CPUs (BPF lksc_cont_begin 2.8%" in text
+
+
+def test_without_the_kernels_stats_the_programs_are_said_not_counted():
+    rec = record.load(RECORDED)
+    programs = [dataclasses.replace(p, run_ns=0, runs=0) for p in rec.probe.programs]
+    why = "the kernel's BPF stats could not be turned on (BPF_ENABLE_STATS: Operation not permitted)"
+    rec.probe = dataclasses.replace(rec.probe, programs=programs,
+                                    cost=dataclasses.replace(rec.probe.cost, bpf_stats=False, reason=why))
+    c = cost.own_cost(rec)
+    assert [p.name for p in c.parts] == ["loader (lockscope-probe)", "lockscope"]
+    assert cost.describe(c).endswith(f"; not counted: the BPF programs' run time: {why}")
+
+
+def test_a_record_from_before_has_no_cost_line():
+    rec = record.load(RECORDED)
+    rec.probe = dataclasses.replace(rec.probe, cost=None)
+    assert cost.own_cost(rec) is None and "own cost" not in summarize(rec)
+
+
+@pytest.mark.e2e
+def test_a_runs_cost_is_counted_by_the_kernel_and_left_off_after(tmp_path, e2e):
+    """The kernel's own counts agree with lockscope's: every lock wait
+    aggregated began with a contention_begin run, every switch-out of a
+    tracked thread is a sched_switch run; the kernel's BPF stats are off
+    again after the run, as they were."""
+    before = STATS.read_text()
+    out = tmp_path / "out"
+    p = lockscope("run", "MWRM", "--fs", "tmpfs", "--workers", "2", "--duration", "1", "--out", str(out),
+                  "--scratch", str(tmp_path / "scratch"))
+    assert p.returncode == 0, p.stderr
+    assert "lockscope's own cost in this run: " in p.stdout
+    rec = record.load(next((out / "runs").glob("*.json")))
+    assert rec.probe.cost.bpf_stats and rec.probe.cost.loader_cpu_ns > 0 and rec.probe.cost.lockscope_cpu_ns > 0
+    runs = {p.name: p for p in rec.probe.programs}
+    assert runs["lksc_cont_begin"].runs >= rec.probe.counters["contentions"] > 0
+    assert runs["lksc_switch"].runs >= rec.probe.counters["task_switches"] > 0
+    assert all(p.run_ns > 0 for p in runs.values() if p.runs)
+    c = cost.own_cost(rec)
+    assert 0 < c.share < 1
+    assert STATS.read_text() == before
