@@ -28,7 +28,7 @@ from .kernel import naming
 from .kernel.knowledge import Knowledge
 from .kernel.naming import default_knowledge
 from lockscope.model.holddata import (KERNEL_SPACE, OWNER_NONE, OWNER_OFF_CPU, OWNER_READERS, OWNER_RUNNING,
-                                OWNER_UNTRACKED, OwnerLook)
+                                      OWNER_UNTRACKED, OwnerLook)
 from lockscope.model.jsondata import from_list
 from lockscope.model.probedata import RawProbe
 from lockscope.model.record import Lock, OwnerSeen

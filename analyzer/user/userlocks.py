@@ -36,7 +36,7 @@ from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first, spread
 from .addrspace import PAGE, AddressSpace, elf_symbols, parse_maps  # noqa: F401 (userlocks' API)
 from lockscope.model.jsondata import format_addr, from_dict, from_list, parse_addr
 from lockscope.model.probedata import (FutexAddress, FutexKernelWait, FutexProbe, FutexWait, RawProbe, futex_key,
-                                 heaviest)
+                                       heaviest)
 from lockscope.model.loaderrows import FutexStackCopy
 from lockscope.model.record import Lock
 from lockscope.proberows import constant

@@ -23,7 +23,7 @@ from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.analyzer.kernel.knowledge import own_functions
 from lockscope.model.jsondata import from_dict, from_list, parse_addr
 from lockscope.model.probedata import (Contention, CpuSample, KernelImage, MapUse, Objects, OffCpuWait, ProgramStats,
-                                 RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
+                                       RawProbe, Series, Slab, TaskTimes, Waiter, Wakeup, heaviest)
 from lockscope.model.record import Cpi, Host, Interval, Latency, ProbeCost, ProbeInfo, RunRecord
 
 

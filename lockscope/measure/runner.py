@@ -24,7 +24,7 @@ from lockscope.measure import probe as probes
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.model.jsondata import from_dict
 from lockscope.model.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
-                              point_id)
+                                    point_id)
 from lockscope.measure.assemble import finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
 from lockscope.measure.server import ServerSession
 from lockscope.measure.window import Window
