@@ -14,9 +14,11 @@
  * the loader's own reads: its CPU time) */
 void cost_register(struct bpf_object *obj);
 void cost_unregister(struct bpf_object *obj);
-/* the window's start and stop: the kernel's BPF stats on (an fd held until
- * stop: nothing left on if the loader dies), each program's counts read */
+/* the window's start and stop, and the poll loop's ticks between them: the
+ * kernel's BPF stats on for a part of each second (an fd held while on:
+ * nothing left on if the loader dies), each program's counts read */
 void cost_start(void);
+void cost_tick(void);
 void cost_stop(void);
 /* "programs": [...], "cost": {...} */
 void cost_json(struct jw *w);

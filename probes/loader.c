@@ -375,6 +375,8 @@ static int poll_loop(struct probe *p, int sfd, long interval_ms, const char **re
 			*reason = "poll failed";
 			return 1;
 		}
+		if (p->enabled)
+			cost_tick();      /* the kernel's BPF stats on or off (cost.c) */
 		if (n == 0) {
 			uint64_t now = now_ns();
 

@@ -26,7 +26,10 @@ def test_the_share_is_every_part_over_the_windows_cpus():
     # tracepoint runs; contention_begin (which walks a stack now and then) is the heaviest part
     assert [p.name for p in c.parts[:2]] == ["BPF lksc_cont_begin", "BPF lksc_cont_end"]
     text = summarize(rec)
-    assert "lockscope's own cost in this run: 4.3% of the CPUs (BPF lksc_cont_begin 2.8%" in text
+    assert "lockscope's own cost in this run: 4.3% of the CPUs (BPF lksc_cont_begin 2.7%" in text
+    # the kernel counted the run times in a part of each second (its counting costs two clock reads a
+    # run): 3 stretches of 200 ms in the 2.5-s window, the counts scaled to it
+    assert "; BPF run times counted in 24% of the window, scaled" in text
 
 
 def test_without_the_kernels_stats_the_programs_are_said_not_counted():
@@ -36,7 +39,7 @@ def test_without_the_kernels_stats_the_programs_are_said_not_counted():
     rec.probe = dataclasses.replace(rec.probe, programs=programs,
                                     cost=dataclasses.replace(rec.probe.cost, bpf_stats=False, reason=why))
     c = cost.own_cost(rec)
-    assert [p.name for p in c.parts] == ["loader (lockscope-probe)", "lockscope"]
+    assert [p.name for p in c.parts] == ["loader (lockscope-probe)", "lockscope"] and c.bpf_counted is None
     assert cost.describe(c).endswith(f"; not counted: the BPF programs' run time: {why}")
 
 
@@ -49,9 +52,9 @@ def test_a_record_from_before_has_no_cost_line():
 @pytest.mark.e2e
 def test_a_runs_cost_is_counted_by_the_kernel_and_left_off_after(tmp_path, e2e):
     """The kernel's own counts agree with lockscope's: every lock wait
-    aggregated began with a contention_begin run, every switch-out of a
-    tracked thread is a sched_switch run; the kernel's BPF stats are off
-    again after the run, as they were."""
+    aggregated began with a contention_begin run (the kernel counted them in
+    200 ms of each second, scaled to the window); the kernel's BPF stats are
+    off again after the run, as they were."""
     before = STATS.read_text()
     out = tmp_path / "out"
     p = lockscope("run", "MWRM", "--fs", "tmpfs", "--workers", "2", "--duration", "1", "--out", str(out),
@@ -61,8 +64,12 @@ def test_a_runs_cost_is_counted_by_the_kernel_and_left_off_after(tmp_path, e2e):
     rec = record.load(next((out / "runs").glob("*.json")))
     assert rec.probe.cost.bpf_stats and rec.probe.cost.loader_cpu_ns > 0 and rec.probe.cost.lockscope_cpu_ns > 0
     runs = {p.name: p for p in rec.probe.programs}
-    assert runs["lksc_cont_begin"].runs >= rec.probe.counters["contentions"] > 0
-    assert runs["lksc_switch"].runs >= rec.probe.counters["task_switches"] > 0
+    # a fifth of the window counted and scaled: MWRM's rate moves by up to 10% between adjacent
+    # stretches of a second here (bench/overhead.py's phases), so the estimate holds lockscope's
+    # own count of the waits within 20% (a run read 831,571 against 835,994)
+    assert 0.8 < runs["lksc_cont_begin"].runs / rec.probe.counters["contentions"] < 1.2, \
+        (runs["lksc_cont_begin"].runs, rec.probe.counters["contentions"])
+    assert 0.1 < rec.probe.cost.bpf_stats_share < 0.5
     assert all(p.run_ns > 0 for p in runs.values() if p.runs)
     c = cost.own_cost(rec)
     assert 0 < c.share < 1

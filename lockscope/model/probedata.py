@@ -401,8 +401,9 @@ def heaviest(rows: list, key: str, limit: int = MAX_RAW_ENTRIES) -> list:
 @dataclass
 class ProgramStats:
     """One BPF program of the probe: runs the kernel's recursion guard
-    skipped, and (with the kernel's BPF stats, on while the window ran) its
-    run time and runs in the window: lockscope's own cost (analyzer/cost.py)."""
+    skipped, and its run time and runs in the window, as the kernel's BPF
+    stats counted them in a part of each second (ProbeCost.bpf_stats_share)
+    and scaled to the window: lockscope's own cost (analyzer/cost.py)."""
     name: str
     recursion_misses: int = 0
     run_ns: int = field(default=0, metadata={"omit_empty": True})

@@ -272,6 +272,9 @@ class ProbeCost:
     progress, the workload's events)."""
     bpf_stats: bool = False        # the kernel counted the programs' run times
     reason: Optional[str] = optional()    # why it did not
+    # the share of the window it counted them in (a part of each second: the counting costs two
+    # clock reads a run); the programs' figures are scaled to the whole window
+    bpf_stats_share: Optional[float] = optional()
     loader_cpu_ns: int = 0
     lockscope_cpu_ns: Optional[int] = optional()
 
