@@ -91,7 +91,7 @@ def emitted(tmp: Path, header_dir: Path) -> dict:
     """objects_json's output for a record with every lock field set."""
     if not shutil.which("cc"):
         pytest.skip("no C compiler")
-    if not (header_dir / "proberows.h").exists():    # probe.h's other generated header, as the build writes it
+    if not (header_dir / "proberows.h").exists():    # common_types.h's other generated header, as the build writes it
         from lockscope import proberows
         (header_dir / "proberows.h").write_text(proberows.c_header(proberows.load()))
     src = tmp / "emit.c"

@@ -240,7 +240,7 @@ class Table:
             programs.append(Program(p.name, component, p.provider, list(p.binaries), specs,
                                     list(p.release_frames), p.if_silent))
         for limit, why in ((MAX_ENTRIES, ""), (NESTED_ENTRIES, ": usdt.bpf.c finds the wait a thread waits in "
-                           "again after a nested one among that many (probes/probe.h USDT_ENTRIES)")):
+                           "again after a nested one among that many (lockscope/proberows.toml USDT_ENTRIES)")):
             if entry > limit:
                 raise tables.error(path, "[[program.probe]]", f"more than {limit} probes{why}")
         return cls(programs)
