@@ -69,11 +69,22 @@ static __u64 clock_ns(clockid_t id)
 	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
 }
 
-static struct prog_counts *counts_of(int fd)
+/* a program's counts, NULL when it has none (yet) */
+static struct prog_counts *find_counts(int fd)
 {
 	for (int i = 0; i < ncounts; i++)
 		if (counts[i].fd == fd)
 			return &counts[i];
+	return NULL;
+}
+
+/* a program's counts, made when it has none */
+static struct prog_counts *counts_of(int fd)
+{
+	struct prog_counts *c = find_counts(fd);
+
+	if (c)
+		return c;
 	if (ncounts == MAX_PROGRAMS)
 		return NULL;
 	memset(&counts[ncounts], 0, sizeof(counts[0]));
@@ -177,11 +188,8 @@ void cost_json(struct jw *w)
 	jw_arr(w);
 	for (int i = 0; i < nobjects; i++)
 		bpf_object__for_each_program(prog, objects[i]) {
-			const struct prog_counts *c = NULL;
+			const struct prog_counts *c = find_counts(bpf_program__fd(prog));
 
-			for (int k = 0; k < ncounts; k++)
-				if (counts[k].fd == bpf_program__fd(prog))
-					c = &counts[k];
 			if (!c || !c->read)
 				continue;
 			struct prog_row r = { .name = bpf_program__name(prog), .c = c,

@@ -65,6 +65,7 @@ class ProbeSession(JsonLinesProcess):
         self.interval_ms = interval_ms
         self.sample_hz = sample_hz
         self.ready: dict = {}
+        self._cpu0 = 0                         # this process's CPU time at the window's start (its cost)
         self.tracked: set[int] = set()         # tgids handed to track()
         self.usdt_paths: set[str] = set()      # binaries whose USDT lock probes are attached (or failed)
         self.usdt_errors: list[str] = []
@@ -183,11 +184,11 @@ class ProbeSession(JsonLinesProcess):
         self.rescan_usdt()
         self.send("start")
         started = self.expect("started", timeout=30)
-        self._cpu0 = time.process_time_ns()     # this process's own CPU from here (its cost)
+        self._cpu0 = time.process_time_ns()
         return started
 
     def stop(self) -> dict:
-        cpu = time.process_time_ns() - getattr(self, "_cpu0", time.process_time_ns())
+        cpu = time.process_time_ns() - self._cpu0 if self._cpu0 else 0
         self.send("stop")
         data = self.expect("data", timeout=120)
         full_names(data.get("tasks") or [])
