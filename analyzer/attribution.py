@@ -80,9 +80,10 @@ def _plain_nonlock(rec: RunRecord) -> dict[str, int]:
     """Off-CPU time outside lock waits by class, of a record without roles
     (every traced task a worker)."""
     by_class: dict[str, int] = {}
+    kinds = sleepkinds.default()
     for o in rec.offcpu:
-        if o.in_lock_wait or o.wait_class == "lock":
-            continue             # already part of its lock's wait time: counted once, there
+        if o.in_lock_wait or o.wait_class == "lock" or kinds.class_kind(o.wait_class) == sleepkinds.LOCK:
+            continue             # already part of its lock's wait time (a file lock's too): counted once, there
         cls = nonlock_class(o)
         by_class[cls] = by_class.get(cls, 0) + o.wait_ns
     # a user-space lock's wait is its thread's sleep in the futex syscall, which

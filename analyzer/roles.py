@@ -103,6 +103,7 @@ class RoleAnalysis:
     path: set[str] = field(default_factory=set)          # roles on the path of the measured work
     primitive: dict[tuple, str] = field(default_factory=dict)   # (tgid, uaddr, op) -> futex primitive
     lock_part: dict[tuple, float] = field(default_factory=dict)  # (tid, uaddr) -> share of a handoff wait that is a lock wait
+    parents: set[int] = field(default_factory=set)       # tgids that started traced processes (waiting_parents)
 
     @property
     def workers(self) -> set[str]:
@@ -166,7 +167,31 @@ def _thread(out: dict[int, ThreadTimes], tid: int, tgid: int) -> ThreadTimes:
     return out[tid]
 
 
-def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[tuple, str]) -> list[tuple]:
+# what a process that started the traced processes waits on for their results: idle, like a join
+PARENT_WAITS = ("pipe/socket wait",)
+
+
+def waiting_parents(raw: RawProbe) -> set[int]:
+    """The traced processes that started other traced processes (their
+    real_parent, from the object walk): a parent reading its workers'
+    results from a pipe or queue (Python's multiprocessing, xargs -P, a
+    shell's `$(...)`) waits for work to finish, not for a resource; a
+    wait is lost capacity where the waiter is one of the workers. Empty
+    for records without the parent (older probes)."""
+    tgids = {t.tgid for t in raw.objects.tasks}
+    return {t.ppid for t in raw.objects.tasks if t.ppid and t.ppid != t.tgid and t.ppid in tgids}
+
+
+def sleep_kind(cls: str, tgid: int, parents: set[int], table=None) -> str:
+    """The kind of a sleep of class `cls` by a thread of process `tgid`
+    (sleepkinds.toml's, but idle for a parent's wait on its workers)."""
+    if cls in PARENT_WAITS and tgid in parents:
+        return IDLE
+    return (table or sleepkinds.default()).class_kind(cls)
+
+
+def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[tuple, str],
+                parents: set[int] = frozenset()) -> list[tuple]:
     """Kernel-side sleeps by class and futex sleeps by primitive, per
     thread; returns the handoff waits [(thread, FutexWait)] to decide."""
     table = sleepkinds.default()
@@ -175,7 +200,7 @@ def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[
         if e.state == 0:
             continue             # preempted: from the thread's own times
         cls = "lock" if e.in_lock_wait else naming.classify_offcpu(raw.frames(e.stack), e.state)
-        kind = table.class_kind(cls)
+        kind = sleep_kind(cls, tgid_of.get(e.tid, 0), parents, table)
         if kind == sleepkinds.FUTEX:
             continue             # counted from the futex waits below
         _thread(threads, e.tid, tgid_of.get(e.tid, 0)).kinds[kind] += e.total_ns
@@ -252,7 +277,8 @@ def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = Non
     drivers = drivers or set()
     threads = _threads(raw, drivers)
     primitive = futex_primitives(raw)
-    handoffs = _add_sleeps(raw, threads, primitive)
+    parents = waiting_parents(raw)
+    handoffs = _add_sleeps(raw, threads, primitive, parents)
     by_role: dict[str, list[ThreadTimes]] = defaultdict(list)
     for t in threads.values():
         by_role[t.role].append(t)
@@ -283,7 +309,7 @@ def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = Non
                                                  role_of, fold), workers)
     for r in roles:
         r.path = r.name in path
-    return RoleAnalysis(roles, threads, edges, path, primitive, lock_part)
+    return RoleAnalysis(roles, threads, edges, path, primitive, lock_part, parents)
 
 
 def _role(name: str, threads: list[ThreadTimes], worker: bool, reason: str, driver: bool = False,

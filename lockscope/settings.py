@@ -72,6 +72,7 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
                   system_wide=args.system_wide, vmlinux=validate.check_vmlinux(args.vmlinux))
     if command:
         validate.check_command(command)
+        validate.check_regex("--throughput-regex", args.throughput_regex)
         fs = args.fs or NO_FS
         if fs != NO_FS:
             scratch.check_setup(fs)
@@ -136,6 +137,7 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
     params: dict = {}
     if command:
         validate.check_command(command)
+        validate.check_regex("--throughput-regex", args.throughput_regex)
         fss = [f for f in (args.fs or NO_FS).split(",") if f]
     else:
         for w in s.names:       # each --param must belong to every workload of the sweep
@@ -185,6 +187,9 @@ def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict
             raise UsageError("confirm -- CMD: give --ops-regex (a running count of operations in the command's "
                              "output), --rate-regex (a rate per line) or --throughput-regex (its throughput when it "
                              "exits: one run per phase), one of them")
+        for option, regex in (("--ops-regex", args.ops_regex), ("--rate-regex", args.rate_regex),
+                              ("--throughput-regex", args.throughput_regex)):
+            validate.check_regex(option, regex)
         if args.run < 1:
             raise UsageError(f"--run {args.run:g}: must be 1 second or more")
     elif args.ops_regex or args.rate_regex or args.throughput_regex:

@@ -4,6 +4,7 @@ machine lacks something, exit 3) with its one-line message and fix."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import sys
@@ -171,6 +172,22 @@ def check_command(command: list[str]) -> None:
     if not found:
         raise UsageError(f"command not found or not executable: {exe}",
                          "give the program's path, or a program on PATH, after --")
+
+
+def check_regex(option: str, regex: str | None) -> None:
+    """A --throughput-regex, --ops-regex or --rate-regex compiles and has a
+    group for its number (checked before anything runs)."""
+    if regex is None:
+        return
+    try:
+        groups = re.compile(regex).groups
+    except re.error as e:
+        raise UsageError(f"{option} {regex!r}: not a regular expression ({e})",
+                         "quote it for the shell, and escape ( ) [ ] . * + ? with a backslash where they are literal "
+                         r"text, e.g. 'ops/s: ([0-9.]+)'") from None
+    if groups < 1:
+        raise UsageError(f"{option} {regex!r}: has no group for the number",
+                         r"put the number in parentheses, e.g. 'ops/s: ([0-9.]+)'")
 
 
 def command_name(name: str | None, command: list[str]) -> str:

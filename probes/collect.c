@@ -26,6 +26,7 @@
 #include "kmem.h"
 #include "ktext.h"
 #include "usdt.h"
+#include "filelocks.h"
 #include "collect.h"
 #include "contention.skel.h"
 
@@ -481,6 +482,7 @@ void collect_json(struct probe *p, struct jw *w)
 	tasks_json(w);
 	kmem_json(w);
 	usdt_json(w);
+	filelocks_json(w);
 	layout_json(w);
 	series_json(w, p->series_ms);
 	emit_counters(w, p, cpu_st, merged);

@@ -47,6 +47,7 @@
 #include "kmem.h"
 #include "gomutex.h"
 #include "usdt.h"
+#include "filelocks.h"
 #include "jvmmon.h"
 #include "commands.h"
 #include "contention.skel.h"
@@ -144,6 +145,7 @@ static void cmd_start(struct probe *p)
 	gomutex_scan(bpf_map__fd(p->cskel->maps.tracked));
 	jvmmon_scan(bpf_map__fd(p->cskel->maps.tracked));   /* JVMs whose monitors are named at EnterI */
 	usdt_start();
+	filelocks_start();
 	p->t_start = now_ns();
 	p->cskel->bss->t_start = p->t_start;      /* per-thread times (tasktimes.bpf.h) */
 	tasks_start(p->t_start);
@@ -170,6 +172,7 @@ static void cmd_stop(struct probe *p)
 	futex_stop(p->t_stop);
 	gomutex_stop();
 	usdt_stop();
+	filelocks_stop(p->t_stop);
 	tasks_stop(p->t_stop);
 	collect_objects(p);
 

@@ -285,6 +285,7 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 		return 0;
 	r.type = OBJ_TASK;
 	r.pid = BPF_CORE_READ(task, pid);
+	r.ppid = BPF_CORE_READ(task, real_parent, tgid);
 	bpf_probe_read_kernel_str(r.comm, sizeof(r.comm), task->comm);
 	mm = BPF_CORE_READ(task, mm);
 	if (mm) {

@@ -68,7 +68,7 @@ struct obj_task {
 	__u64 cwd_sb;
 	__u64 cwd_fs_info;    /* its s_fs_info */
 	__u32 cwd_dev;        /* its s_dev, a key of the record's mounts */
-	__u32 pad;
+	__u32 ppid;           /* real_parent->tgid: the process that started it */
 	char cwd_fstype[16];
 	LOCKFIELD_KEYS_TASK(LOCKFIELD_MEMBER)
 };

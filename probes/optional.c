@@ -5,7 +5,8 @@
  * (tasks.c), which read contention.bpf.c's open futex waits and per-thread
  * times, and slab caches
  * (kmem.c), the kernel text around waits on globals (ktext.c), with the futex waits Go sync.Mutex waits (gomutex.c), and application lock waits
- * from USDT probes (usdt.c, attached later, by command, to the binaries the probe table names).
+ * from USDT probes (usdt.c, attached later, by command, to the binaries the probe table names),
+ * and file-lock waits (filelocks.c).
  * Each may fail to load without failing lockscope-probe: the data
  * event says why it is missing. */
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 #include "ktext.h"
 #include "gomutex.h"
 #include "usdt.h"
+#include "filelocks.h"
 #include "optional.h"
 
 static struct contention_bpf *core;
@@ -45,6 +47,7 @@ void optional_load(struct contention_bpf *cskel, bool system_wide, bool futex, i
 	kmem_load();          /* without it, slab locks are not resolved */
 	ktext_load();         /* without it, globals taken through wrappers stay call sites */
 	usdt_load(system_wide, tracked_fd, bpf_map__fd(cskel->maps.usdt_waiting), ncpus, usdt_on);
+	filelocks_load(system_wide, tracked_fd, ncpus);   /* without it, file-lock sleeps stay off-CPU time */
 }
 
 void optional_destroy(void)
@@ -56,4 +59,5 @@ void optional_destroy(void)
 	ktext_destroy();
 	gomutex_destroy();
 	usdt_destroy();
+	filelocks_destroy();
 }

@@ -14,5 +14,6 @@
 #include "objects_types.h"
 #include "tasks_types.h"
 #include "usdt_types.h"
+#include "filelocks_types.h"
 
 #endif

@@ -28,7 +28,7 @@ NOT_LOCKS = {"file": {"path", "tgid", "fd", "ino", "mode", "dev", "fstype", "ino
                       # the objects behind the file (analyzer/kernel/objlocks.py)
                       "file", "f_release", "private_data", "i_flctx", "s_fs_info", "sk", "sk_family",
                       "sk_type", "sk_protocol", "saddr", "sport", "daddr", "dport", "unix_path"},
-             "task": {"tgid", "pid", "comm", "mm", "cpu",
+             "task": {"tgid", "pid", "ppid", "comm", "mm", "cpu",   # ppid: the parent (issue 44)
                       # the objects the thread holds (analyzer/kernel/objlocks.py)
                       "task", "signal", "files", "fs", "sighand",
                       # its IPC namespace and its working directory's file system (issue 29)

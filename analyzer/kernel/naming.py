@@ -13,6 +13,7 @@ user-space locks of userlocks.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .. import sleepkinds
 from . import kimage, ktext, lockfields, objlocks, sharing
@@ -418,9 +419,12 @@ def classify_offcpu(frames: list[str], state: int | None = None, kb: Knowledge |
 
 
 def offcpu_summary(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | None = None,
-                   limit: int = 40, role_of: dict[int, str] | None = None) -> list[OffCpu]:
+                   limit: int = 40, role_of: dict[int, str] | None = None,
+                   kind_of: Callable[[str, int], str] | None = None) -> list[OffCpu]:
     """Off-CPU time by (class, site), heaviest first; with `role_of` (tid ->
-    role, analyzer/roles.py) also by role, each group with its sleep kind."""
+    role, analyzer/roles.py) also by role, each group with its sleep kind:
+    `kind_of(class, tid)` where given (a parent's wait on its workers is
+    idle: roles.sleep_kind), else the class's."""
     kb = kb or default_knowledge()
     kinds = sleepkinds.default()
     groups: dict[tuple, OffCpu] = {}
@@ -430,12 +434,12 @@ def offcpu_summary(raw: RawProbe, workers: int, window_ns: int, kb: Knowledge | 
         cls = "lock" if e.in_lock_wait else classify_offcpu(fr, e.state, kb)
         site = kb.site(fr, off_cpu=True)
         role = (role_of.get(e.tid) or f"pid {e.tid}") if role_of is not None else None
-        key = (cls, site, role)
+        kind = (kind_of(cls, e.tid) if kind_of else kinds.class_kind(cls)) if role_of is not None else None
+        key = (cls, site, role, kind)
         g = groups.get(key)
         if g is None:
             g = groups[key] = OffCpu(wait_class=cls, state=e.state, in_lock_wait=e.in_lock_wait,
-                                     site=site, role=role,
-                                     kind=kinds.class_kind(cls) if role_of is not None else None)
+                                     site=site, role=role, kind=kind)
             heaviest[key] = -1
         g.count += e.count
         g.wait_ns += e.total_ns

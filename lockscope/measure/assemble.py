@@ -17,7 +17,7 @@ from lockscope import __version__
 from lockscope.measure import hwcounters
 from lockscope.machine import scratch
 from lockscope.analyzer import holders, holdstacks, owners, probeeffect, roles
-from lockscope.analyzer.kernel import kallsyms, kimage, ktext, naming, objlocks, slab
+from lockscope.analyzer.kernel import filelocks, kallsyms, kimage, ktext, naming, objlocks, slab
 from lockscope.analyzer.user import golocks, runtimes, userlocks, userspin, usdt
 from lockscope.analyzer.kernel.kallsyms import Symbolizer
 from lockscope.analyzer.kernel.knowledge import own_functions
@@ -127,7 +127,7 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
         waiters=[w for w in from_list(Waiter, data["waiters"]) if w.lock in kept] if "waiters" in data else None,
         waiter_every=data.get("waiter_every"),
         **user_spin, **userlocks.resolve(data), **golocks.resolve(data), **usdt.resolve(data), **holdstacks.resolve(data, sym),
-        **owners.resolve(data))
+        **owners.resolve(data), **filelocks.resolve(data))
 
 
 def _functions(contention: list[Contention], stacks: dict[int, list[str]]) -> dict[int, set[str]]:
@@ -245,16 +245,20 @@ def finish_record(rec: RunRecord, data: dict | None, raw: RawProbe | None, hw_cp
             golocks.name_go_waits(raw, rec.workers, window) + usdt.name_usdt(raw, rec.workers, window)
         # and the user-space spinning in their acquire paths, from CPU samples' user stacks
         user = userspin.add_spin(user, raw, rec.workers, window, rs.role_of if rs else None)
-        rec.locks = sorted(rec.locks + user, key=lambda lk: -lk.wait_ns)
+        # file-lock sleeps (POSIX, OFD, flock, leases) by the held lock, with its holders
+        files = filelocks.name_file_locks(raw, rec.workers, window, rs.role_of if rs else None)
+        rec.locks = sorted(rec.locks + user + files, key=lambda lk: -lk.wait_ns)
         # the GIL's waits by the waiters' Python frames
         runtimes.python_stacks(rec.locks, raw)
         # who held each lock while others waited, where it let go, doing what
         holders.attach(rec.locks, raw)
         owners.attach(rec.locks, raw)
         rec.warnings += (userlocks.futex_warnings(raw) + golocks.go_warnings(raw) + usdt.usdt_warnings(raw)
-                         + tasks_warnings(data) + holdstacks.python_warnings(data))
-        rec.offcpu = naming.offcpu_summary(raw, rec.workers, window,
-                                           role_of={t: th.role for t, th in rs.threads.items()} if rs else None)
+                         + tasks_warnings(data) + holdstacks.python_warnings(data) + filelocks.file_lock_warnings(raw))
+        rec.offcpu = naming.offcpu_summary(
+            raw, rec.workers, window, role_of={t: th.role for t, th in rs.threads.items()} if rs else None,
+            kind_of=(lambda cls, tid: roles.sleep_kind(cls, rs.threads[tid].tgid if tid in rs.threads else 0,
+                                                       rs.parents)) if rs else None)
         if rs:
             rec.roles, rec.wait_for = rs.roles, rs.edges
             rec.locks, left = _without_driver_locks(rec.locks, {r.name for r in rs.roles if r.driver})

@@ -9,7 +9,8 @@ output lines as it runs: the SteadyLoad of commands.
                                      that arrived in it
 
 The command runs in a process group of its own (killed with lockscope,
-SIGKILL included), {n} and {dir} substituted as in `run`."""
+SIGKILL included), {n} and {dir} substituted as in `run`; its output is
+read through a terminal (ptyout.py), line by line as it prints."""
 from __future__ import annotations
 
 import re
@@ -19,7 +20,9 @@ from pathlib import Path
 
 from lockscope.errors import LockscopeError, UsageError
 from lockscope.measure import targets as tg
+from lockscope.measure.jsonlines import spawn_gated
 from lockscope.measure.progressload import START_TIMEOUT_S, ProgressLoad
+from lockscope.measure.ptyout import PtyOutput, lines
 
 
 class CommandLoad(ProgressLoad):
@@ -42,6 +45,26 @@ class CommandLoad(ProgressLoad):
     def worker_pids(self) -> list[int]:
         """The command's process and its descendants now."""
         return sorted(tg.tree(self.proc.pid)) if self.proc else []
+
+    def _spawn(self, **popen_kw) -> None:
+        """The command's output through a terminal (ptyout.py): its progress
+        lines arrive as it prints them, as a user would see them."""
+        self.term = PtyOutput(lines(self._line), on_end=self._output_ended)
+        try:
+            self.proc = spawn_gated(self.argv, None, stdout=self.term.slave, start_new_session=True, **popen_kw)
+        except BaseException:
+            self.term.close(0)
+            raise
+        self.term.started()
+
+    def _output_ended(self) -> None:
+        self.ended = True
+        self._ended()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        if getattr(self, "term", None):
+            self.term.close()
 
     def __enter__(self) -> "CommandLoad":
         try:

@@ -19,6 +19,7 @@ from lockscope.measure import apps, background, cpustat, hwcounters, workloads
 from lockscope.machine import scratch
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError
+from lockscope.measure.ptyout import PtyOutput
 from lockscope.measure.jsonlines import kill_group, spawn_gated
 from lockscope.measure import probe as probes
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
@@ -149,10 +150,16 @@ def run_builtin(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
                          system_wide=spec.system_wide)
 
 
-def substitute(argv: list[str], workers: int, directory: Path | None, port: int | None = None) -> list[str]:
+def substitute(argv: list[str], workers: int, directory: Path | None, port: int | None = None,
+               duration: float | None = None) -> list[str]:
+    """A command's arguments with {n} (the workers), {dir} (the point's
+    file system), {port} (its server's) and, given a duration, {duration}
+    (the window's seconds) replaced."""
     out = []
     for a in argv:
         a = a.replace("{n}", str(workers))
+        if duration:
+            a = a.replace("{duration}", f"{duration:g}")
         if port is not None:
             a = a.replace("{port}", str(port))
         if "{dir}" in a:
@@ -274,7 +281,10 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
                                      "pass --fs tmpfs (or another setup)", 2)
             server = stack.enter_context(ServerSession(spec.server, fs.mountpoint, progress))
         port = server.port if server else None
-        argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None, port)
+        # a command given {duration} runs as long as the window and stops itself (its result, printed as
+        # it exits, is not lost to the window's end)
+        self_timed = spec.self_timed or (bool(spec.duration) and any("{duration}" in a for a in spec.command))
+        argv = substitute(spec.command, spec.workers, fs.mountpoint if fs else None, port, spec.duration)
         prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None, port) \
             if spec.prepare else None
         prepare_s = run_prepare(prepare, progress) if prepare else None
@@ -285,20 +295,27 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
         work: set[int] | None = set() if probe and spec.system_wide and not targets else None
         out = stack.enter_context(tempfile.TemporaryFile())
         err = stack.enter_context(tempfile.TemporaryFile())
+        # a user's command: its stdout line-buffered, as in a terminal (the built-in applications' output
+        # is read when they exit, through a file: no terminal changes what they print)
+        term = PtyOutput(out.write) if not spec.application else None
+        if term:
+            stack.callback(term.close)
         if probe and fs:
             probe.watch(str(fs.mountpoint))
         window = Window(stack, probe, sorted(os.sched_getaffinity(0)))
         window.start()
         progress(f"running {shlex.join(argv)}" + ("" if not spec.duration else f" ({spec.duration:g} s, it stops itself)"
-                                                   if spec.self_timed else f" for up to {spec.duration:g} s")
+                                                   if self_timed else f" for up to {spec.duration:g} s")
                  + (f"; the work: {', '.join(f'{p.tgid} ({p.comm})' for p in targets.procs[:5])}" if targets else ""))
         try:
-            proc = spawn_gated(argv, probe.track if probe else None, stdin=subprocess.DEVNULL, stdout=out,
-                               stderr=err, start_new_session=True)
+            proc = spawn_gated(argv, probe.track if probe else None, stdin=subprocess.DEVNULL,
+                               stdout=term.slave if term else out, stderr=err, start_new_session=True)
         except OSError as e:
             raise LockscopeError(f"cannot run {argv[0]}: {e.strerror}", exit_code=2) from e
+        if term:
+            term.started()
         stack.callback(kill_group, proc)      # the command only: never the --target
-        rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if spec.self_timed else spec.duration,
+        rc = _wait_command(proc, spec.duration + SELF_TIMED_GRACE_S if self_timed else spec.duration,
                            drivers if drivers is not None else work, probe.rescan_usdt if probe else None,
                            since=window.t0)
         completed = rc is not None
@@ -308,13 +325,15 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
             kill_group(proc)
         target_info = _target_info(targets, spec)
         raw = raw_from_probe(data, fs.mountpoint if fs else None, spec.vmlinux) if data else None
+        if term:
+            term.close()                       # what the command printed, to its last line
         stdout, stderr = _tail(out, 1 << 20), _tail(err)
         fs_detail = from_dict(FsDetail, fs.describe() if fs else {"setup": NO_FS})
 
     if completed and rc != 0:
         raise LockscopeError(f"{shlex.join(argv)} exited with code {rc}" +
                              (f": {stderr.strip()[-800:]}" if stderr.strip() else ""))
-    if spec.self_timed and not completed:
+    if self_timed and not completed:
         raise LockscopeError(f"{shlex.join(argv)} was told to run {spec.duration:g} s but had not ended "
                              f"{SELF_TIMED_GRACE_S:g} s later; it was stopped")
     warnings = []
@@ -324,7 +343,8 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
         unit = spec.throughput_unit or "ops/s (from the command's output)"
         if tput is None:
             what = f"{spec.application['name']}'s throughput regex" if spec.application else "--throughput-regex"
-            warnings.append(f"{what} {spec.throughput_regex!r} matched nothing in the output")
+            warnings.append(f"{what} {spec.throughput_regex!r} matched nothing in the output: "
+                            + no_match_reason(completed, stdout, stderr))
     elif completed:
         ops, tput = 1, 1.0 / elapsed
     else:
@@ -342,6 +362,18 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
         application=Application(**spec.application, prepare=prepare, prepare_s=prepare_s)
         if spec.application else None, target=target_info)
     return finish_record(rec, data, raw, window.hw.result(), drivers, work, spec.system_wide)
+
+
+def no_match_reason(completed: bool, stdout: str, stderr: str) -> str:
+    """Why a throughput regex likely matched nothing, and what to do."""
+    if not completed:
+        return ("the command was stopped at the end of the window before it printed a match (a program that "
+                "prints its result when it exits): give it {duration} in its arguments so that it ends with the "
+                "window, or pass a longer --duration")
+    if not (stdout + stderr).strip():
+        return "the command printed nothing (its output was read line by line, through a terminal)"
+    last = (stdout.strip() or stderr.strip()).splitlines()[-1][:120]
+    return f"check the regex against what it printed (its last line: {last!r})"
 
 
 def run_point(spec: PointSpec, progress: Progress | None = None,

@@ -80,6 +80,7 @@ class TaskObject(KernelObject):
     (`mmap_lock`, `siglock`, `pi_lock`, `rq_lock` of its CPU, ...)."""
     tgid: int = 0
     pid: int = 0
+    ppid: Optional[int] = optional()      # the process that started it (since issue 44)
     comm: str = "?"
     cpu: Optional[int] = None
     addresses: dict[str, int] = field(default_factory=dict)
@@ -217,6 +218,37 @@ class GoExecutable:
     path: str
     attached: bool = False
     reason: Optional[str] = optional()
+
+
+@dataclass
+class FileLockProbe:
+    """Whether the file-lock probe loaded (probes/filelocks.bpf.c), and its
+    event counters."""
+    attached: bool = False
+    reason: Optional[str] = optional()
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class FileLockWait:
+    """Waits of one thread for one held file lock (probes/filelocks.bpf.c):
+    the file (inode address, device, number), the held lock at the root of
+    the kernel's blocker tree (its flc_flags kind bits, type, range) and the
+    process that took it; named at record time (analyzer/kernel/filelocks.py)."""
+    inode: int = field(metadata=HEX)
+    ino: int = 0
+    dev: int = 0                 # kernel dev_t of the file's superblock
+    flags: int = 0               # FL_POSIX 1, FL_FLOCK 2, FL_LEASE 32, FL_OFDLCK 1024
+    type: int = 0                # F_RDLCK 0, F_WRLCK 1
+    start: int = 0               # the held lock's range (POSIX and OFD locks)
+    end: int = 0
+    holder_tgid: int = -1        # the held lock's flc_pid; -1: not known
+    holder_comm: str = ""
+    tid: int = 0                 # the waiting thread
+    tgid: int = 0
+    count: int = 0
+    total_ns: int = 0
+    max_ns: int = 0
 
 
 @dataclass
@@ -364,6 +396,8 @@ class RawProbe:
     owners: Optional[list[OwnerLook]] = optional()        # kernel mutex/rwsem owners looked at (issue 27)
     py_waits: Optional[list[PythonWait]] = optional()     # the GIL's waits by the waiter's Python stack (issue 28)
     python_processes: Optional[list[PythonProcess]] = optional()   # CPython interpreters found (issue 28)
+    file_lock_probe: Optional[FileLockProbe] = optional()   # file-lock waits (issue 44)
+    file_lock_waits: Optional[list[FileLockWait]] = optional()
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""

@@ -114,6 +114,10 @@ CXX_RUNS = {
     # RECORD_CPU_HOG=1, as on the busy machine where the hash bucket lock had ranked first)
     "bank_cpp": ("2", ["{program}", "{n}"]),
 }
+# issue 44: tests/programs/filelock.c per mode (2 workers on one write lock of one file: POSIX between
+# processes, OFD and flock between threads), told the window ({duration}), with the program's own
+# clock of its blocking lock calls kept beside the records (filelocks/clock.json)
+FILELOCK_MODES = {"posix": "0", "ofd": "1", "flock": "1"}
 KEEP = {"contention": 60, "offcpu": 30, "cpu_samples": 120}
 MAX_TASKS = 1000         # the per-thread times kept (a fork storm makes thousands)
 # records with per-thread data (schema /2) keep what the roles are computed
@@ -211,6 +215,31 @@ def record_cxx(name: str, workers: str, args: list[str], programs: str) -> None:
             hog.wait()
 
 
+def record_filelocks(programs: str) -> None:
+    exe = Path(programs, "filelock")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "filelock.c")],
+                   check=True)
+    dest = HERE / "filelocks" / "runs"
+    shutil.rmtree(dest.parent, ignore_errors=True)
+    dest.mkdir(parents=True)
+    clocks = {}
+    for mode, threads in FILELOCK_MODES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            clock = Path(tmp, "clock.txt")
+            opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
+                ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+            subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name", mode,
+                            "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "env", f"FILELOCK_THREADS={threads}",
+                            str(exe), mode, "{n}", "200", "50", "{duration}", "{dir}/lockfile", str(clock)],
+                           cwd=REPO, check=True)
+            clocks[mode] = {"lock_wait_share": float(clock.read_text().split()[1])}
+            for f in sorted(Path(tmp, "out", "runs").glob("*.json")):
+                rec = trim(json.loads(f.read_text()))
+                (dest / f.name).write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+                print(f"filelocks/runs/{f.name}: {(dest / f.name).stat().st_size // 1024} KiB")
+    (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
+
+
 def main() -> int:
     jobs = {name: ["sweep", workloads, "--fs", fs, "--workers", workers]
             for name, (workloads, fs, workers) in SWEEPS.items()}
@@ -226,6 +255,8 @@ def main() -> int:
         fs = ["--fs", "tmpfs"] if "{dir}" in cmd and "--fs" not in extra else []
         jobs[name] = ["sweep", "--workers", workers, *fs, "--name", program, "--throughput-regex", regex, *extra,
                       "--", *[c.replace("{program}", str(exe)) for c in cmd]]
+    if not only or "filelocks" in only:
+        record_filelocks(programs)
     for name, (workers, args) in CXX_RUNS.items():
         if not only or name in only:
             record_cxx(name, workers, args, programs)

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef LOCKSCOPE_FILELOCKS_H
+#define LOCKSCOPE_FILELOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct jw;
+
+/* load and attach filelocks.bpf.c on the tgid filter at tracked_fd; 0 or
+ * -errno (then filelocks_json says why it is unavailable) */
+int filelocks_load(bool system_wide, int tracked_fd, int ncpus);
+/* clear the maps and count from now */
+void filelocks_start(void);
+/* stop counting; waits still open count up to t_stop */
+void filelocks_stop(uint64_t t_stop);
+/* "file_lock_probe" and "file_lock_waits" keys of the data event */
+void filelocks_json(struct jw *w);
+void filelocks_destroy(void);
+
+#endif

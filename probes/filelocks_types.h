@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* filelocks.bpf.c's types: file-lock waits (POSIX, OFD, flock, leases) by
+ * the lock waited for. Shared by the BPF side and the loader (probe.h
+ * includes every *_types.h): free of kernel or libc headers, both sides
+ * include it after their own. */
+#ifndef LOCKSCOPE_FILELOCKS_TYPES_H
+#define LOCKSCOPE_FILELOCKS_TYPES_H
+
+#include "common_types.h"
+
+/* include/linux/filelock.h's flc_flags bits this probe reads */
+#define FLK_POSIX  1
+#define FLK_FLOCK  2
+#define FLK_LEASE  32
+#define FLK_OFDLCK 1024
+#define FLK_KINDS  (FLK_POSIX | FLK_FLOCK | FLK_LEASE | FLK_OFDLCK)
+/* lockscope's own flag: a busy wait, from a non-blocking try that failed
+ * (F_SETLK: EAGAIN) to the thread's next lock taken on the file (SQLite's
+ * retries, a program's own) */
+#define FLK_BUSY   (1U << 20)
+
+/* a file-lock wait, by what it waited for: the file (inode, its device and
+ * number), the lock that blocked it (the root of the kernel's blocker tree:
+ * the held lock, not a waiter queued before this one) and who held it, and
+ * the waiting thread */
+struct flk_key {
+	__u64 inode;          /* struct inode * */
+	__u64 ino;
+	__s64 start;          /* the held lock's range: fl_start, fl_end (OFFSET_MAX: to EOF) */
+	__s64 end;
+	__u32 dev;            /* the superblock's s_dev (kernel dev_t) */
+	__u32 flags;          /* the held lock's flc_flags & FLK_KINDS */
+	__u32 type;           /* the held lock's flc_type: F_RDLCK 0, F_WRLCK 1 */
+	__s32 holder_tgid;    /* the held lock's flc_pid: the process that took it */
+	__u32 tid;            /* the waiting thread */
+	__u32 tgid;
+};
+
+struct flk_stat {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	char holder_comm[16]; /* the holder's process name when the last of these waits began */
+};
+
+/* a wait in progress, by thread */
+struct flk_open {
+	__u64 start;          /* bpf_ktime_get_ns() when it was deferred first */
+	struct flk_key key;
+	char holder_comm[16];
+};
+
+#define FLK_COUNTERS(X)                                                                   \
+	X(FLK_BEGIN, "waits_begun")                                                       \
+	X(FLK_END, "waits_ended")                                                         \
+	X(FLK_REDEFERRED, "woken_and_blocked_again")                                      \
+	X(FLK_OPEN_FULL, "open_map_full")                                                 \
+	X(FLK_STATS_FULL, "stats_map_full")                                               \
+	X(FLK_NO_BLOCKER, "deferred_without_blocker")                                    \
+	X(FLK_BUSY_BEGIN, "busy_waits_begun")                                             \
+	X(FLK_BUSY_NO_HOLDER, "busy_without_holder")
+
+enum flk_counter { FLK_COUNTERS(COUNTER_ENUM) FLK__MAX };
+
+/* the loader's row: a key, its stats */
+struct flk_row {
+	const struct flk_key *k;
+	const struct flk_stat *s;
+};
+
+#endif
