@@ -100,9 +100,11 @@ def holders_note(lk, top: int = 2) -> str:
     """Who held a lock while others waited (Lock.holders): the heaviest
     release sites, their share of the waits ended, and what they did."""
     parts = []
+    # a file lock's holders are the processes that held it (its blocker's owner), by the waits they caused
+    unit = "wait" if lk.kind == "file lock" else "release"
     for h in lk.holders[:top]:
         doing = ", ".join(f"{t.name} {t.share:.0%}" for t in h.while_holding[:3])
-        parts.append(f"{h.site} {h.share:.0%} ({h.holds:,} release{'s' if h.holds != 1 else ''}"
+        parts.append(f"{h.site} {h.share:.0%} ({h.holds:,} {unit}{'s' if h.holds != 1 else ''}"
                      + (f"; holding: {doing}" if doing else "") + ")")
     if lk.holders_cover is not None and lk.holders_cover < 0.5:
         note = (f"; a release ended {lk.holders_cover:.0%} of its waits (the others were not ended by a "

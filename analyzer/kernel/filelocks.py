@@ -171,7 +171,8 @@ def file_lock_warnings(raw: RawProbe | None) -> list[str]:
     probe = raw.file_lock_probe if raw else None
     if probe is None or probe.attached:
         return []
-    return [f"file-lock waits not named (their sleeps stay off-CPU time): {probe.reason}"]
+    return [f"file-lock waits not named by file (their sleeps are one unnamed file-lock wait, by their off-CPU "
+            f"stacks): {probe.reason}"]
 
 
 def resolve(data: dict) -> dict:
