@@ -47,9 +47,9 @@ def timeview(rec: RunRecord, max_series: int = MAX_SERIES) -> TimeView | Unavail
 
 
 def _lock_names(rec: RunRecord) -> dict[int, str]:
-    """Kernel lock address -> the name of its lock; heaviest lock first, so an
-    address keeps its heaviest name. User-space locks ("pid:address") are not
-    in the kernel's series."""
+    """Kernel lock address (a file lock's: its inode's) -> the name of its
+    lock; heaviest lock first, so an address keeps its heaviest name.
+    User-space locks ("pid:address") are not in the kernel's series."""
     names: dict[int, str] = {}
     for lk in rec.locks:
         for a in lk.addresses:
@@ -66,6 +66,8 @@ def _cumulative_locks(snaps: list[Snapshot], raw: RawProbe, names: dict[int, str
     end: dict[int, int] = {}
     for e in raw.contention:
         end[e.lock] = end.get(e.lock, 0) + e.total_ns
+    for w in raw.file_lock_waits or []:          # a file lock's, by its file's inode (probes/series.c)
+        end[w.inode] = end.get(w.inode, 0) + w.total_ns
     last: dict[int, int] = {}
     out: list[dict[str, float]] = []
     for vals in [dict(s.locks) for s in snaps] + [end]:

@@ -137,6 +137,23 @@ void filelocks_stop(uint64_t t_stop)
 	free(vals);
 }
 
+void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void *ctx)
+{
+	struct flk_key k, *pk = NULL;
+	int fd;
+
+	if (!skel)
+		return;
+	fd = bpf_map__fd(skel->maps.flk_stats);
+	while (bpf_map_get_next_key(fd, pk, &k) == 0) {
+		struct flk_stat s;
+
+		pk = &k;
+		if (!bpf_map_lookup_elem(fd, &k, &s))
+			fn(k.inode, s.total_ns, ctx);
+	}
+}
+
 void filelocks_json(struct jw *w)
 {
 	jw_key(w, "file_lock_probe");

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/types.h>
 
 struct jw;
 
@@ -14,6 +15,9 @@ int filelocks_load(bool system_wide, int tracked_fd, int ncpus);
 void filelocks_start(void);
 /* stop counting; waits still open count up to t_stop */
 void filelocks_stop(uint64_t t_stop);
+/* fn(inode address, wait so far) for each file-lock wait counted so far,
+ * by file: the time series keeps them beside the kernel's locks */
+void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void *ctx);
 /* "file_lock_probe" and "file_lock_waits" keys of the data event */
 void filelocks_json(struct jw *w);
 void filelocks_destroy(void);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The time series of a run: while counting, every --series-ms the cumulative
- * wait per lock address (the heaviest SERIES_MAX_LOCKS) and the off-CPU time
+ * wait per lock address (the heaviest SERIES_MAX_LOCKS; a file lock's by its
+ * file's inode address, filelocks.c) and the off-CPU time
  * outside lock waits per task state are kept in memory, and emitted with the
  * "data" event ("series"), so that bursts within a run are not averaged
  * away. Nothing is written during the window. */
@@ -13,6 +14,7 @@
 #include "bpfutil.h"
 #include "grow.h"
 #include "series.h"
+#include "filelocks.h"
 
 #define SERIES_MAX_SNAPS 4096
 #define SERIES_MAX_LOCKS 128
@@ -62,7 +64,7 @@ void series_reset(void)
 	series_truncated = false;
 }
 
-static void add_lock(const void *key, const struct wait_stat *s, void *ctx)
+static void add_val(__u64 key, __u64 total_ns, void *ctx)
 {
 	struct lock_vals *v = ctx;
 
@@ -72,8 +74,13 @@ static void add_lock(const void *key, const struct wait_stat *s, void *ctx)
 		v->failed = true;
 		return;
 	}
-	v->arr[v->n].key = ((const struct lock_key *)key)->lock;
-	v->arr[v->n++].total_ns = s->total_ns;
+	v->arr[v->n].key = key;
+	v->arr[v->n++].total_ns = total_ns;
+}
+
+static void add_lock(const void *key, const struct wait_stat *s, void *ctx)
+{
+	add_val(((const struct lock_key *)key)->lock, s->total_ns, ctx);
 }
 
 /* one value per address (entries differ by flags and stack), heaviest
@@ -128,7 +135,12 @@ void series_snapshot(int lock_stats_fd, int offcpu_stats_fd, int ncpus, uint64_t
 	snap = &series[nseries];
 	memset(snap, 0, sizeof(*snap));
 	snap->t_ns = t_ns;
-	if (for_each_wait(lock_stats_fd, ncpus, add_lock, &v) || v.failed) {
+	/* the kernel's locks by address, file-lock waits by their file's inode */
+	if (for_each_wait(lock_stats_fd, ncpus, add_lock, &v))
+		v.failed = true;
+	else
+		filelocks_each_wait(add_val, &v);
+	if (v.failed) {
 		free(v.arr);
 		return;
 	}

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
-from lockscope.analyzer import attribution
+from lockscope.analyzer import attribution, timeview
 from lockscope.analyzer.kernel import filelocks
 from lockscope.model import record
 from lockscope.model.probedata import FileLockWait
@@ -61,6 +61,11 @@ def test_recorded_run_names_the_file_lock_with_its_holder_at_the_programs_clock(
     # the attribution counts it once, as the lock: not again as off-CPU time
     waits = attribution.waits(rec)
     assert waits[top.name].is_lock and not any("file lock" in n for n in waits if n != top.name), list(waits)
+    # the time view has it, interval by interval, at about its share of the window (the last interval
+    # is the few ms after the program, told the window's length, ended)
+    tv = timeview.timeview(rec)
+    series = next(s for s in tv.series if s.name == top.name)
+    assert all(abs(v - top.wait_share) <= AGREE for v in series.wait_share[1:-1]), series.wait_share
     # and the program's throughput was read, though it prints it only when it exits ({duration})
     assert rec.ops_per_sec and rec.ops_per_sec > 0
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from . import naming
 from .lockdesc import display_path
 from ..lockacc import LockAcc, heaviest_first
-from lockscope.model.jsondata import from_dict, from_list
+from lockscope.model.jsondata import format_addr, from_dict, from_list
 from lockscope.model.probedata import FileLockProbe, FileLockWait, RawProbe
 from lockscope.model.record import Holder, Lock
 
@@ -113,7 +113,7 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
                                          component=COMPONENT,
                                          explain=EXPLAIN["SQLite" if cls.startswith("SQLite") else lock_kind(w.flags)],
                                          rule="filelock tracepoints: the held lock's struct file_lock")
-        acc.addresses.add(f"inode {w.inode:#x}")
+        acc.addresses.add(w.inode)        # the file's inode: the time series keeps its waits under it
         acc.add(w.count, w.total_ns, w.max_ns,
                 "busy" if w.flags & FLK_BUSY else "write" if w.type == F_WRLCK else "read")
         if role_of is not None:
@@ -124,7 +124,7 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
             h[0] += w.count
             h[1] += w.total_ns
             h[2].add(w.holder_tgid)
-    locks = heaviest_first([acc.to_lock(workers, window_ns, lambda k: "") for acc in groups.values()])
+    locks = heaviest_first([acc.to_lock(workers, window_ns, lambda k: "", format_addr) for acc in groups.values()])
     for lk in locks:
         _holders(lk, held.get(lk.name, {}))
     return locks
