@@ -71,7 +71,16 @@ static __always_inline void tasks_switch(bool preempt, struct task_struct *prev,
 	__u32 tid;
 
 	tid = prev->pid;
-	if (prev_tracked && (tt = times_of(prev, tid, WAS_ON_CPU))) {
+	/* a thread's last switch-out, once dead: its process may have left the
+	 * filter already (sched_process_exit removes it when its last thread
+	 * exits), but its time on CPU ends here all the same (left open, the
+	 * stop counted the rest of the window as on CPU: a fork/exec loop's
+	 * short-lived processes read 84 worker-equivalents on 2 CPUs) */
+	if (prev_tracked)
+		tt = times_of(prev, tid, WAS_ON_CPU);
+	else
+		tt = (prev_state & TASK_DEAD) && tid ? bpf_map_lookup_elem(&task_times, &tid) : NULL;
+	if (tt) {
 		if (!*now)
 			*now = bpf_ktime_get_ns();
 		if (tt->on_start && *now > tt->on_start)

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
-from lockscope.analyzer import attribution, timeview
+from lockscope.analyzer import attribution, roles, timeview
 from lockscope.analyzer.kernel import filelocks
 from lockscope.model import record
 from lockscope.model.probedata import FileLockWait
@@ -152,3 +152,24 @@ def test_sqlite_busy_waits_of_multiprocessing_writers_are_the_database_lock(tmp_
     waits = attribution.waits(rec)
     assert not any("pipe/socket" in n and w.wait_share > 0.05 for n, w in waits.items()), \
         [(n, round(w.wait_share, 3)) for n, w in waits.items()]
+
+
+def test_recorded_sqlite_writers_wait_on_the_database_lock_and_their_parent_is_idle():
+    """tests/programs/sqlwriters.py (2 writers started by multiprocessing):
+    the busy retries are the database lock's waits, at the program's clock;
+    the parent, blocked on the results Queue (a pipe read) for the whole
+    window, waits for the workers it started: idle, so no pipe wait is
+    lost capacity (it read "off-CPU: pipe/socket wait 46%" before)."""
+    rec = load("filelocks/sqlite-tmpfs-w2")
+    clock = json.loads((DATA / "filelocks" / "clock.json").read_text())["sqlite"]
+    top = rec.locks[0]
+    assert top.name == "SQLite database lock of <scratch>/app.db" and top.kind == "file lock", top.name
+    assert top.modes.get("busy") and top.holders[0].site == "python3", (top.modes, top.holders)
+    assert abs(top.wait_share - clock["lock_wait_share"]) <= AGREE, (top.wait_share, clock)
+    parents = roles.waiting_parents(rec.probe.raw)
+    pipe = [o for o in rec.offcpu if o.wait_class == "pipe/socket wait"]
+    assert parents and pipe and all(o.kind == "idle" for o in pipe), (parents, pipe)
+    assert sum(o.wait_share for o in pipe) > 0.3        # the parent's wait: about half of 2 workers' time
+    assert not any("pipe/socket" in n for n in attribution.waits(rec))
+    # the same sleep of a process that started none of the others stays a wait
+    assert roles.sleep_kind("pipe/socket wait", next(iter(parents)), set()) == "other"

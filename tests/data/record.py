@@ -215,6 +215,13 @@ def record_cxx(name: str, workers: str, args: list[str], programs: str) -> None:
             hog.wait()
 
 
+def _keep(runs: Path, dest: Path, name: str) -> None:
+    for f in sorted(runs.glob("*.json")):
+        rec = trim(json.loads(f.read_text()))
+        (dest / f.name).write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+        print(f"{name}/runs/{f.name}: {(dest / f.name).stat().st_size // 1024} KiB")
+
+
 def record_filelocks(programs: str) -> None:
     exe = Path(programs, "filelock")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "filelock.c")],
@@ -233,10 +240,19 @@ def record_filelocks(programs: str) -> None:
                             str(exe), mode, "{n}", "200", "50", "{duration}", "{dir}/lockfile", str(clock)],
                            cwd=REPO, check=True)
             clocks[mode] = {"lock_wait_share": float(clock.read_text().split()[1])}
-            for f in sorted(Path(tmp, "out", "runs").glob("*.json")):
-                rec = trim(json.loads(f.read_text()))
-                (dest / f.name).write_text(json.dumps(rec, separators=(",", ":")) + "\n")
-                print(f"filelocks/runs/{f.name}: {(dest / f.name).stat().st_size // 1024} KiB")
+            _keep(Path(tmp, "out", "runs"), dest, "filelocks")
+    # SQLite writers started by multiprocessing (Python's sqlite3): busy retries on the database lock,
+    # the parent blocked on the Queue of results all along
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Path(tmp, "clock.txt")
+        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
+            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name", "sqlite",
+                        "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "/usr/bin/python3",
+                        str(REPO / "tests" / "programs" / "sqlwriters.py"), "{n}", "500", "200", "{duration}",
+                        "{dir}/app.db", str(clock)], cwd=REPO, check=True)
+        clocks["sqlite"] = {"lock_wait_share": float(clock.read_text().split()[1])}
+        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
     (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
 
 
