@@ -173,3 +173,24 @@ def test_recorded_sqlite_writers_wait_on_the_database_lock_and_their_parent_is_i
     assert not any("pipe/socket" in n for n in attribution.waits(rec))
     # the same sleep of a process that started none of the others stays a wait
     assert roles.sleep_kind("pipe/socket wait", next(iter(parents)), set()) == "other"
+
+
+@pytest.mark.e2e
+def test_flock_command_in_a_shell_loop(tmp_path):
+    """`flock FILE sleep 0.01` in a loop per worker: the waits of flock(1)
+    on the file are the top lock, held by flock; its hundreds of short-lived
+    processes are each counted on CPU only while they ran (a dead thread's
+    last switch-out ends its time even after its process left the filter)."""
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+    rec = _run(tmp_path, "--fs", "tmpfs", "--", "sh", "-c",
+               "for i in $(seq {n}); do (while :; do flock {dir}/lk sleep 0.01; done) & done; wait")
+    top = rec.locks[0]
+    assert top.name == "flock(LOCK_EX) on <scratch>/lk" and top.holders[0].site == "flock", \
+        [(lk.name, lk.wait_share) for lk in rec.locks[:3]]
+    # the two loops take turns: each waits while the other's sleep holds the lock, about half its time
+    assert 0.25 < top.wait_share < 0.75, top.wait_share
+    cpus = len(rec.cpus) or 2
+    assert sum(r.on_cpu_ns for r in rec.roles) <= cpus * rec.probe.window_s * 1e9 * 1.05, \
+        [(r.name, r.on_cpu_ns / 1e9) for r in rec.roles]
