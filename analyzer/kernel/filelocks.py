@@ -169,8 +169,12 @@ def _unnamed(raw: RawProbe, workers: int, window_ns: int, role_of) -> list[Lock]
 
 def file_lock_warnings(raw: RawProbe | None) -> list[str]:
     probe = raw.file_lock_probe if raw else None
-    if probe is None or probe.attached:
+    if probe is None:
         return []
+    if probe.attached:
+        c = probe.counters
+        lost = c.get("stats_map_full", 0) + c.get("open_map_full", 0)
+        return [f"file-lock waits: {lost} not counted (the probe's maps were full)"] if lost else []
     return [f"file-lock waits not named by file (their sleeps are one unnamed file-lock wait, by their off-CPU "
             f"stacks): {probe.reason}"]
 
