@@ -194,3 +194,23 @@ def test_flock_command_in_a_shell_loop(tmp_path):
     cpus = len(rec.cpus) or 2
     assert sum(r.on_cpu_ns for r in rec.roles) <= cpus * rec.probe.window_s * 1e9 * 1.05, \
         [(r.name, r.on_cpu_ns / 1e9) for r in rec.roles]
+
+
+@pytest.mark.e2e
+def test_a_lease_break_waits_for_the_lease_holder(tmp_path):
+    """tests/programs/lease.c: one process holds a read lease and gives it up
+    HOLD_US after it is told of a break; an opener for writing breaks it
+    and sleeps in __break_lease meanwhile: "read lease of FILE", held by the
+    holder, within 10 points of the program's clock of its opens."""
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+    exe = build_c(REPO / "tests" / "programs" / "lease.c", tmp_path / "lease", ("-O2",))
+    clock = tmp_path / "clock.txt"
+    rec = _run(tmp_path, "--fs", "tmpfs", "--throughput-regex", r"ops/s: ([0-9.]+)", "--", str(exe), "{n}", "500",
+               "{duration}", "{dir}/leasefile", str(clock))
+    share = float(re.search(r"lease_wait_share: ([0-9.]+)", clock.read_text()).group(1))
+    top = rec.locks[0]
+    assert top.name == "read lease of <scratch>/leasefile" and top.holders[0].site == "lease", \
+        [(lk.name, lk.wait_share) for lk in rec.locks[:3]]
+    assert abs(top.wait_share - share) <= AGREE, (top.wait_share, share)
