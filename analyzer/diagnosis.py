@@ -59,8 +59,11 @@ def _collapse(on: str, pts: list[PointView], collapse: Collapse, root: RootCause
            f"{at.ideal:g} workers)" + (f", {slowed}" if slowed else "") + _in_repeats(root) + ".")
     h = root.holder
     if h is not None and h.repeats > 1:
-        out += (f" Its top holder (release site) is {h.site} in {h.first_in} of {h.repeats} repeats "
-                f"({h.share.fmt('.0%')} of its released waits).")
+        # a file lock's holders are the processes whose lock the waiters found held (the kernel's blocker)
+        held = lk is not None and lk.kind == "file lock"
+        out += (f" Its top holder ({'the process holding it' if held else 'release site'}) is {h.site} in "
+                f"{h.first_in} of {h.repeats} repeats ({h.share.fmt('.0%')} of its "
+                f"{'waits' if held else 'released waits'}).")
     if root.tied_with:
         out += (f" {root.tied_with} cannot be told apart from it over these repeats (the interval of the "
                 "difference of their growths reaches 0): either may be the cause; run more repeats to separate them.")
