@@ -43,6 +43,19 @@ class Symbolizer:
         self._names = [n for _, n in entries]
         self._cache: dict[int, str] = {}
 
+    def with_extra(self, lines: list[list[str]]) -> "Symbolizer":
+        """A copy that also knows these text symbols (the BPF programs'
+        lines, which come and go as programs load)."""
+        out = Symbolizer.__new__(Symbolizer)
+        out._addrs, out._names, out._cache = list(self._addrs), list(self._names), {}
+        for parts in lines:
+            if len(parts) >= 3 and parts[1] in "tTwW":
+                a = int(parts[0], 16)
+                i = bisect.bisect_right(out._addrs, a)
+                out._addrs.insert(i, a)
+                out._names.insert(i, parts[2])
+        return out
+
     def symbolize(self, addr: int) -> str:
         hit = self._cache.get(addr)
         if hit is None:

@@ -9,6 +9,7 @@ import copy
 import datetime
 import os
 import platform
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -63,20 +64,63 @@ class KernelTables:
         return img
 
     _last: tuple[str, Path | None, "KernelTables"] | None = None
+    _early: threading.Thread | None = None
+
+    @classmethod
+    def prefetch(cls, vmlinux: Path | None) -> None:
+        """Make the tables in a thread now, while the probes load (the kernel's
+        verifier works in the loader, on another CPU: a point's 0.4 s of
+        parsing overlaps it); settle() waits for it, before anything is
+        measured."""
+        if cls._early is not None:
+            return
+
+        def make() -> None:
+            try:
+                cls._make(vmlinux)
+            except (OSError, ValueError):
+                pass                      # current() tries again, and says why
+        cls._early = threading.Thread(target=make, name="kallsyms", daemon=True)
+        cls._early.start()
+
+    @classmethod
+    def settle(cls) -> None:
+        """The prefetch done: nothing of lockscope's parses while a window runs."""
+        early, cls._early = cls._early, None
+        if early is not None:
+            early.join()
 
     @classmethod
     def current(cls, vmlinux: Path | None) -> "KernelTables":
         """The tables of kallsyms as it reads now: the last ones made when its
         text is the same (the points of a sweep, whose probes stay loaded:
-        parsing its 100,000-odd lines took 0.4 s a point), else new ones."""
+        parsing its 100,000-odd lines took 0.4 s a point; or made while the
+        probes loaded: prefetch), else new ones."""
+        cls.settle()
+        return cls._make(vmlinux)
+
+    @classmethod
+    def _make(cls, vmlinux: Path | None) -> "KernelTables":
+        """The tables of the kernel's own symbols, kept while they read the
+        same; the BPF programs' lines ("[bpf]", which come and go as programs
+        load: the probes' own among them) added to a copy's symbolizer."""
         with open("/proc/kallsyms") as f:
             text = f.read()
+        base, bpf = [], []
+        for line in text.splitlines(True):
+            (bpf if line.endswith("[bpf]\n") else base).append(line)
+        base_text = "".join(base)
         last = cls._last
-        if last is not None and last[1] == vmlinux and last[0] == text:
-            return last[2]
-        tables = cls(vmlinux, kallsyms.split(text))
-        cls._last = (text, vmlinux, tables)
-        return tables
+        if last is not None and last[1] == vmlinux and last[0] == base_text:
+            tables = last[2]
+        else:
+            tables = cls(vmlinux, kallsyms.split(base_text))
+            cls._last = (base_text, vmlinux, tables)
+        if not bpf:
+            return tables
+        out = copy.copy(tables)
+        out.sym = tables.sym.with_extra(kallsyms.split("".join(bpf)))
+        return out
 
 
 def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = None, *,

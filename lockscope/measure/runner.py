@@ -26,7 +26,7 @@ from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.model.jsondata import from_dict
 from lockscope.model.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
                                     point_id)
-from lockscope.measure.assemble import finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
+from lockscope.measure.assemble import KernelTables, finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
 from lockscope.measure.server import ServerSession
 from lockscope.measure.window import Window
 
@@ -81,7 +81,10 @@ def run_builtin(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
         if info.get("needs_dir", True):
             progress(f"preparing {spec.fs}")
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
+        if spec.probe:
+            KernelTables.prefetch(spec.vmlinux)    # parsed while the probes load, done before the workload starts
         probe = probes.session(stack, loaded, spec.system_wide, spec.sample_hz) if spec.probe else None
+        KernelTables.settle()
         wl = stack.enter_context(workloads.WorkloadSession(
             spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus,
             params=spec.params, interval=spec.interval, latency=spec.latency))
@@ -288,7 +291,10 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
         prepare = substitute(spec.prepare, spec.workers, fs.mountpoint if fs else None, port) \
             if spec.prepare else None
         prepare_s = run_prepare(prepare, progress) if prepare else None
+        if spec.probe:
+            KernelTables.prefetch(spec.vmlinux)    # parsed while the probes load, done before the window
         probe = probes.session(stack, loaded, spec.system_wide, spec.sample_hz) if spec.probe else None
+        KernelTables.settle()
         targets = _track_targets(probe, spec, server)
         drivers: set[int] | None = set() if targets else None
         # system-wide: the command's processes, where the work is looked for (analyzer/roles.py)
