@@ -8,11 +8,14 @@ during the window, as a share of the machine's CPUs over the window.
 - the loader (lockscope-probe): its own CPU time, the object iterators' reads
   and the map drains included;
 - lockscope itself: the Python process's CPU time (reading the probe's and
-  the workload's lines).
+  the workload's lines);
+- the uprobes' traps into the kernel and back around their programs (the
+  programs' run time starts inside): their runs times the price of one trap,
+  which the loader measures at start (a no-op uprobe on a function of its
+  own, called with and without it: probes/trapcost.bpf.c); an estimate.
 
-Not in it: a uprobe's trap into the kernel and back around its program (the
-programs' run time starts inside), and the cache and scheduling effects on
-the measured program; those show only side by side (bench/README.md)."""
+Not in it: the cache and scheduling effects on the measured program; those
+show only side by side (bench/README.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,6 +50,12 @@ def own_cost(rec: RunRecord) -> OwnCost | None:
     if cost.lockscope_cpu_ns is not None:
         parts.append(Part("lockscope", cost.lockscope_cpu_ns, cost.lockscope_cpu_ns / capacity))
     unavailable = [] if cost.bpf_stats else [f"the BPF programs' run time: {cost.reason or 'not counted'}"]
+    hits = sum(p.runs for p in rec.probe.programs if p.uprobe)
+    if hits and cost.uprobe_trap_ns:
+        ns = hits * cost.uprobe_trap_ns
+        parts.append(Part(f"uprobe traps ({hits:,} x {cost.uprobe_trap_ns / 1000:.1f} us)", ns, ns / capacity))
+    elif hits:
+        unavailable.append(f"the uprobes' traps ({hits:,} hits): {cost.uprobe_trap_reason or 'not measured'}")
     parts.sort(key=lambda p: -p.cpu_ns)
     return OwnCost(sum(p.share for p in parts), parts, unavailable,
                    cost.bpf_stats_share if cost.bpf_stats else None)

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "cost.h"
+#include "trapcost.skel.h"
 
 #define MAX_OBJECTS 8
 #define MAX_PROGRAMS 64
@@ -44,6 +46,70 @@ static __u64 cpu_ns[2];            /* the loader's CPU time at start and stop */
 static __u64 t_window[2];          /* the window's start and stop */
 static __u64 on_since, off_since;  /* the stats on since (0: off), off since */
 static __u64 on_ns;                /* the time they were on in the window */
+static __u64 trap_ns;              /* one uprobe trap's price (cost_calibrate_traps); 0: not measured */
+static char trap_why[160];         /* why not */
+
+static __u64 clock_ns(clockid_t id);
+
+#define TRAP_CALLS 200             /* calls of the target per batch */
+#define TRAP_BATCHES 5             /* batches each way: the medians are compared */
+
+/* the function the calibration's uprobe sits on: a call that does nothing
+ * (global and not inlined: the uprobe finds it by its symbol) */
+__attribute__((noinline)) void lksc_trap_target(void);
+__attribute__((noinline)) void lksc_trap_target(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* the median time of a batch of TRAP_CALLS calls of the target, in ns */
+static __u64 batch_ns(void)
+{
+	__u64 t[TRAP_BATCHES];
+
+	for (int b = 0; b < TRAP_BATCHES; b++) {
+		__u64 t0 = clock_ns(CLOCK_MONOTONIC);
+
+		for (int i = 0; i < TRAP_CALLS; i++)
+			lksc_trap_target();
+		t[b] = clock_ns(CLOCK_MONOTONIC) - t0;
+	}
+	qsort(t, TRAP_BATCHES, sizeof(t[0]), cmp_u64);
+	return t[TRAP_BATCHES / 2];
+}
+
+void cost_calibrate_traps(void)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "lksc_trap_target");
+	struct trapcost_bpf *skel = trapcost_bpf__open_and_load();
+	struct bpf_link *link;
+	__u64 plain, trapped;
+
+	if (!skel) {
+		snprintf(trap_why, sizeof(trap_why), "the no-op uprobe did not load: %s", strerror(errno));
+		return;
+	}
+	plain = batch_ns();
+	link = bpf_program__attach_uprobe_opts(skel->progs.lksc_trap_noop, 0, "/proc/self/exe", 0, &opts);
+	if (!link) {
+		snprintf(trap_why, sizeof(trap_why), "the no-op uprobe did not attach to the loader: %s",
+			 strerror(errno));
+	} else {
+		trapped = batch_ns();
+		bpf_link__destroy(link);
+		trap_ns = trapped > plain ? (trapped - plain) / TRAP_CALLS : 0;
+		if (!trap_ns)
+			snprintf(trap_why, sizeof(trap_why), "a trap cost nothing measurable");
+	}
+	trapcost_bpf__destroy(skel);
+}
 
 void cost_register(struct bpf_object *obj)
 {
@@ -178,6 +244,7 @@ struct prog_row {
 	const char *name;
 	const struct prog_counts *c;
 	double scale;
+	bool uprobe;          /* attached as a uprobe or USDT probe: a trap at every run */
 };
 
 void cost_json(struct jw *w)
@@ -192,8 +259,11 @@ void cost_json(struct jw *w)
 
 			if (!c || !c->read)
 				continue;
+			const char *sec = bpf_program__section_name(prog);
 			struct prog_row r = { .name = bpf_program__name(prog), .c = c,
-					      .scale = on_ns ? (double)(t_window[1] - t_window[0]) / on_ns : 0 };
+					      .scale = on_ns ? (double)(t_window[1] - t_window[0]) / on_ns : 0,
+					      .uprobe = !strncmp(sec, "uprobe", 6) || !strncmp(sec, "uretprobe", 9) ||
+							!strncmp(sec, "usdt", 4) };
 			EMIT_ROW_PROGRAMS(w, &r);
 		}
 	jw_arr_end(w);
@@ -210,5 +280,9 @@ void cost_json(struct jw *w)
 	if (t_window[1] > t_window[0])     /* the share of the window they were on */
 		jw_kdouble(w, "bpf_stats_share", (double)on_ns / (t_window[1] - t_window[0]));
 	jw_ku64(w, "loader_cpu_ns", cpu_ns[1] > cpu_ns[0] ? cpu_ns[1] - cpu_ns[0] : 0);
+	if (trap_ns)
+		jw_ku64(w, "uprobe_trap_ns", trap_ns);
+	else
+		jw_kstr(w, "uprobe_trap_reason", trap_why[0] ? trap_why : "not measured");
 	jw_obj_end(w);
 }

@@ -20,6 +20,10 @@ void cost_unregister(struct bpf_object *obj);
 void cost_start(void);
 void cost_tick(void);
 void cost_stop(void);
+/* the price of one uprobe trap (a no-op uprobe on a function of the loader,
+ * called with and without it: trapcost.bpf.c), measured once, before any
+ * window; 0 where it cannot be (the data event says why) */
+void cost_calibrate_traps(void);
 /* "programs": [...], "cost": {...} */
 void cost_json(struct jw *w);
 

@@ -295,6 +295,7 @@ static int setup(struct probe *p, const struct options *o)
 	/* futex waits, per-thread times, slab caches: not fatal (the data event
 	 * says why one is unavailable) */
 	optional_load(p->cskel, o->system_wide, o->futex, p->ncpus);
+	cost_calibrate_traps();   /* a uprobe trap's price, before any window (a few ms) */
 	emit_ready(p, o);
 	return 0;
 }

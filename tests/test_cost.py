@@ -43,6 +43,27 @@ def test_without_the_kernels_stats_the_programs_are_said_not_counted():
     assert cost.describe(c).endswith(f"; not counted: the BPF programs' run time: {why}")
 
 
+def test_uprobe_traps_are_their_hits_times_the_measured_price():
+    """A uprobe's program run time starts inside its trap: the traps are
+    their hits (the uprobe programs' runs) times the price the loader
+    measured at start; where it measured none, they are said not counted."""
+    rec = record.load(RECORDED)
+    window_hits = int(21_000 * rec.probe.window_s)       # a MariaDB wait entry's rate (issue 43)
+    programs = rec.probe.programs + [record.ProgramStats("lksc_func_start", run_ns=window_hits * 300,
+                                                         runs=window_hits, uprobe=True)]
+    rec.probe = dataclasses.replace(rec.probe, programs=programs,
+                                    cost=dataclasses.replace(rec.probe.cost, uprobe_trap_ns=9_400))
+    c = cost.own_cost(rec)
+    trap = next(p for p in c.parts if p.name.startswith("uprobe traps"))
+    assert trap.name == f"uprobe traps ({window_hits:,} x 9.4 us)" and trap.cpu_ns == window_hits * 9_400
+    assert trap.share == pytest.approx(window_hits * 9_400 / (rec.probe.window_s * 1e9 * rec.host.ncpus))
+    rec.probe = dataclasses.replace(rec.probe, cost=dataclasses.replace(
+        rec.probe.cost, uprobe_trap_ns=None, uprobe_trap_reason="the no-op uprobe did not load: EPERM"))
+    c = cost.own_cost(rec)
+    assert not any(p.name.startswith("uprobe traps") for p in c.parts)
+    assert f"the uprobes' traps ({window_hits:,} hits): the no-op uprobe did not load: EPERM" in c.unavailable
+
+
 def test_a_record_from_before_has_no_cost_line():
     rec = record.load(RECORDED)
     rec.probe = dataclasses.replace(rec.probe, cost=None)
@@ -74,3 +95,5 @@ def test_a_runs_cost_is_counted_by_the_kernel_and_left_off_after(tmp_path, e2e):
     c = cost.own_cost(rec)
     assert 0 < c.share < 1
     assert STATS.read_text() == before
+    # a uprobe trap's price, measured by the loader at start: microseconds on a VM (9-15 us here)
+    assert 100 < rec.probe.cost.uprobe_trap_ns < 200_000, rec.probe.cost

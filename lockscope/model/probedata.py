@@ -442,6 +442,7 @@ class ProgramStats:
     recursion_misses: int = 0
     run_ns: int = field(default=0, metadata={"omit_empty": True})
     runs: int = field(default=0, metadata={"omit_empty": True})
+    uprobe: bool = field(default=False, metadata={"omit_empty": True})   # a uprobe's: a trap at each run
 
 
 @dataclass

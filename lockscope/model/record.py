@@ -277,6 +277,10 @@ class ProbeCost:
     bpf_stats_share: Optional[float] = optional()
     loader_cpu_ns: int = 0
     lockscope_cpu_ns: Optional[int] = optional()
+    # one uprobe trap's price, measured by the loader at start (a no-op uprobe on a function of its
+    # own, called with and without it); the reason where it was not
+    uprobe_trap_ns: Optional[int] = optional()
+    uprobe_trap_reason: Optional[str] = optional()
 
 
 @dataclass
