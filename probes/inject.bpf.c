@@ -35,6 +35,12 @@
  * futex wake; on entry to it the lock is free but its waiter still asleep,
  * so a wait there delays the hand-off as one inside would).
  *
+ * A file's locks (POSIX, OFD, flock; by the file's inode, SITE_FILE_LOCK):
+ * the inside wait after every lock taken on it (filelock:posix_lock_inode
+ * and flock_lock_inode with 0, the lock in place), the outside one after
+ * every release (the same tracepoints, an F_UNLCK request). Both fire after
+ * the file's lock-list spinlock is dropped.
+ *
  * Only the tracked processes are delayed. Delays are set from user space
  * through .bss (0: off); the loader caps them (inject.c).
  */
@@ -215,6 +221,56 @@ int BPF_PROG(inject_mmap_locking, struct mm_struct *mm, bool write)
 
 	if (out && mmap_lock_of(mm))
 		spin(out, INJ_CONTROL);
+	return 0;
+}
+
+/* ---- a file's locks: every acquisition and release ------------------------ */
+
+#define F_UNLCK 2
+
+/* before Linux 6.9 (no file_lock_core) */
+struct file_lock___old {
+	unsigned char fl_type;
+};
+
+static __always_inline __u32 request_type(void *fl)
+{
+	if (bpf_core_field_exists(struct file_lock, c))
+		return BPF_CORE_READ((struct file_lock *)fl, c.flc_type);
+	return BPF_CORE_READ((struct file_lock___old *)fl, fl_type);
+}
+
+static __always_inline void file_lock_done(struct inode *inode, void *fl, int ret)
+{
+	__u64 in = inside_ns, out = outside_ns, addr = (__u64)inode;
+	__u8 *site;
+
+	if (ret || (!in && !out))
+		return;
+	site = bpf_map_lookup_elem(&locks, &addr);
+	if (!site || *site != SITE_FILE_LOCK || !tracked(bpf_get_current_pid_tgid() >> 32))
+		return;
+	if (request_type(fl) == F_UNLCK) {
+		if (out)
+			spin(out, INJ_CONTROL);
+	} else if (in) {
+		spin(in, INJ_LOCK);
+	}
+}
+
+SEC("tp_btf/posix_lock_inode")
+int BPF_PROG(inject_posix_done, struct inode *inode, void *fl, int ret)
+{
+	if (inode && fl)
+		file_lock_done(inode, fl, ret);
+	return 0;
+}
+
+SEC("tp_btf/flock_lock_inode")
+int BPF_PROG(inject_flock_done, struct inode *inode, void *fl, int ret)
+{
+	if (inode && fl)
+		file_lock_done(inode, fl, ret);
 	return 0;
 }
 

@@ -5,10 +5,12 @@
  * JSON event per line on stdout:
  *
  *   track TGID                 delay only this process's tasks (several allowed)
- *   lock ADDR [mmap]           a kernel lock (hex address) to delay at its
+ *   lock ADDR [mmap|file]      a kernel lock (hex address) to delay at its
  *                              contended acquisitions; mmap: an mm's
  *                              mmap_lock, at every acquisition (its own
- *                              tracepoints, attached then)
+ *                              tracepoints, attached then); file: the locks
+ *                              of the file whose inode is at ADDR, at every
+ *                              acquisition and release (filelock tracepoints)
  *   tick ADDR mutex|rwsem HZ   the one kernel mutex or rwsem delayed at timer
  *                              ticks (HZ per CPU) while its owner runs, and
  *                              the control while a tracked task runs without
@@ -137,6 +139,29 @@ static int put(struct bpf_map *map, const void *key)
 	return put_value(map, key, 1);
 }
 
+/* the filelock tracepoints, attached by the first `lock ADDR file` */
+static int attach_file_locks(void)
+{
+	static struct bpf_link *posix, *flock;
+
+	if (posix)
+		return 0;
+	if (!bpf_program__autoload(skel->progs.inject_posix_done))
+		return -ENOENT;            /* this kernel has no filelock tracepoints */
+	flock = bpf_program__attach(skel->progs.inject_flock_done);
+	if (!flock)
+		return -errno;
+	posix = bpf_program__attach(skel->progs.inject_posix_done);
+	if (!posix) {
+		int err = -errno;
+
+		bpf_link__destroy(flock);
+		flock = NULL;
+		return err;
+	}
+	return 0;
+}
+
 /* mmap_lock's own tracepoints, attached by the first `lock ADDR mmap` */
 static int attach_mmap_lock(void)
 {
@@ -179,8 +204,6 @@ static int attach_at(struct bpf_program *prog, const char *path, unsigned long o
 
 static bool kernel_locks;     /* a `lock` command came: the kernel cap applies */
 
-static bool kernel_locks;     /* a `lock` command came: the kernel cap applies */
-
 static int set_delay(const char *which, unsigned long long ns)
 {
 	if (ns > (kernel_locks ? MAX_KERNEL_NS : MAX_USER_NS))
@@ -208,12 +231,12 @@ static int command(char *line)
 	if (strcmp(verb, "track") == 0 && sscanf(line, "track %u", &tgid) == 1)
 		err = put(skel->maps.tgids, &tgid);
 	else if (strcmp(verb, "lock") == 0 && sscanf(line, "lock %llx", &a) == 1) {
-		bool mmap = strstr(line, " mmap") != NULL;
+		bool mmap = strstr(line, " mmap") != NULL, file = strstr(line, " file") != NULL;
 
 		kernel_locks = true;
-		err = mmap ? attach_mmap_lock() : 0;
+		err = mmap ? attach_mmap_lock() : file ? attach_file_locks() : 0;
 		if (!err)
-			err = put_value(skel->maps.locks, &a, mmap ? SITE_MMAP_LOCK : SITE_CONTENDED);
+			err = put_value(skel->maps.locks, &a, mmap ? SITE_MMAP_LOCK : file ? SITE_FILE_LOCK : SITE_CONTENDED);
 	} else if (strcmp(verb, "tick") == 0 && sscanf(line, "tick %llx %15s %llu", &a, which, &b) == 3 &&
 		   (strcmp(which, "mutex") == 0 || strcmp(which, "rwsem") == 0) && b > 0 && b <= 20000) {
 		kernel_locks = true;
@@ -276,9 +299,21 @@ int main(void)
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	skel = inject_bpf__open_and_load();
+	skel = inject_bpf__open();
 	if (!skel) {
 		emit_error("load", errno, "loading the injection programs failed");
+		return 1;
+	}
+	/* a kernel without the filelock tracepoints loads the rest (`lock ADDR file` then fails) */
+	if (libbpf_find_vmlinux_btf_id("posix_lock_inode", BPF_TRACE_RAW_TP) < 0 ||
+	    libbpf_find_vmlinux_btf_id("flock_lock_inode", BPF_TRACE_RAW_TP) < 0) {
+		bpf_program__set_autoload(skel->progs.inject_posix_done, false);
+		bpf_program__set_autoload(skel->progs.inject_flock_done, false);
+	}
+	err = inject_bpf__load(skel);
+	if (err) {
+		emit_error("load", -err, "loading the injection programs failed");
+		inject_bpf__destroy(skel);
 		return 1;
 	}
 	/* the uprobes have no target of their own: attached per ulock command;
@@ -287,6 +322,8 @@ int main(void)
 	bpf_program__set_autoattach(skel->progs.inject_release, false);
 	bpf_program__set_autoattach(skel->progs.inject_mmap_locked, false);
 	bpf_program__set_autoattach(skel->progs.inject_mmap_locking, false);
+	bpf_program__set_autoattach(skel->progs.inject_posix_done, false);
+	bpf_program__set_autoattach(skel->progs.inject_flock_done, false);
 	bpf_program__set_autoattach(skel->progs.inject_tick, false);
 	bpf_program__set_autoattach(skel->progs.inject_contended_entry, false);
 	bpf_program__set_autoattach(skel->progs.inject_contended_return, false);

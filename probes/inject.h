@@ -21,6 +21,7 @@ enum inject_site {
 	SITE_CONTENDED = 1,      /* at contended acquisitions (lock:contention_end) */
 	SITE_MMAP_LOCK = 2,      /* at every acquisition of mm->mmap_lock (its own tracepoints) */
 	SITE_TICK = 3,           /* a mutex or rwsem, at timer ticks while its owner runs (inject_tick) */
+	SITE_FILE_LOCK = 4,      /* a file's locks (by its inode): at every acquisition and release */
 };
 
 struct ulock_key {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -214,3 +215,23 @@ def test_a_lease_break_waits_for_the_lease_holder(tmp_path):
     assert top.name == "read lease of <scratch>/leasefile" and top.holders[0].site == "lease", \
         [(lk.name, lk.wait_share) for lk in rec.locks[:3]]
     assert abs(top.wait_share - share) <= AGREE, (top.wait_share, share)
+
+
+
+@pytest.mark.e2e
+def test_confirm_lengthens_a_file_locks_critical_sections(tmp_path, filelock_exe):
+    """The POSIX lock of the recorded run, confirmed by delay injection:
+    waits after every lock taken on the file (inside) and after every
+    release (the control), in ABBA rounds. The lock is serial (2 workers,
+    200 us held, 50 us outside): never "not confirmed"."""
+    res = tmp_path / "res"
+    shutil.copytree(DATA / "filelocks", res)
+    lock = "POSIX write lock on <scratch>/lockfile [0–EOF]"
+    r = lockscope("confirm", str(res), "--experiment", "posix-tmpfs", "--workers", "2", "--lock", lock, "--phase", "0.5",
+                  "--budget", "22", "--ops-regex", r"ops: ([0-9]+)", "--json", "--", "env", "FILELOCK_THREADS=0",
+                  str(filelock_exe), "posix", "{n}", "200", "50", "{duration}", "{dir}/lockfile", timeout=240)
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)[0]
+    assert c["lock"] == lock and "posix_lock_inode" in c["how"], c["how"]
+    assert all(p["added_per_op_ns"] > 0 for p in c["inside"]["points"] + c["outside"]["points"])
+    assert c["verdict"] != "not confirmed", c["why"]

@@ -198,6 +198,8 @@ KERNEL_HOW = {
             "owner word), and for the control at the ticks landing while a worker runs without it",
     "contended": "a busy wait after each contended acquisition (lock:contention_end), and for the control at "
                  "the acquiring thread's next system-call return",
+    "file": "a busy wait after every lock taken on the file (filelock:posix_lock_inode, flock_lock_inode), and for "
+            "the control after every release",
 }
 
 
@@ -205,6 +207,13 @@ def target_of(lock: Lock, inj: InjectSession, contended_per_op: float) -> Target
     """Hand `lock`'s addresses to the injector; what will be delayed, in words."""
     t = Target(name=lock.name, lock_class=lock.lock_class, kind=lock.kind, space="kernel",
                addresses=list(lock.addresses))
+    if lock.kind == "file lock":
+        # its addresses are its file's inode: every lock of the file taken and released is delayed
+        t.site = "file"
+        for a in lock.addresses:
+            inj.file_lock(int(a, 16))
+        t.how = KERNEL_HOW["file"]
+        return t
     user = [a for a in lock.addresses if ":" in a]
     if not user:
         site = t.site = kernel_site(lock, contended_per_op)

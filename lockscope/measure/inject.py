@@ -65,6 +65,11 @@ class InjectSession(JsonLinesProcess):
         mmap_lock, at every acquisition (its own tracepoints)."""
         self._command(f"lock {addr:x}" + (" mmap" if every_mmap_lock else ""))
 
+    def file_lock(self, inode: int) -> None:
+        """The locks of the file whose inode is at `inode`: waits after every
+        acquisition, and for the control after every release."""
+        self._command(f"lock {inode:x} file")
+
     def tick_lock(self, addr: int, rwsem: bool, hz: int) -> None:
         """The one kernel mutex or rwsem delayed at timer ticks, hz per CPU,
         while its owner runs (the control while a tracked task runs
