@@ -81,6 +81,24 @@ __u64 u64_sum(const __u64 *per_cpu, int ncpus)
 	return sum;
 }
 
+void counters_zero(const struct bpf_map *map, __u32 n, int ncpus)
+{
+	__u64 *zero = calloc(ncpus, sizeof(*zero));
+
+	for (__u32 i = 0; zero && i < n; i++)
+		bpf_map_update_elem(bpf_map__fd(map), &i, zero, BPF_ANY);
+	free(zero);
+}
+
+void counters_read(const struct bpf_map *map, __u32 n, int ncpus, __u64 *out)
+{
+	__u64 *vals = calloc(ncpus, sizeof(*vals));
+
+	for (__u32 i = 0; i < n; i++)
+		out[i] = vals && bpf_map_lookup_elem(bpf_map__fd(map), &i, vals) == 0 ? u64_sum(vals, ncpus) : 0;
+	free(vals);
+}
+
 int for_each_wait(int fd, int ncpus, wait_fn fn, void *ctx)
 {
 	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;

@@ -32,6 +32,11 @@ void wait_stat_add(struct wait_stat *acc, const struct wait_stat *s);
 /* the sum over ncpus per-CPU values */
 void wait_stat_sum(const struct wait_stat *per_cpu, int ncpus, struct wait_stat *sum);
 __u64 u64_sum(const __u64 *per_cpu, int ncpus);
+/* a program's counters (a per-CPU array of n __u64 slots, COUNTERS_MAP):
+ * every slot set to 0 on every CPU; out[i] = slot i summed over the CPUs
+ * (0 where it cannot be read) */
+void counters_zero(const struct bpf_map *map, __u32 n, int ncpus);
+void counters_read(const struct bpf_map *map, __u32 n, int ncpus, __u64 *out);
 
 /* calls fn with each key of a per-CPU map of struct wait_stat and its sum
  * over the CPUs (keys of at most 128 bytes); 0, or -ENOMEM */

@@ -60,17 +60,12 @@ int filelocks_load(bool system_wide, int tracked_fd, int ncpus)
 
 void filelocks_start(void)
 {
-	__u64 *zero;
-
 	if (!skel)
 		return;
 	skel->bss->enabled = false;
 	clear_map(skel->maps.flk_open);
 	clear_map(skel->maps.flk_stats);
-	zero = calloc(nc, sizeof(*zero));
-	for (__u32 i = 0; zero && i < FLK__MAX; i++)
-		bpf_map_update_elem(bpf_map__fd(skel->maps.flk_counters), &i, zero, BPF_ANY);
-	free(zero);
+	counters_zero(skel->maps.flk_counters, FLK__MAX, nc);
 	nrows = 0;
 	memset(counters, 0, sizeof(counters));
 	skel->bss->enabled = true;
@@ -95,7 +90,6 @@ void filelocks_stop(uint64_t t_stop)
 {
 	struct flk_key k, *pk = NULL;
 	__u32 tid, *pt = NULL;
-	__u64 *vals;
 	int fd;
 
 	if (!skel)
@@ -130,11 +124,7 @@ void filelocks_stop(uint64_t t_stop)
 		if (!e->s.holder_comm[0])
 			memcpy(e->s.holder_comm, o.holder_comm, sizeof(o.holder_comm));
 	}
-	vals = calloc(nc, sizeof(*vals));
-	for (__u32 i = 0; vals && i < FLK__MAX; i++)
-		if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.flk_counters), &i, vals) == 0)
-			counters[i] = u64_sum(vals, nc);
-	free(vals);
+	counters_read(skel->maps.flk_counters, FLK__MAX, nc, counters);
 }
 
 void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void *ctx)

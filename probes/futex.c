@@ -52,8 +52,6 @@ void futex_init(struct contention_bpf *cskel, int ncpus)
 
 void futex_start(void)
 {
-	__u64 *zero;
-
 	if (!fskel)
 		return;
 	clear_map(fskel->maps.futex_open);
@@ -61,10 +59,7 @@ void futex_start(void)
 	clear_map(fskel->maps.user_stacks);
 	clear_map(fskel->maps.user_stack_copies);
 	clear_map(fskel->maps.futex_seen);
-	zero = calloc(nc, sizeof(*zero));
-	for (__u32 i = 0; zero && i < FCNT__MAX; i++)
-		bpf_map_update_elem(bpf_map__fd(fskel->maps.futex_counters), &i, zero, BPF_ANY);
-	free(zero);
+	counters_zero(fskel->maps.futex_counters, FCNT__MAX, nc);
 	free(entries);
 	entries = NULL;
 	nentries = 0;
@@ -312,19 +307,13 @@ void futex_json(struct jw *w)
 
 void futex_counters_json(struct jw *w)
 {
-	__u64 *vals;
+	__u64 sums[FCNT__MAX];
 
 	if (!fskel)
 		return;
-	vals = calloc(nc, sizeof(*vals));
-	for (__u32 i = 0; vals && i < FCNT__MAX; i++) {
-		__u64 sum = i == FCNT_WAITS ? open_at_stop : 0;
-
-		if (bpf_map_lookup_elem(bpf_map__fd(fskel->maps.futex_counters), &i, vals) == 0)
-			sum += u64_sum(vals, nc);
-		jw_ku64(w, fcounter_names[i], sum);
-	}
-	free(vals);
+	counters_read(fskel->maps.futex_counters, FCNT__MAX, nc, sums);
+	for (__u32 i = 0; i < FCNT__MAX; i++)
+		jw_ku64(w, fcounter_names[i], sums[i] + (i == FCNT_WAITS ? open_at_stop : 0));
 }
 
 void futex_destroy(void)

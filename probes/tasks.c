@@ -118,8 +118,6 @@ static void free_rows(void)
 
 void tasks_start(uint64_t t_start)
 {
-	__u64 *zero;
-
 	if (!tskel)
 		return;
 	tskel->bss->enabled = false;
@@ -131,10 +129,7 @@ void tasks_start(uint64_t t_start)
 		holders_clear(&m);
 	}
 	pyframes_clear();
-	zero = calloc(nc, sizeof(*zero));
-	for (__u32 i = 0; zero && i < TCNT__MAX; i++)
-		bpf_map_update_elem(bpf_map__fd(tskel->maps.task_counters), &i, zero, BPF_ANY);
-	free(zero);
+	counters_zero(tskel->maps.task_counters, TCNT__MAX, nc);
 	free_rows();
 	tskel->bss->wakeup_inserts = 0;
 	tskel->bss->t_start = t_start;
@@ -369,25 +364,20 @@ void tasks_json(struct jw *w)
 
 void tasks_counters_json(struct jw *w)
 {
-	__u64 *vals;
+	__u64 sums[TCNT__MAX];
 
 	if (!tskel)
 		return;
-	vals = calloc(nc, sizeof(*vals));
-	for (__u32 i = 0; vals && i < TCNT__MAX; i++) {
-		__u64 sum = 0;
-
+	counters_read(tskel->maps.task_counters, TCNT__MAX, nc, sums);
+	for (__u32 i = 0; i < TCNT__MAX; i++) {
 		if (i == TCNT_SWITCHES)
 			for (size_t j = 0; j < ntrows; j++)
-				sum += trows[j].t.switches;
+				sums[i] += trows[j].t.switches;
 		if (i == TCNT_WAKEUPS)
 			for (size_t j = 0; j < nwrows; j++)
-				sum += wrows[j].s.count;
-		if (bpf_map_lookup_elem(bpf_map__fd(tskel->maps.task_counters), &i, vals) == 0)
-			sum += u64_sum(vals, nc);
-		jw_ku64(w, tcounter_names[i], sum);
+				sums[i] += wrows[j].s.count;
+		jw_ku64(w, tcounter_names[i], sums[i]);
 	}
-	free(vals);
 }
 
 void tasks_map_use_json(struct jw *w)

@@ -194,18 +194,13 @@ void usdt_command(char *args)
 
 void usdt_start(void)
 {
-	__u64 *zero;
-
 	if (!uskel)
 		return;
 	uskel->bss->enabled = false;
 	clear_map(uskel->maps.usdt_open);
 	clear_map(uskel->maps.usdt_stats);
 	clear_map(uskel->maps.usdt_stacks);
-	zero = calloc(nc, sizeof(*zero));
-	for (__u32 i = 0; zero && i < UCNT__MAX; i++)
-		bpf_map_update_elem(bpf_map__fd(uskel->maps.usdt_counters), &i, zero, BPF_ANY);
-	free(zero);
+	counters_zero(uskel->maps.usdt_counters, UCNT__MAX, nc);
 	uskel->bss->enabled = true;
 }
 
@@ -316,19 +311,13 @@ void usdt_json(struct jw *w)
 
 void usdt_counters_json(struct jw *w)
 {
-	__u64 *vals;
+	__u64 sums[UCNT__MAX];
 
 	if (!uskel)
 		return;
-	vals = calloc(nc, sizeof(*vals));
-	for (__u32 i = 0; vals && i < UCNT__MAX; i++) {
-		__u64 sum = 0;
-
-		if (bpf_map_lookup_elem(bpf_map__fd(uskel->maps.usdt_counters), &i, vals) == 0)
-			sum = u64_sum(vals, nc);
-		jw_ku64(w, ucounter_names[i], sum);
-	}
-	free(vals);
+	counters_read(uskel->maps.usdt_counters, UCNT__MAX, nc, sums);
+	for (__u32 i = 0; i < UCNT__MAX; i++)
+		jw_ku64(w, ucounter_names[i], sums[i]);
 }
 
 void usdt_map_use_json(struct jw *w)
