@@ -29,13 +29,13 @@
  */
 #include "maps.bpf.h"
 #include "filelocks_types.h"
+#include "filelock.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define FILE_LOCK_DEFERRED 1
 #define E2BIG 7
 #define EAGAIN 11
-#define F_UNLCK 2
 #define POSIX_SCAN 16       /* a file's POSIX locks looked at for the one a failed try met */
 #define BLOCKER_DEPTH 8     /* blocker-tree levels followed to the held lock */
 
@@ -61,17 +61,6 @@ struct {
 } flk_stats SEC(".maps");
 
 COUNTERS_MAP(flk_counters, FLK__MAX, flk_count);
-
-/* the kernel's layout before Linux 6.9 (no file_lock_core) */
-struct file_lock___old {
-	struct file_lock___old *fl_blocker;
-	fl_owner_t fl_owner;
-	unsigned int fl_flags;
-	unsigned char fl_type;
-	pid_t fl_pid;
-	loff_t fl_start;
-	loff_t fl_end;
-};
 
 static __always_inline bool traced(__u32 tgid)
 {
@@ -189,14 +178,6 @@ static __always_inline bool conflicting_posix(struct inode *inode, void *fl, str
 		pos = BPF_CORE_READ(pos, next);
 	}
 	return false;
-}
-
-/* the type of request fl (F_RDLCK 0, F_WRLCK 1, F_UNLCK 2) */
-static __always_inline __u32 request_type(void *fl)
-{
-	if (bpf_core_field_exists(struct file_lock, c))
-		return BPF_CORE_READ((struct file_lock *)fl, c.flc_type);
-	return BPF_CORE_READ((struct file_lock___old *)fl, fl_type);
 }
 
 static __always_inline void holder_comm(__s32 pid, char *comm)

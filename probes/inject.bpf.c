@@ -49,6 +49,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "inject.h"
+#include "filelock.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -225,20 +226,6 @@ int BPF_PROG(inject_mmap_locking, struct mm_struct *mm, bool write)
 }
 
 /* ---- a file's locks: every acquisition and release ------------------------ */
-
-#define F_UNLCK 2
-
-/* before Linux 6.9 (no file_lock_core) */
-struct file_lock___old {
-	unsigned char fl_type;
-};
-
-static __always_inline __u32 request_type(void *fl)
-{
-	if (bpf_core_field_exists(struct file_lock, c))
-		return BPF_CORE_READ((struct file_lock *)fl, c.flc_type);
-	return BPF_CORE_READ((struct file_lock___old *)fl, fl_type);
-}
 
 static __always_inline void file_lock_done(struct inode *inode, void *fl, int ret)
 {

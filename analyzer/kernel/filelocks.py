@@ -106,10 +106,11 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
     groups: dict[str, LockAcc] = {}
     held: dict[str, dict[str, list]] = defaultdict(dict)
     for w in raw.file_lock_waits or []:
-        name, cls = lock_name(w, file_of(raw, w.dev, w.ino))
+        path = file_of(raw, w.dev, w.ino)
+        name, cls = lock_name(w, path)
         acc = groups.get(name)
         if acc is None:
-            acc = groups[name] = LockAcc(name, cls, "verified", KIND, object=_object(name),
+            acc = groups[name] = LockAcc(name, cls, "verified", KIND, object=path,
                                          component=COMPONENT,
                                          explain=EXPLAIN["SQLite" if cls.startswith("SQLite") else lock_kind(w.flags)],
                                          rule="filelock tracepoints: the held lock's struct file_lock")
@@ -128,14 +129,6 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
     for lk in locks:
         _holders(lk, held.get(lk.name, {}))
     return locks
-
-
-def _object(name: str) -> str:
-    """The file a lock's name is of."""
-    for sep in (" on ", " of "):
-        if sep in name:
-            return name.split(sep, 1)[1]
-    return name
 
 
 def _holders(lk: Lock, held: dict[str, list]) -> None:
