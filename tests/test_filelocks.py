@@ -227,8 +227,8 @@ def test_confirm_lengthens_a_file_locks_critical_sections(tmp_path, filelock_exe
     res = tmp_path / "res"
     shutil.copytree(DATA / "filelocks", res)
     lock = "POSIX write lock on <scratch>/lockfile [0–EOF]"
-    r = lockscope("confirm", str(res), "--experiment", "posix-tmpfs", "--workers", "2", "--lock", lock, "--phase", "0.5",
-                  "--budget", "22", "--ops-regex", r"ops: ([0-9]+)", "--json", "--", "env", "FILELOCK_THREADS=0",
+    r = lockscope("confirm", str(res), "--experiment", "posix-tmpfs", "--workers", "2", "--lock", lock,
+                  "--phase", "0.5", "--budget", "22", "--ops-regex", r"ops: ([0-9]+)", "--json", "--", "env", "FILELOCK_THREADS=0",
                   str(filelock_exe), "posix", "{n}", "200", "50", "{duration}", "{dir}/lockfile", timeout=240)
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)[0]

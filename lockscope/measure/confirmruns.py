@@ -64,7 +64,7 @@ def _one_run(spec: ConfirmSpec, where: str, delay: int, t_start: int,
         mnt = None
         if spec.fs != NO_FS:
             mnt = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device)).mountpoint
-        argv = [a.replace("{duration}", f"{spec.run_s:g}") for a in substitute(spec.command, spec.workers, mnt)]
+        argv = substitute(spec.command, spec.workers, mnt, duration=spec.run_s)
         out = stack.enter_context(tempfile.TemporaryFile())
         # the probe and the injector are loaded before the command starts: its run is short
         inj = stack.enter_context(InjectSession())

@@ -19,14 +19,15 @@ from lockscope.measure import apps, background, cpustat, hwcounters, workloads
 from lockscope.machine import scratch
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError
-from lockscope.measure.ptyout import PtyOutput
 from lockscope.measure.jsonlines import kill_group, spawn_gated
 from lockscope.measure import probe as probes
 from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.model.jsondata import from_dict
 from lockscope.model.record import (NO_FS, Application, AttachedProcess, AttachInfo, FsDetail, RunRecord, WorkerResult,
                                     point_id)
-from lockscope.measure.assemble import KernelTables, finish_record, latency_of, probe_info, raw_from_probe, reference_fields, timeseries
+from lockscope.measure.assemble import (KernelTables, finish_record, latency_of, probe_info, raw_from_probe,
+                                        reference_fields, timeseries)
+from lockscope.measure.ptyout import PtyOutput
 from lockscope.measure.server import ServerSession
 from lockscope.measure.window import Window
 
