@@ -7,6 +7,7 @@
  * STATS_ON_MS of every STATS_PERIOD_MS of the window only (from its start),
  * and the counts are scaled by the window over the time they were on. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,45 +86,85 @@ static __u64 batch_ns(void)
 	return t[TRAP_BATCHES / 2];
 }
 
+static struct trapcost_bpf *trap_skel;
+static int trap_load_err;
+static struct bpf_link *trap_link;
+static pthread_t trap_release;
+static bool trap_released;
+
+static void *release_trap(void *unused)
+{
+	(void)unused;
+	bpf_link__destroy(trap_link);
+	trapcost_bpf__destroy(trap_skel);
+	trap_link = NULL;
+	trap_skel = NULL;
+	return NULL;
+}
+
+void cost_trap_load(void)
+{
+	trap_skel = trapcost_bpf__open_and_load();
+	trap_load_err = trap_skel ? 0 : errno;
+}
+
 void cost_calibrate_traps(void)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "lksc_trap_target");
-	struct trapcost_bpf *skel = trapcost_bpf__open_and_load();
 	struct bpf_link *link;
 	__u64 plain, trapped;
 
-	if (!skel) {
-		snprintf(trap_why, sizeof(trap_why), "the no-op uprobe did not load: %s", strerror(errno));
+	if (!trap_skel) {
+		snprintf(trap_why, sizeof(trap_why), "the no-op uprobe did not load: %s",
+			 trap_load_err ? strerror(trap_load_err) : "not loaded");
 		return;
 	}
 	plain = batch_ns();
-	link = bpf_program__attach_uprobe_opts(skel->progs.lksc_trap_noop, 0, "/proc/self/exe", 0, &opts);
+	link = bpf_program__attach_uprobe_opts(trap_skel->progs.lksc_trap_noop, 0, "/proc/self/exe", 0, &opts);
 	if (!link) {
 		snprintf(trap_why, sizeof(trap_why), "the no-op uprobe did not attach to the loader: %s",
 			 strerror(errno));
 	} else {
 		trapped = batch_ns();
-		bpf_link__destroy(link);
 		trap_ns = trapped > plain ? (trapped - plain) / TRAP_CALLS : 0;
 		if (!trap_ns)
 			snprintf(trap_why, sizeof(trap_why), "a trap cost nothing measurable");
 	}
-	trapcost_bpf__destroy(skel);
+	/* a uprobe's detach waits for an RCU grace period (~0.1 s here): the
+	 * loader is ready meanwhile (nothing calls the target any more) */
+	trap_link = link;
+	trap_released = pthread_create(&trap_release, NULL, release_trap, NULL) == 0;
+	if (!trap_released)
+		release_trap(NULL);
 }
+
+void cost_release(void)
+{
+	if (trap_released)
+		pthread_join(trap_release, NULL);
+	trap_released = false;
+}
+
+/* registered from the loads' threads too (optional.c) */
+static pthread_mutex_t objects_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void cost_register(struct bpf_object *obj)
 {
+	pthread_mutex_lock(&objects_lock);
 	if (obj && nobjects < MAX_OBJECTS)
 		objects[nobjects++] = obj;
+	pthread_mutex_unlock(&objects_lock);
 }
 
 void cost_unregister(struct bpf_object *obj)
 {
+	pthread_mutex_lock(&objects_lock);
 	for (int i = 0; i < nobjects; i++)
 		if (objects[i] == obj) {
 			objects[i] = objects[--nobjects];
-			return;
+			break;
 		}
+	pthread_mutex_unlock(&objects_lock);
 }
 
 static __u64 clock_ns(clockid_t id)

@@ -24,6 +24,11 @@ void cost_stop(void);
  * called with and without it: trapcost.bpf.c), measured once, before any
  * window; 0 where it cannot be (the data event says why) */
 void cost_calibrate_traps(void);
+/* its no-op uprobe's program, loaded beforehand (with the other loads;
+ * the measuring waits until they are done) */
+void cost_trap_load(void);
+/* waits until the calibration's uprobe is released (at teardown) */
+void cost_release(void);
 /* "programs": [...], "cost": {...} */
 void cost_json(struct jw *w);
 

@@ -183,7 +183,15 @@ static int load(struct probe *p, const struct options *o)
 	err = attach_sampling(p, o->sample_hz);
 	if (err)
 		return err;
-	return load_objects(p, o->system_wide);
+	/* futex waits, per-thread times, slab caches: not fatal (the data event
+	 * says why one is unavailable); half of them load in a thread while the
+	 * object iterators and the trap calibration's program load here */
+	optional_begin(p->cskel, o->system_wide, o->futex, p->ncpus);
+	err = load_objects(p, o->system_wide);
+	if (!err)
+		cost_trap_load();
+	optional_end(o->futex);
+	return err;
 }
 
 static void usage(FILE *f)
@@ -292,10 +300,7 @@ static int setup(struct probe *p, const struct options *o)
 		emit_error("load", err, "loading the BPF probes failed: %s", strerror(-err));
 		return 1;
 	}
-	/* futex waits, per-thread times, slab caches: not fatal (the data event
-	 * says why one is unavailable) */
-	optional_load(p->cskel, o->system_wide, o->futex, p->ncpus);
-	cost_calibrate_traps();   /* a uprobe trap's price, before any window (a few ms) */
+	cost_calibrate_traps();   /* a uprobe trap's price, before any window (a few ms), all loads done */
 	emit_ready(p, o);
 	return 0;
 }
@@ -409,6 +414,7 @@ static void teardown(struct probe *p)
 	bpf_link__destroy(p->tasks_iter);
 	objects_bpf__destroy(p->oskel);
 	optional_destroy();
+	cost_release();
 	if (p->cskel)
 		cost_unregister(p->cskel->obj);
 	contention_bpf__destroy(p->cskel);
