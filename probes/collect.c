@@ -17,6 +17,7 @@
 #include "bpfutil.h"
 #include "grow.h"
 #include "loader.h"
+#include "objects.skel.h"
 #include "layout.h"
 #include "series.h"
 #include "objects.h"
@@ -71,8 +72,10 @@ void collect_clear(struct probe *p)
 
 void collect_objects(struct probe *p)
 {
-	int err = objects_snapshot(p->files_iter, p->tasks_iter);
+	int err;
 
+	p->oskel->bss->sbs_walked = false;    /* the mounted file systems, walked again */
+	err = objects_snapshot(p->files_iter, p->tasks_iter, p->sbs_iter);
 	if (err)
 		emit_error("objects", err, "object iterator failed: %s", strerror(-err));
 	kmem_resolve_map(bpf_map__fd(p->cskel->maps.lock_stats));

@@ -146,6 +146,9 @@ static int load_objects(struct probe *p, bool system_wide)
 	p->tasks_iter = bpf_program__attach_iter(p->oskel->progs.lksc_iter_tasks, NULL);
 	if (!p->tasks_iter)
 		return -errno;
+	p->sbs_iter = bpf_program__attach_iter(p->oskel->progs.lksc_iter_sbs, NULL);
+	if (!p->sbs_iter)
+		return -errno;
 	return 0;
 }
 
@@ -412,6 +415,7 @@ static void teardown(struct probe *p)
 		bpf_link__destroy(p->sample_links[cpu]);
 	bpf_link__destroy(p->files_iter);
 	bpf_link__destroy(p->tasks_iter);
+	bpf_link__destroy(p->sbs_iter);
 	objects_bpf__destroy(p->oskel);
 	optional_destroy();
 	cost_release();

@@ -17,7 +17,7 @@ struct bpf_link;
 struct probe {
 	struct contention_bpf *cskel;
 	struct objects_bpf *oskel;
-	struct bpf_link *files_iter, *tasks_iter;
+	struct bpf_link *files_iter, *tasks_iter, *sbs_iter;
 	struct bpf_link **sample_links;   /* one per CPU, or NULL */
 	uint64_t sample_period_ns;        /* 0: no CPU samples */
 	long series_ms;                   /* 0: no time series */

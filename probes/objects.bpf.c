@@ -334,3 +334,55 @@ int lksc_iter_tasks(struct bpf_iter__task *ctx)
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }
+
+/* ---- every mounted file system -------------------------------------------
+ * A lock inside a superblock or its file system's own part (a tmpfs's
+ * used_blocks counter, ext4's free-cluster counter, ...) is named wherever
+ * the program's files are, not only where an open file or a working
+ * directory reaches it. The kernel's list of superblocks (s_list) is walked
+ * from the first task's working directory, once per snapshot (the loader
+ * clears sbs_walked before each); the list's head, the kernel's global
+ * super_blocks, lies in the kernel image and is passed over. */
+#define MAX_SUPER_BLOCKS 512
+#define KERNEL_IMAGE_START 0xffffffff80000000ULL
+
+bool sbs_walked = false;
+
+static __always_inline void emit_sb(struct seq_file *seq, struct super_block *sb)
+{
+	struct obj_sb r = { .type = OBJ_SB };
+
+	r.sb = (__u64)sb;
+	r.s_fs_info = (__u64)BPF_CORE_READ(sb, s_fs_info);
+	r.dev = BPF_CORE_READ(sb, s_dev);
+	bpf_probe_read_kernel_str(r.fstype, sizeof(r.fstype), BPF_CORE_READ(sb, s_type, name));
+	bpf_seq_write(seq, &r, sizeof(r));
+}
+
+SEC("iter/task")
+int lksc_iter_sbs(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	__u64 off = bpf_core_field_offset(struct super_block, s_list);
+	struct super_block *start;
+	struct list_head *head, *node;
+
+	if (!task || sbs_walked)
+		return 0;
+	start = BPF_CORE_READ(task, fs, pwd.dentry, d_sb);
+	if (!start)
+		return 0;
+	sbs_walked = true;
+	emit_sb(seq, start);
+	head = (struct list_head *)((__u64)start + off);
+	node = head;
+	for (int i = 0; i < MAX_SUPER_BLOCKS; i++) {
+		node = BPF_CORE_READ(node, next);
+		if (!node || node == head)
+			break;
+		if ((__u64)node < KERNEL_IMAGE_START)
+			emit_sb(seq, (struct super_block *)((__u64)node - off));
+	}
+	return 0;
+}

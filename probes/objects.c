@@ -27,6 +27,9 @@ static struct file_entry *files;
 static unsigned int nfiles;
 static struct obj_task *tasks;
 static unsigned int ntasks;
+#define MAX_SBS 1024
+static struct obj_sb sbs[MAX_SBS];   /* every mounted file system's superblock */
+static unsigned int nsbs;
 /* hash set of object keys: inode addresses (kernel pointers) for files and
  * cpu << 32 | pid (below 2^47) for threads, so the two never collide; 0 is
  * empty */
@@ -50,7 +53,7 @@ int objects_init(void)
 
 void objects_reset(void)
 {
-	nfiles = ntasks = dropped = nwalks = 0;
+	nfiles = ntasks = nsbs = dropped = nwalks = 0;
 	memset(seen, 0, SET_SLOTS * sizeof(*seen));
 }
 
@@ -92,6 +95,17 @@ static void keep_task(const struct obj_task *r)
 	tasks[ntasks++] = *r;
 }
 
+static void keep_sb(const struct obj_sb *r)
+{
+	if (!u64_set_add(seen, SET_SLOTS, r->sb))
+		return;
+	if (nsbs >= MAX_SBS) {
+		dropped++;
+		return;
+	}
+	sbs[nsbs++] = *r;
+}
+
 static int run_iter(struct bpf_link *link, size_t rec_size, void (*keep)(const void *))
 {
 	static char buf[1 << 16];
@@ -126,14 +140,17 @@ static int run_iter(struct bpf_link *link, size_t rec_size, void (*keep)(const v
 
 static void keep_file_cb(const void *p) { keep_file(p); }
 static void keep_task_cb(const void *p) { keep_task(p); }
+static void keep_sb_cb(const void *p) { keep_sb(p); }
 
-int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it)
+int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it, struct bpf_link *sbs_it)
 {
 	uint64_t t0 = now_ns();
 	int err = run_iter(files_it, sizeof(struct obj_file), keep_file_cb);
 
 	if (!err)
 		err = run_iter(tasks_it, sizeof(struct obj_task), keep_task_cb);
+	if (!err)
+		err = run_iter(sbs_it, sizeof(struct obj_sb), keep_sb_cb);
 	if (nwalks < MAX_WALKS)
 		walk_ns[nwalks++] = now_ns() - t0;
 	return err;
@@ -208,6 +225,11 @@ void objects_json(struct jw *w)
 	jw_arr(w);
 	for (unsigned int i = 0; i < ntasks; i++)
 		EMIT_ROW_OBJECTS_TASKS(w, &tasks[i]);
+	jw_arr_end(w);
+	jw_key(w, "superblocks");
+	jw_arr(w);
+	for (unsigned int i = 0; i < nsbs; i++)
+		EMIT_ROW_OBJECTS_SUPERBLOCKS(w, &sbs[i]);
 	jw_arr_end(w);
 	jw_obj_end(w);
 }

@@ -7,7 +7,7 @@ struct jw;
 
 int objects_init(void);
 void objects_reset(void);
-int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it);
+int objects_snapshot(struct bpf_link *files_it, struct bpf_link *tasks_it, struct bpf_link *sbs_it);
 void objects_json(struct jw *w);
 
 #endif

@@ -12,6 +12,16 @@
 enum obj_type {
 	OBJ_FILE = 1,
 	OBJ_TASK = 2,
+	OBJ_SB = 3,
+};
+
+/* a mounted file system's superblock (every one the kernel has: lksc_iter_sbs) */
+struct obj_sb {
+	__u32 type;           /* OBJ_SB */
+	__u32 dev;            /* s_dev, a key of the record's mounts */
+	__u64 sb;
+	__u64 s_fs_info;      /* the file system's own part (shmem_sb_info, ext4_sb_info, ...) */
+	char fstype[16];
 };
 
 /* the lock fields of both records are generated from analyzer/kernel/lockfields.toml

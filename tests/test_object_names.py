@@ -98,19 +98,23 @@ def _tmpfs_shm() -> bool:
 
 
 @pytest.mark.e2e
-def test_the_file_system_of_the_working_directory_is_reached_with_no_file_open(objstress, tmp_path):
-    """Issue 29: a percpu_counter by the field that holds it, on a file
-    system outside the scratch fs that no open file reaches: statfs(".")
-    in a directory of /dev/shm gives the tmpfs's used_blocks counter,
-    reached through the threads' working directory (fs->pwd's super block)."""
+@pytest.mark.parametrize("cwd_on_shm", [True, False], ids=["working-directory", "elsewhere"])
+def test_a_file_systems_counter_is_named_with_no_file_open(objstress, tmp_path, cwd_on_shm):
+    """Issue 29, then 44: a percpu_counter by the field that holds it, on a
+    file system outside the scratch fs that no open file reaches: statfs()
+    of a directory of /dev/shm takes the tmpfs's used_blocks counter's lock.
+    Named through the threads' working directory (fs->pwd's super block)
+    where they run there, and through the kernel's list of every mounted
+    file system's superblock where they run elsewhere."""
     if not _tmpfs_shm():
         pytest.skip("/dev/shm is not a tmpfs here")
     import tempfile
-    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="lockscope-test-") as cwd:
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="lockscope-test-") as shm:
+        where, target = (shm, ".") if cwd_on_shm else (str(tmp_path), shm)
         for attempt in range(ATTEMPTS):
             out = tmp_path / f"out{attempt}"
             r = lockscope("run", "--workers", "2", "--duration", "2", "--out", str(out), "--name", "statfs",
-                          "--", "sh", "-c", f"cd {cwd} && exec {objstress} statfs {{n}} .")
+                          "--", "sh", "-c", f"cd {where} && exec {objstress} statfs {{n}} {target}")
             assert r.returncode == 0, r.stderr
             rec = record.load(out / "runs" / "statfs-none-w2.json")
             kernel = [lk for lk in rec.locks if not BACKGROUND.match(lk.name)]
@@ -118,6 +122,9 @@ def test_the_file_system_of_the_working_directory_is_reached_with_no_file_open(o
                 break
         else:
             pytest.fail(f"the 2 threads hardly contended in {ATTEMPTS} runs: {[(lk.name, lk.wait_ns) for lk in rec.locks[:5]]}")
+    if not cwd_on_shm:
+        assert not any(t.extra.get("cwd_fstype") == "tmpfs" and t.comm == "objstress"
+                       for t in rec.probe.raw.objects.tasks)
     assert kernel[0].name == "shmem_sb_info->used_blocks.lock of tmpfs at /dev/shm", [lk.name for lk in kernel[:3]]
     assert kernel[0].tier == "verified"
 

@@ -181,6 +181,21 @@ def _task_views(objects: Objects, table: Table, mounts: dict[int, str], scratch:
     return out
 
 
+def _superblock_views(objects: Objects, table: Table, mounts: dict[int, str], scratch: str | None) -> list[View]:
+    """Every mounted file system's superblock and its own part (a tmpfs's
+    shmem_sb_info with its used_blocks counter, ...), wherever the program's
+    files are: after the files' and working directories' views, which name
+    the same objects first."""
+    out = []
+    for sb in objects.superblocks:
+        fs = fs_label(sb.fstype, sb.dev, mounts, scratch)
+        out.append(View("super_block", sb.addresses.get("sb", 0), fs, "fs"))
+        fst = table.fs.get(sb.fstype)
+        if fst and sb.addresses.get("s_fs_info"):
+            out.append(View(fst.sb, sb.addresses["s_fs_info"], fs, "fs", sb.fstype))
+    return out
+
+
 def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, str], scratch: str | None,
             symbolize, path=btf.VMLINUX) -> ObjLocks:
     """The contended addresses (of `contention`) that are lock members of the
@@ -221,7 +236,7 @@ def resolve(objects: Objects, contention: list[Contention], mounts: dict[int, st
     span = {s: max(d, default=-1) for s, d in by_off.items()}
     views = [v for f, kind in kinds
              for v in _views(f, kind, table, comms.get(f.tgid), file_names(f, mounts, scratch), offs, scratch)]
-    for v in views + _task_views(objects, table, mounts, scratch):
+    for v in views + _task_views(objects, table, mounts, scratch) + _superblock_views(objects, table, mounts, scratch):
         members = by_off.get(v.struct) or {}
         lo = bisect.bisect_left(addrs, v.base)
         hi = bisect.bisect_right(addrs, v.base + span.get(v.struct, -1))

@@ -142,7 +142,8 @@ def raw_from_probe(data: dict, mountpoint: Path | None, vmlinux: Path | None = N
     kept = {e.lock for e in contention}
     objects = from_dict(Objects, data.get("objects", {}))
     table = scratch.mounts_by_dev()
-    devs = {f.dev for f in objects.files} | {t.extra.get("cwd_dev") for t in objects.tasks}
+    devs = {f.dev for f in objects.files} | {t.extra.get("cwd_dev") for t in objects.tasks} | \
+        {sb.dev for sb in objects.superblocks}
     mounts = {d: table[d] for d in devs if d in table}
     where = str(mountpoint) if mountpoint else None
     img = image({e.lock for e in contention}, vmlinux)

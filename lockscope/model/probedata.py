@@ -88,11 +88,24 @@ class TaskObject(KernelObject):
 
 
 @dataclass
+class SuperBlockObject(KernelObject):
+    """A mounted file system's superblock (every one the kernel has, since
+    issue 44): `sb` and `s_fs_info` (its file system's own part) in
+    `addresses`."""
+    dev: int = 0                 # kernel dev_t (a key of RawProbe.mounts)
+    fstype: str = "?"
+    addresses: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Objects:
     dropped: int = 0
     walk_ns: Optional[list[int]] = optional()    # each snapshot's time (start, every interval, stop)
     files: list[FileObject] = field(default_factory=list)
     tasks: list[TaskObject] = field(default_factory=list)
+    # every mounted file system's superblock (since issue 44; left out while empty)
+    superblocks: list[SuperBlockObject] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 @dataclass
