@@ -15,12 +15,17 @@ during the window, as a share of the machine's CPUs over the window.
   own, called with and without it: probes/trapcost.bpf.c); an estimate.
 
 Not in it: the cache and scheduling effects on the measured program; those
-show only side by side (bench/README.md)."""
+show only side by side (bench/README.md).
+
+With a budget (--max-overhead), the loader measures the probe's share every
+period (about a second) and, over the budget, lowers one sampling rate a
+period (probes/budget.c): `budget()` says whether it was kept, what was shed
+and what each step leaves out."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lockscope.model.record import RunRecord
+from lockscope.model.record import CostPeriod, ProbeCost, RunRecord
 
 
 @dataclass
@@ -36,6 +41,7 @@ class OwnCost:
     parts: list[Part] = field(default_factory=list)   # heaviest first
     unavailable: list[str] = field(default_factory=list)   # parts not counted, and why
     bpf_counted: float | None = None     # the share of the window the programs' run times were counted in
+    budget: "Budget | None" = None       # --max-overhead: kept or not, what was shed
 
 
 def own_cost(rec: RunRecord) -> OwnCost | None:
@@ -57,8 +63,66 @@ def own_cost(rec: RunRecord) -> OwnCost | None:
     elif hits:
         unavailable.append(f"the uprobes' traps ({hits:,} hits): {cost.uprobe_trap_reason or 'not measured'}")
     parts.sort(key=lambda p: -p.cpu_ns)
-    return OwnCost(sum(p.share for p in parts), parts, unavailable,
-                   cost.bpf_stats_share if cost.bpf_stats else None)
+    total = sum(p.share for p in parts)
+    return OwnCost(total, parts, unavailable, cost.bpf_stats_share if cost.bpf_stats else None,
+                   budget(cost, ncpus, total))
+
+
+# what each knob of the ladder samples, and its unit (probes/budget.c)
+KNOBS = {
+    "stack_rate": ("kernel stack walks", "/s per CPU", "a lock's stacks stand for more of its waits"),
+    "timed_rate": ("timed kernel lock waits", "/s per CPU", "wait times are estimated from fewer timed waits"),
+    "objects_ms": ("object snapshots", " ms apart", "objects that come and go between snapshots go unnamed"),
+}
+
+
+@dataclass
+class Budget:
+    max_share: float
+    kept: bool                       # the window's own cost at most the budget
+    after_share: float | None        # the probe's share over the periods after the last step (None: no period)
+    steps: list[str] = field(default_factory=list)     # what was shed, in order
+    exhausted: bool = False          # a period was over it with nothing left to shed
+
+
+def period_share(p: CostPeriod, ncpus: int) -> float:
+    """The probe's share of the machine's CPUs in one period."""
+    return (p.bpf_ns + p.traps_ns + p.loader_ns) / (p.period_ns * ncpus) if p.period_ns else 0.0
+
+
+def budget(cost: ProbeCost, ncpus: int, total: float) -> Budget | None:
+    """None without --max-overhead; else whether the window's own cost
+    (`total`, every part) kept it, the steps shed and the probe's share
+    after the last of them (the periods the last step ruled)."""
+    if not cost.max_share:
+        return None
+    steps = []
+    for st in cost.shed:
+        name, unit, loss = KNOBS.get(st.what, (st.what, "", ""))
+        before = "every one" if st.before == 0 and st.what != "objects_ms" else f"{st.before:,}{unit}"
+        step = f"{name} {before} -> {st.after:,}{unit} at {st.t_ns / 1e9:.1f} s"
+        steps.append(f"{step}, given back (it saved too little)" if st.given_back else f"{step} ({loss})")
+    last = cost.shed[-1].t_ns if cost.shed else 0
+    after = [p for p in cost.periods if p.t_ns > last]
+    ran = sum(p.period_ns for p in after)
+    after_share = (sum(p.bpf_ns + p.traps_ns + p.loader_ns for p in after) / (ran * ncpus)) if ran else None
+    return Budget(cost.max_share, total <= cost.max_share, after_share, steps, bool(cost.shed_exhausted))
+
+
+def describe_budget(b: Budget) -> str:
+    """"budget 3% of the CPUs: kept; shed: ..." or "budget 1%: not kept
+    (...)", with what was shed."""
+    head = f"budget {b.max_share:.1%} of the CPUs: " + ("kept" if b.kept else "not kept")
+    if not b.kept and b.after_share is not None and b.after_share <= b.max_share:
+        head += f" over the whole window; {b.after_share:.1%} after the last step"
+    elif not b.kept and b.exhausted:
+        head += (f" ({b.after_share:.1%} after shedding all it can: " if b.after_share is not None else " (") + \
+            "what is left, the programs' entry on every event and the uprobes' traps, no step reaches)"
+    if b.steps:
+        head += "; shed: " + "; ".join(b.steps)
+    elif b.kept:
+        head += ", nothing shed"
+    return head
 
 
 def describe(c: OwnCost, top: int = 3) -> str:
@@ -69,4 +133,5 @@ def describe(c: OwnCost, top: int = 3) -> str:
             (f" ({', '.join(f'{p.name} {p.share:.1%}' for p in shown)})" if shown else ""))
     if c.bpf_counted is not None:
         text += f"; BPF run times counted in {c.bpf_counted:.0%} of the window, scaled"
-    return text + "".join(f"; not counted: {u}" for u in c.unavailable)
+    text += "".join(f"; not counted: {u}" for u in c.unavailable)
+    return text + (f"\n{describe_budget(c.budget)}" if c.budget else "")

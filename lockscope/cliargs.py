@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lockscope import __version__
 from lockscope.machine import scratch
-from lockscope.measure.probe import DEFAULT_SAMPLE_HZ
+from lockscope.measure.probe import DEFAULT_ATTACH_BUDGET, DEFAULT_SAMPLE_HZ
 from lockscope.validate import MAX_WORKERS_PER_CPU
 
 DEFAULT_WORKLOADS = ["MWRM", "DWOM", "MWCM", "MWCL", "mmap"]
@@ -83,6 +83,10 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                    help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
                         f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
+    p.add_argument("--max-overhead", type=float, default=None, metavar="PCT",
+                   help="lockscope's cost budget in percent of the machine's CPUs: measured every second, and "
+                        "over it the probe samples fewer stacks, timed waits and object snapshots (the record "
+                        "and the report say what was shed; names stay, precision drops) (default: none)")
     p.add_argument("--target", default=None, metavar="pid:P[,P] | comm:NAME | cgroup:PATH",
                    help="with a command: these running processes (a server) are the measured work, traced with "
                         "what they fork; the command only drives their load and is a role of its own (driver). "
@@ -215,6 +219,11 @@ def _add_attach_command(sub: argparse._SubParsersAction) -> None:
                    help=f"time view: the lock waits every this many seconds (default {DEFAULT_INTERVAL:g}; 0: off)")
     p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                    help=f"on-CPU samples per second per CPU (default {DEFAULT_SAMPLE_HZ}; 0: none)")
+    p.add_argument("--max-overhead", type=float, default=DEFAULT_ATTACH_BUDGET, metavar="PCT",
+                   help="lockscope's cost budget in percent of the machine's CPUs: measured every second, and "
+                        "over it the probe samples fewer stacks, timed waits and object snapshots (the record "
+                        "and the report say what was shed; names stay, precision drops) "
+                        f"(default {DEFAULT_ATTACH_BUDGET:g}; 0: none)")
     p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
                    help="a System.map or vmlinux of the running kernel: names global kernel locks by variable")
     p.add_argument("--json", action="store_true", help="print the run record as JSON")

@@ -69,7 +69,8 @@ def point_spec(args: argparse.Namespace, command: list[str] | None) -> PointSpec
     cpus = validate.parse_cpus(args.cpus)
     common = dict(workload=s.names[0], workers=s.workers[0], duration=s.duration, warmup=s.warmup,
                   probe=not args.no_probe, scratch_root=args.scratch, cpus=cpus, sample_hz=args.sample_hz,
-                  system_wide=args.system_wide, vmlinux=validate.check_vmlinux(args.vmlinux))
+                  system_wide=args.system_wide, vmlinux=validate.check_vmlinux(args.vmlinux),
+                  max_overhead=validate.check_max_overhead(args.max_overhead))
     if command:
         validate.check_command(command)
         validate.check_regex("--throughput-regex", args.throughput_regex)
@@ -151,7 +152,8 @@ def sweep_spec(args: argparse.Namespace, command: list[str] | None) -> SweepSpec
                          throughput_regex=args.throughput_regex, target=_target(args), probe=not args.no_probe,
                          scratch_root=args.scratch, cpus=validate.parse_cpus(args.cpus), sample_hz=args.sample_hz,
                          system_wide=args.system_wide, params=params, interval=args.interval,
-                         latency=not args.no_latency, device=device, vmlinux=validate.check_vmlinux(args.vmlinux))
+                         latency=not args.no_latency, device=device, vmlinux=validate.check_vmlinux(args.vmlinux),
+                         max_overhead=validate.check_max_overhead(args.max_overhead))
     spec = SweepSpec(workloads=s.names, fs=fss, workers=s.workers, template=template,
                      repeats=validate.check_repeats(args.repeat if args.repeat is not None else DEFAULT_REPEATS))
     spec.unavailable_fs = unavailable
@@ -173,7 +175,8 @@ def attach_spec(args: argparse.Namespace):
     validate.check_worker_count(args.workers)
     vmlinux = validate.check_vmlinux(args.vmlinux)
     found = targets.system_wide() if args.system_wide else targets.resolve(args.pid, args.comm, args.cgroup)
-    return AttachSpec(found, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux)
+    return AttachSpec(found, args.duration, args.workers, args.name, args.interval, args.sample_hz, vmlinux,
+                      validate.check_max_overhead(args.max_overhead))
 
 
 def confirm_options(args: argparse.Namespace, command: list[str] | None) -> dict:

@@ -126,6 +126,16 @@ def check_interval(interval: float) -> None:
         raise UsageError(f"--interval {interval:g}: must be 0 (off) or more seconds")
 
 
+def check_max_overhead(pct: float | None) -> float | None:
+    """--max-overhead: a budget in percent of the machine's CPUs, or 0 for none."""
+    if pct is None:
+        return None
+    if not 0 <= pct < 100:
+        raise UsageError(f"--max-overhead {pct:g}: must be a percentage of the CPUs, at least 0 and below 100",
+                         "e.g. --max-overhead 3 (0: no budget)")
+    return pct or None
+
+
 def check_sample_hz(hz: int) -> None:
     if not 0 <= hz <= 10000:
         raise UsageError(f"--sample-hz {hz}: must be between 0 and 10000")

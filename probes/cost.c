@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "cost.h"
+#include "budget.h"
 #include "trapcost.skel.h"
 
 #define MAX_OBJECTS 8
@@ -199,9 +200,22 @@ static struct prog_counts *counts_of(int fd)
 	return &counts[ncounts++];
 }
 
+/* attached as a uprobe or USDT probe: a trap at every run */
+static bool is_uprobe(const struct bpf_program *prog)
+{
+	const char *sec = bpf_program__section_name(prog);
+
+	return !strncmp(sec, "uprobe", 6) || !strncmp(sec, "uretprobe", 9) || !strncmp(sec, "usdt", 4);
+}
+
+/* what the programs ran in one stretch of the stats on */
+struct stretch {
+	__u64 run_ns, runs, uprobe_runs;
+};
+
 /* every registered program's counts now: the base (at a turn-on), or added
- * to the sums since it (at a turn-off) */
-static void read_counts(bool base)
+ * to the sums since it (at a turn-off, and to the stretch's `s`) */
+static void read_counts(bool base, struct stretch *s)
 {
 	struct bpf_program *prog;
 
@@ -222,8 +236,32 @@ static void read_counts(bool base)
 			} else {
 				c->run_ns += info.run_time_ns - c->base_ns;
 				c->runs += info.run_cnt - c->base_runs;
+				if (s) {
+					s->run_ns += info.run_time_ns - c->base_ns;
+					s->runs += info.run_cnt - c->base_runs;
+					if (is_uprobe(prog))
+						s->uprobe_runs += info.run_cnt - c->base_runs;
+				}
 			}
 		}
+}
+
+static __u64 period_start;         /* the last period's end (the window's start at first) */
+static __u64 period_cpu;           /* the loader's CPU time then */
+
+/* a period ends with each stretch the stats were on: its cost, the
+ * stretch's counts scaled to the period, to the budget (budget.c) */
+static void period_end(__u64 now, __u64 on_len, const struct stretch *s, bool last)
+{
+	__u64 cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	__u64 period = now - period_start;
+	double scale = on_len ? (double)period / on_len : 0;
+
+	budget_period(now, period, (__u64)(s->run_ns * scale), (__u64)(s->runs * scale),
+		      (__u64)(s->uprobe_runs * scale * trap_ns),
+		      cpu > period_cpu ? cpu - period_cpu : 0, last);
+	period_start = now;
+	period_cpu = cpu;
 }
 
 static void stats_on(__u64 now)
@@ -233,20 +271,25 @@ static void stats_on(__u64 now)
 		stats_err = errno ? errno : EINVAL;
 		return;
 	}
-	read_counts(true);
+	read_counts(true, NULL);
 	on_since = now;
 }
 
-static void stats_off(__u64 now)
+static void stats_off(__u64 now, bool last)
 {
+	struct stretch s = {};
+	__u64 on_len;
+
 	if (!on_since)
 		return;
-	read_counts(false);
+	read_counts(false, &s);
 	close(stats_fd);
 	stats_fd = -1;
-	on_ns += now - on_since;
+	on_len = now - on_since;
+	on_ns += on_len;
 	on_since = 0;
 	off_since = now;
+	period_end(now, on_len, &s, last);
 }
 
 void cost_start(void)
@@ -254,9 +297,12 @@ void cost_start(void)
 	ncounts = 0;
 	stats_err = 0;
 	on_ns = on_since = 0;
-	read_counts(true);                 /* every program listed, timed or not */
+	read_counts(true, NULL);           /* every program listed, timed or not */
 	cpu_ns[0] = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	t_window[0] = clock_ns(CLOCK_MONOTONIC);
+	period_start = t_window[0];
+	period_cpu = cpu_ns[0];
+	budget_start(t_window[0]);
 	stats_on(t_window[0]);
 }
 
@@ -265,7 +311,7 @@ void cost_tick(void)
 	__u64 now = clock_ns(CLOCK_MONOTONIC);
 
 	if (on_since && now - on_since >= STATS_ON_MS * 1000000ULL)
-		stats_off(now);
+		stats_off(now, false);
 	else if (!on_since && !stats_err && stats_fd < 0 &&
 		 now - off_since >= (STATS_PERIOD_MS - STATS_ON_MS) * 1000000ULL)
 		stats_on(now);
@@ -275,7 +321,7 @@ void cost_stop(void)
 {
 	t_window[1] = clock_ns(CLOCK_MONOTONIC);
 	cpu_ns[1] = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-	stats_off(t_window[1]);
+	stats_off(t_window[1], true);
 }
 
 /* a row of "programs": a program's name, what the kernel skipped, and its
@@ -300,11 +346,9 @@ void cost_json(struct jw *w)
 
 			if (!c || !c->read)
 				continue;
-			const char *sec = bpf_program__section_name(prog);
 			struct prog_row r = { .name = bpf_program__name(prog), .c = c,
 					      .scale = on_ns ? (double)(t_window[1] - t_window[0]) / on_ns : 0,
-					      .uprobe = !strncmp(sec, "uprobe", 6) || !strncmp(sec, "uretprobe", 9) ||
-							!strncmp(sec, "usdt", 4) };
+					      .uprobe = is_uprobe(prog) };
 			EMIT_ROW_PROGRAMS(w, &r);
 		}
 	jw_arr_end(w);
@@ -325,5 +369,6 @@ void cost_json(struct jw *w)
 		jw_ku64(w, "uprobe_trap_ns", trap_ns);
 	else
 		jw_kstr(w, "uprobe_trap_reason", trap_why[0] ? trap_why : "not measured");
+	budget_json(w);
 	jw_obj_end(w);
 }

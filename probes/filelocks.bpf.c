@@ -60,6 +60,53 @@ struct {
 	__type(value, struct flk_stat);
 } flk_stats SEC(".maps");
 
+/* the locked files' paths by inode (flk_path), built in a per-CPU buffer */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1024);
+	__type(key, __u64);                 /* struct inode * */
+	__type(value, struct flk_path);
+} flk_paths SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct flk_path);
+} flk_path_buf SEC(".maps");
+
+/* the inode's path below its file system's root, once per inode */
+static __always_inline void note_path(struct inode *inode)
+{
+	__u64 key = (__u64)inode;
+	__u32 zero = 0;
+	struct hlist_node *alias;
+	struct dentry *d, *parent;
+	struct flk_path *p;
+
+	if (bpf_map_lookup_elem(&flk_paths, &key))
+		return;
+	p = bpf_map_lookup_elem(&flk_path_buf, &zero);
+	alias = BPF_CORE_READ(inode, i_dentry.first);
+	if (!p || !alias)
+		return;
+	d = (struct dentry *)((__u64)alias - bpf_core_field_offset(struct dentry, d_u.d_alias));
+	p->depth = 0;
+	p->more = 0;
+	for (int i = 0; i < FLK_PATH_DEPTH; i++) {
+		parent = BPF_CORE_READ(d, d_parent);
+		if (!parent || parent == d)          /* the file system's root */
+			break;
+		bpf_probe_read_kernel_str(p->names[i], FLK_NAME_LEN, BPF_CORE_READ(d, d_name.name));
+		p->depth = i + 1;
+		d = parent;
+	}
+	if (p->depth == FLK_PATH_DEPTH && d && BPF_CORE_READ(d, d_parent) != d)
+		p->more = 1;
+	bpf_map_update_elem(&flk_paths, &key, p, BPF_NOEXIST);
+}
+
 COUNTERS_MAP(flk_counters, FLK__MAX, flk_count);
 
 static __always_inline bool traced(__u32 tgid)
@@ -209,6 +256,7 @@ static __always_inline void begin(struct inode *inode, void *fl, bool lease, boo
 	fresh.key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	fresh.key.tid = tid;
 	fresh.key.tgid = tgid;
+	note_path(inode);
 	if (busy) {
 		flk_count(FLK_BUSY_BEGIN);
 		if (!posix || !conflicting_posix(inode, fl, &fresh.key)) {

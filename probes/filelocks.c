@@ -65,6 +65,7 @@ void filelocks_start(void)
 	skel->bss->enabled = false;
 	clear_map(skel->maps.flk_open);
 	clear_map(skel->maps.flk_stats);
+	clear_map(skel->maps.flk_paths);
 	counters_zero(skel->maps.flk_counters, FLK__MAX, nc);
 	nrows = 0;
 	memset(counters, 0, sizeof(counters));
@@ -144,6 +145,27 @@ void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void 
 	}
 }
 
+/* the inode's path below its file system's root as the BPF side read it
+ * ("dir/file", ".../" first where it went on above the names kept), "" where
+ * it read none */
+static const char *fs_path(__u64 inode, char *out, size_t size)
+{
+	struct flk_path p;
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.flk_paths), &inode, &p) || !p.depth ||
+	    p.depth > FLK_PATH_DEPTH)
+		return out;
+	if (p.more)
+		n += snprintf(out + n, size - n, ".../");
+	for (int i = (int)p.depth - 1; i >= 0 && n < size; i--) {
+		p.names[i][FLK_NAME_LEN - 1] = '\0';
+		n += snprintf(out + n, size - n, "%s%s", p.names[i], i ? "/" : "");
+	}
+	return out;
+}
+
 void filelocks_json(struct jw *w)
 {
 	jw_key(w, "file_lock_probe");
@@ -166,7 +188,8 @@ void filelocks_json(struct jw *w)
 	jw_key(w, "file_lock_waits");
 	jw_arr(w);
 	for (size_t i = 0; i < nrows; i++) {
-		struct flk_row r = { &rows[i].k, &rows[i].s };
+		char path[FLK_PATH_DEPTH * (FLK_NAME_LEN + 1) + 8];
+		struct flk_row r = { &rows[i].k, &rows[i].s, fs_path(rows[i].k.inode, path, sizeof(path)) };
 
 		EMIT_ROW_FILE_LOCK_WAITS(w, &r);
 	}

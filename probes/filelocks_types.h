@@ -43,6 +43,18 @@ struct flk_stat {
 	char holder_comm[16]; /* the holder's process name when the last of these waits began */
 };
 
+/* the file's path below its file system's root, from the kernel's
+ * dentries: its inode's first alias and that dentry's parents, leaf first
+ * (the walked open files name most locked files; a file open only between
+ * two of their snapshots, a lease holder's, is named from here) */
+#define FLK_PATH_DEPTH 8
+#define FLK_NAME_LEN 56
+struct flk_path {
+	__u32 depth;          /* names kept */
+	__u32 more;           /* the path goes on above them */
+	char names[FLK_PATH_DEPTH][FLK_NAME_LEN];
+};
+
 /* a wait in progress, by thread */
 struct flk_open {
 	__u64 start;          /* bpf_ktime_get_ns() when it was deferred first */
@@ -66,6 +78,7 @@ enum flk_counter { FLK_COUNTERS(COUNTER_ENUM) FLK__MAX };
 struct flk_row {
 	const struct flk_key *k;
 	const struct flk_stat *s;
+	const char *fs_path;  /* "dir/file" below the file system's root; "" where not read */
 };
 
 #endif

@@ -29,6 +29,7 @@
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "cost.h"
+#include "budget.h"
 #include "jsonw.h"
 #include "bpfutil.h"
 #include "loader.h"
@@ -49,6 +50,7 @@
 struct options {
 	bool system_wide, futex;
 	long interval_ms, stack_rate, sample_hz, series_ms, timed_rate;
+	double max_overhead;      /* percent of the machine's CPUs; 0: no budget */
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -152,6 +154,27 @@ static int load_objects(struct probe *p, bool system_wide)
 	return 0;
 }
 
+/* a rate per second per CPU as the BPF side counts it: per 10 ms window (0: no limit) */
+static __u32 per_window(long rate)
+{
+	return rate ? (__u32)((rate + 99) / 100) : 0;
+}
+
+static struct probe *budget_probe;
+
+/* a step of the cost budget (budget.c), applied to the running probe */
+static void budget_apply(enum budget_knob knob, long value)
+{
+	struct probe *p = budget_probe;
+
+	switch (knob) {
+	case KNOB_STACK_RATE: p->cskel->data->stack_budget = per_window(value); break;
+	case KNOB_TIMED_RATE: p->cskel->data->timed_per_window = per_window(value); break;
+	case KNOB_OBJECTS_MS: p->objects_ms = value; break;
+	default: break;
+	}
+}
+
 static int load(struct probe *p, const struct options *o)
 {
 	int err;
@@ -163,8 +186,8 @@ static int load(struct probe *p, const struct options *o)
 	p->cskel->rodata->nr_futex = __NR_futex;
 	p->cskel->rodata->nr_futex_waitv = __NR_futex_waitv;
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
-	p->cskel->rodata->stack_budget = o->stack_rate ? (o->stack_rate + 99) / 100 : 0;
-	p->cskel->rodata->timed_per_window = o->timed_rate ? (o->timed_rate + 99) / 100 : 0;
+	p->cskel->data->stack_budget = per_window(o->stack_rate);
+	p->cskel->data->timed_per_window = per_window(o->timed_rate);
 	/* sched_switch's futex part (futexwaits.bpf.h); without it, its maps
 	 * take no memory */
 	p->cskel->rodata->futex_on = o->futex;
@@ -201,7 +224,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lockscope-probe [--system-wide] [--interval-ms N] [--stack-rate N] [--sample-hz N]\n"
-		"                       [--series-ms N] [--timed-rate N] [--futex]\n"
+		"                       [--series-ms N] [--timed-rate N] [--max-overhead PCT] [--futex]\n"
 		"  --series-ms N   keep the cumulative wait per lock every N ms while counting,\n"
 		"                  emitted with the data (default 250; 0: none)\n"
 		"  --stack-rate N  kernel stacks walked per second per CPU once each lock has\n"
@@ -210,6 +233,10 @@ static void usage(FILE *f)
 		"  --timed-rate N  spin and mutex waits timed per second per CPU; beyond it a\n"
 		"                  random sample is timed and stands for the rest (default\n"
 		"                  10000; 0: every wait timed)\n"
+		"  --max-overhead PCT  the probe's cost budget, in percent of the machine's CPUs:\n"
+		"                  measured each second while counting, and over it the stack\n"
+		"                  and timed-wait rates and the objects' period are lowered\n"
+		"                  step by step (the data's cost.shed); default: none\n"
 		"  --futex         also trace futex waits (user-space locks) by address and user stack\n"
 		"Commands on stdin: track PID | untrack PID | watch PATH | start | stop | quit.\n"
 		"Events on stdout, one JSON object per line.\n");
@@ -226,12 +253,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "series-ms", required_argument, NULL, 'S' },
 		{ "timed-rate", required_argument, NULL, 'T' },
 		{ "futex", no_argument, NULL, 'u' },
+		{ "max-overhead", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "si:r:f:S:T:uh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "si:r:f:S:T:B:uh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': o->system_wide = true; break;
 		case 'i': o->interval_ms = strtol(optarg, NULL, 10); break;
@@ -240,14 +268,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'S': o->series_ms = strtol(optarg, NULL, 10); break;
 		case 'T': o->timed_rate = strtol(optarg, NULL, 10); break;
 		case 'u': o->futex = true; break;
+		case 'B': o->max_overhead = strtod(optarg, NULL); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (o->interval_ms <= 0 || o->stack_rate < 0 || o->sample_hz < 0 || o->sample_hz > 100000 ||
-	    o->series_ms < 0 || o->timed_rate < 0) {
+	    o->series_ms < 0 || o->timed_rate < 0 || !(o->max_overhead >= 0 && o->max_overhead < 100)) {
 		fprintf(stderr, "lockscope-probe: --interval-ms must be > 0, --stack-rate and --timed-rate >= 0, "
-			"--sample-hz between 0 and 100000\n");
+			"--sample-hz between 0 and 100000, --max-overhead between 0 and 100\n");
 		return 2;
 	}
 	return -1;
@@ -312,7 +341,7 @@ static int setup(struct probe *p, const struct options *o)
 
 /* while counting: a time-series snapshot every tick, and the objects (which
  * come and go during a run) every interval */
-static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
+static void on_tick(struct probe *p, uint64_t *last_objects)
 {
 	uint64_t now = now_ns();
 
@@ -324,7 +353,7 @@ static void on_tick(struct probe *p, long interval_ms, uint64_t *last_objects)
 		series_snapshot(bpf_map__fd(p->cskel->maps.lock_stats),
 				bpf_map__fd(p->cskel->maps.offcpu_stats), p->ncpus, now - p->t_start);
 	if (now - (*last_objects > p->t_start ? *last_objects : p->t_start) >=
-	    (uint64_t)interval_ms * 1000000ULL) {
+	    (uint64_t)p->objects_ms * 1000000ULL) {
 		collect_objects(p);
 		futex_snapshot_maps();
 		collect_sample_maps(p, false);
@@ -390,7 +419,7 @@ static int poll_loop(struct probe *p, int sfd, long interval_ms, const char **re
 			uint64_t now = now_ns();
 
 			if (now - last_tick >= (uint64_t)tick * 1000000ULL) {
-				on_tick(p, interval_ms, &last_objects);
+				on_tick(p, &last_objects);
 				last_tick = now;
 			} else {
 				tasks_drain_wakeups();
@@ -437,6 +466,11 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	p.series_ms = o.series_ms;
+	p.objects_ms = o.interval_ms;
+	budget_probe = &p;
+	budget_init(o.max_overhead / 100, (const long[KNOB__MAX]){ [KNOB_STACK_RATE] = o.stack_rate,
+		    [KNOB_TIMED_RATE] = o.timed_rate, [KNOB_OBJECTS_MS] = o.interval_ms },
+		    (int)sysconf(_SC_NPROCESSORS_ONLN), budget_apply);
 	sfd = block_signals();
 	rc = setup(&p, &o);
 	if (rc == 0)

@@ -21,6 +21,7 @@ struct probe {
 	struct bpf_link **sample_links;   /* one per CPU, or NULL */
 	uint64_t sample_period_ns;        /* 0: no CPU samples */
 	long series_ms;                   /* 0: no time series */
+	long objects_ms;                  /* the objects' snapshot period while counting */
 	int ncpus;
 	bool enabled;                     /* counting */
 	uint64_t t_start, t_stop;

@@ -12,11 +12,13 @@
 #define STACKS_PER_LOCK 8
 
 /* stack walks per CPU per 10 ms beyond the first few of each lock; 0: all
- * (the loader's --stack-rate, default 500/s: 5) */
-const volatile __u32 stack_budget = 5;
+ * (the loader's --stack-rate, default 500/s: 5). Writable while loaded: the
+ * cost budget lowers it (budget.c) */
+volatile __u32 stack_budget = 5;
 /* spin and mutex waits timed per CPU per 10 ms before the rest are sampled
- * (the loader's --timed-rate, default 10,000/s: 100); 0: every wait timed */
-const volatile __u32 timed_per_window = 100;
+ * (the loader's --timed-rate, default 10,000/s: 100); 0: every wait timed.
+ * Writable while loaded, as stack_budget */
+volatile __u32 timed_per_window = 100;
 
 /* how many waits of each (lock, flags) got a stack so far */
 struct {

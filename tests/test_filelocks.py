@@ -71,6 +71,21 @@ def test_recorded_run_names_the_file_lock_with_its_holder_at_the_programs_clock(
     assert rec.ops_per_sec and rec.ops_per_sec > 0
 
 
+def test_a_file_no_snapshot_found_open_is_named_from_the_kernels_dentries():
+    """A lease holder's file is open only between two snapshots of the open
+    files now and then (a CI run named it "inode 2 on dev 0:39"): the probe
+    reads the locked file's path below its file system's root from the
+    kernel's dentries, and the name is the same without the snapshots."""
+    rec = load("filelocks/posix-tmpfs-w2")
+    raw = rec.probe.raw
+    w = raw.file_lock_waits[0]
+    assert w.fs_path == "lockfile"
+    with_files = filelocks.file_of(raw, w.dev, w.ino, w.fs_path)
+    raw.objects.files = []
+    assert filelocks.file_of(raw, w.dev, w.ino, w.fs_path) == with_files == "<scratch>/lockfile"
+    assert filelocks.file_of(raw, w.dev, w.ino) == f"inode {w.ino} on dev {w.dev >> 20}:{w.dev & 0xFFFFF}"
+
+
 @pytest.mark.parametrize("regex,message", [
     ("(", "--throughput-regex '(': not a regular expression"),
     ("ops/s: [0-9.]+", "--throughput-regex 'ops/s: [0-9.]+': has no group for the number"),

@@ -6,9 +6,12 @@ processes that held it.
 "POSIX write lock on <scratch>/db [0–EOF]": kind `file lock`, tier verified
 (the kernel's own struct file_lock and inode say what and where); the file's
 path comes from the object walk of the workload's open files (by device and
-inode number), else the inode is named by its device and number."""
+inode number), else from the kernel's dentries as the probe read them (below
+the file system's mount point), else the inode is named by its device and
+number."""
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 from . import naming
@@ -59,12 +62,16 @@ def lock_range(start: int, end: int) -> str:
     return f"[{start}–{'EOF' if end >= OFFSET_MAX else end}]"
 
 
-def file_of(raw: RawProbe, dev: int, ino: int) -> str:
+def file_of(raw: RawProbe, dev: int, ino: int, fs_path: str | None = None) -> str:
     """The path of the file (dev, ino) among the objects the probe walked,
-    shown relative to the scratch root; else its device and inode number."""
+    shown relative to the scratch root; else its path below its file
+    system's root as the probe read it from the kernel's dentries, under
+    that file system's mount point; else its device and inode number."""
     for f in raw.objects.files:
         if f.dev == dev and f.ino == ino and f.path:
             return display_path(f.path, raw.scratch)
+    if fs_path and dev in raw.mounts:
+        return display_path(os.path.join(raw.mounts[dev], fs_path), raw.scratch)
     return f"inode {ino} on dev {dev >> 20}:{dev & 0xFFFFF}"
 
 
@@ -106,7 +113,7 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
     groups: dict[str, LockAcc] = {}
     held: dict[str, dict[str, list]] = defaultdict(dict)
     for w in raw.file_lock_waits or []:
-        path = file_of(raw, w.dev, w.ino)
+        path = file_of(raw, w.dev, w.ino, w.fs_path)
         name, cls = lock_name(w, path)
         acc = groups.get(name)
         if acc is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lockscope.measure import targets as tg
 from lockscope.errors import LockscopeError, UsageError
-from lockscope.measure.probe import DEFAULT_SAMPLE_HZ, ProbeSession
+from lockscope.measure.probe import DEFAULT_ATTACH_BUDGET, DEFAULT_SAMPLE_HZ, ProbeSession
 from lockscope.model.record import NO_FS, AttachedProcess, AttachInfo, RunRecord, point_id
 from lockscope.measure.assemble import finish_record, probe_info, raw_from_probe
 from lockscope.measure.runner import Progress
@@ -48,6 +48,7 @@ class AttachSpec:
     interval: float = 1.0              # the probe's snapshot period of lock waits (0: none kept)
     sample_hz: int = DEFAULT_SAMPLE_HZ
     vmlinux: Path | None = None
+    max_overhead: float | None = DEFAULT_ATTACH_BUDGET   # the probe's cost budget, percent of the CPUs
 
     @property
     def workload(self) -> str:
@@ -179,7 +180,8 @@ def run_attach(spec: AttachSpec, progress: Progress) -> RunRecord:
     notes: list[str] = []
     series_ms = max(1, round(spec.interval * 1000)) if spec.interval > 0 else 0
     with contextlib.ExitStack() as stack:
-        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz, series_ms=series_ms))
+        probe = stack.enter_context(ProbeSession(spec.system_wide, sample_hz=spec.sample_hz, series_ms=series_ms,
+                                                      max_overhead=spec.max_overhead))
         procs = _track(probe, spec.targets.procs, notes)
         if spec.system_wide:
             probe.rescan_usdt()            # the USDT lock probes of every program running now

@@ -23,6 +23,10 @@ BTF = Path("/sys/kernel/btf/vmlinux")
 # 49 Hz (bcc profile's default), 0.96-0.97 at 19 Hz, 0.99-1.01 with none; the
 # diagnoses of the ground-truth workloads were the same at 19 and 49 Hz.
 DEFAULT_SAMPLE_HZ = 19
+# `attach`'s cost budget (--max-overhead), in percent of the machine's CPUs: an operator attaching
+# to a live server expects a profiler to take little of it (issue 43); `run` and `sweep` measure
+# at full precision unless given one
+DEFAULT_ATTACH_BUDGET = 3.0
 
 
 def preflight() -> None:
@@ -54,8 +58,12 @@ class ProbeSession(JsonLinesProcess):
     what = "lockscope-probe"
 
     def __init__(self, system_wide: bool = False, interval_ms: int = 1000, sample_hz: int = DEFAULT_SAMPLE_HZ,
-                 futex: bool = True, series_ms: int | None = None, timed_rate: int | None = None):
+                 futex: bool = True, series_ms: int | None = None, timed_rate: int | None = None,
+                 max_overhead: float | None = None):
         super().__init__()
+        # the cost budget in percent of the machine's CPUs (None: none): the loader sheds sampling
+        # rates to keep it (probes/budget.c)
+        self.max_overhead = max_overhead
         # spin and mutex waits timed per second per CPU before the rest are
         # sampled (None: the loader's default; 0: every wait timed)
         self.timed_rate = timed_rate
@@ -88,6 +96,8 @@ class ProbeSession(JsonLinesProcess):
             argv += ["--series-ms", str(self.series_ms)]
         if self.timed_rate is not None:
             argv += ["--timed-rate", str(self.timed_rate)]
+        if self.max_overhead:
+            argv += ["--max-overhead", f"{self.max_overhead:g}"]
         self._spawn(argv)
 
     def wait_ready(self) -> "ProbeSession":
@@ -217,7 +227,7 @@ class ProbeSession(JsonLinesProcess):
 
 class LoadedProbes:
     """Probe sessions kept loaded across the points of a sweep, one per
-    (system_wide, sample_hz): each point gets a session and, on its way out
+    (system_wide, sample_hz, max_overhead): each point gets a session and, on its way out
     (before its file system is unmounted), the session forgets the point's
     processes and paths (ProbeSession.reset). A session that died or could
     not be reset is closed and the next point loads a new one. Each
@@ -226,14 +236,15 @@ class LoadedProbes:
     def __init__(self) -> None:
         self._sessions: dict[tuple, ProbeSession] = {}
 
-    def use(self, stack: contextlib.ExitStack, system_wide: bool, sample_hz: int) -> ProbeSession:
-        key = (system_wide, sample_hz)
+    def use(self, stack: contextlib.ExitStack, system_wide: bool, sample_hz: int,
+            max_overhead: float | None = None) -> ProbeSession:
+        key = (system_wide, sample_hz, max_overhead)
         s = self._sessions.pop(key, None)
         if s is not None and not s.alive():
             s.close()
             s = None
         if s is None:
-            s = ProbeSession(system_wide, sample_hz=sample_hz).__enter__()
+            s = ProbeSession(system_wide, sample_hz=sample_hz, max_overhead=max_overhead).__enter__()
         stack.callback(self._release, key, s)
         return s
 
@@ -257,12 +268,12 @@ class LoadedProbes:
 
 
 def session(stack: contextlib.ExitStack, loaded: LoadedProbes | None, system_wide: bool,
-            sample_hz: int) -> ProbeSession:
+            sample_hz: int, max_overhead: float | None = None) -> ProbeSession:
     """A probe session for one point: from `loaded` (a sweep's), else its own,
     closed with `stack`."""
     if loaded is not None:
-        return loaded.use(stack, system_wide, sample_hz)
-    return stack.enter_context(ProbeSession(system_wide, sample_hz=sample_hz))
+        return loaded.use(stack, system_wide, sample_hz, max_overhead)
+    return stack.enter_context(ProbeSession(system_wide, sample_hz=sample_hz, max_overhead=max_overhead))
 
 
 COMM_LEN = 15                   # the kernel keeps a task's name in 16 bytes, NUL included

@@ -58,6 +58,7 @@ class PointSpec:
     interval: float = 0.0              # time series every this many seconds (0: none)
     latency: bool = True               # time every operation (histograms)
     device: str | None = None          # a checked block device for disk setups (--device)
+    max_overhead: float | None = None  # the probe's cost budget, percent of the CPUs (--max-overhead)
     # commands: run before the window on the same {dir}, without the probes
     prepare: list[str] | None = None
     throughput_unit: str | None = None  # of throughput_regex's number (default: ops/s)
@@ -84,7 +85,8 @@ def run_builtin(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
             fs = stack.enter_context(scratch.mounted(spec.fs, spec.scratch_root, device=spec.device))
         if spec.probe:
             KernelTables.prefetch(spec.vmlinux)    # parsed while the probes load, done before the workload starts
-        probe = probes.session(stack, loaded, spec.system_wide, spec.sample_hz) if spec.probe else None
+        probe = (probes.session(stack, loaded, spec.system_wide, spec.sample_hz, spec.max_overhead)
+                 if spec.probe else None)
         KernelTables.settle()
         wl = stack.enter_context(workloads.WorkloadSession(
             spec.workload, spec.workers, spec.duration, spec.warmup, fs.mountpoint if fs else None, spec.cpus,
@@ -294,7 +296,8 @@ def run_command(spec: PointSpec, progress: Progress, loaded: probes.LoadedProbes
         prepare_s = run_prepare(prepare, progress) if prepare else None
         if spec.probe:
             KernelTables.prefetch(spec.vmlinux)    # parsed while the probes load, done before the window
-        probe = probes.session(stack, loaded, spec.system_wide, spec.sample_hz) if spec.probe else None
+        probe = (probes.session(stack, loaded, spec.system_wide, spec.sample_hz, spec.max_overhead)
+                 if spec.probe else None)
         KernelTables.settle()
         targets = _track_targets(probe, spec, server)
         drivers: set[int] | None = set() if targets else None

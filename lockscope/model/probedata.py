@@ -262,6 +262,9 @@ class FileLockWait:
     count: int = 0
     total_ns: int = 0
     max_ns: int = 0
+    # the file's path below its file system's root, from the kernel's dentries (since issue 44's
+    # lease holders: a file no snapshot of the open files found)
+    fs_path: Optional[str] = optional()
 
 
 @dataclass

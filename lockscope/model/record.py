@@ -281,6 +281,41 @@ class ProbeCost:
     # own, called with and without it); the reason where it was not
     uprobe_trap_ns: Optional[int] = optional()
     uprobe_trap_reason: Optional[str] = optional()
+    # per period (about a second) of the window (since issue 43's budget)
+    periods: list[CostPeriod] = field(default_factory=list, metadata={"omit_empty": True})
+    # --max-overhead as a share of the CPUs, the steps shed to keep it, and whether the ladder
+    # ran out while a period was still over it
+    max_share: Optional[float] = optional()
+    shed: list[ShedStep] = field(default_factory=list, metadata={"omit_empty": True})
+    shed_exhausted: Optional[bool] = optional()
+
+
+@dataclass
+class CostPeriod:
+    """The probe's cost in one period of the window (about a second): its
+    programs' run time and their uprobes' traps, scaled from the stretch the
+    kernel counted them in, and the loader's CPU time (probes/budget.c)."""
+    t_ns: int                 # the period's end, from the window's start
+    period_ns: int
+    bpf_ns: int = 0
+    runs: int = 0             # the programs' runs, scaled likewise
+    traps_ns: int = 0
+    loader_ns: int = 0
+    level: int = 0            # steps of the budget's ladder taken before it ended
+
+
+@dataclass
+class ShedStep:
+    """A sampling rate lowered to keep --max-overhead: `what` is the
+    loader's knob (stack_rate, timed_rate: per second per CPU; objects_ms:
+    the objects' snapshot period)."""
+    t_ns: int                 # from the window's start
+    what: str
+    before: int
+    after: int
+    # it saved less than a tenth of what it aims at in the period after it (the programs' time
+    # per run, the loader's CPU share): the rate went back
+    given_back: Optional[bool] = optional()
 
 
 @dataclass

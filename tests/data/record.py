@@ -49,11 +49,18 @@ SWEEPS = {
     # issue 41: every point run 3 times, interleaved (sweep --repeat 3): intervals, the root cause by repeat
     "repeats_tmpfs": ("MWRM,mmap", "tmpfs", "1,2"),
 }
+# name: arguments of `lockscope run` (a built-in workload), with OPTIONS or --duration 2 --warmup 0.5
+RUNS = {
+    # issue 43: a cost budget below what the probe takes on MWRM (~4% of the CPUs here): the steps shed,
+    # each period's cost
+    "budget_mwrm": ["MWRM", "--fs", "tmpfs", "--workers", "2", "--max-overhead", "1"],
+}
 # the run options of a job, where they are not --duration 2 --warmup 0.5 --repeat 1
 OPTIONS = {"mwcm_drift": ["--duration", "4", "--warmup", "1", "--repeat", "1"],
            # a process per connection and per message: every one of them is a task of the record
            "exim_ext4": ["--duration", "1", "--warmup", "0.5", "--repeat", "1"],
-           "repeats_tmpfs": ["--duration", "1.5", "--warmup", "0.5", "--repeat", "3"]}
+           "repeats_tmpfs": ["--duration", "1.5", "--warmup", "0.5", "--repeat", "3"],
+           "budget_mwrm": ["--duration", "4", "--warmup", "0.5"]}
 # name: (fs, workers, command): profiled commands (`lockscope run -- CMD`)
 COMMANDS = {
     # small files written with fsync: jbd2 commits, j_state_lock
@@ -261,6 +268,7 @@ def main() -> int:
             for name, (workloads, fs, workers) in SWEEPS.items()}
     jobs.update({name: ["run", "--fs", fs, "--workers", workers, "--name", name.replace("_", "-"), "--", *cmd]
                  for name, (fs, workers, cmd) in COMMANDS.items()})
+    jobs.update({name: ["run", *args] for name, args in RUNS.items()})
     only = set(sys.argv[1:])
     programs = tempfile.mkdtemp()
     for name, (workers, cmd, regex, *more) in PROGRAM_SWEEPS.items():
