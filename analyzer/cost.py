@@ -79,7 +79,8 @@ KNOBS = {
 @dataclass
 class Budget:
     max_share: float
-    kept: bool                       # the window's own cost at most the budget
+    share: float                     # the window's own cost, every part
+    kept: bool                       # at most the budget
     after_share: float | None        # the probe's share over the periods after the last step (None: no period)
     steps: list[str] = field(default_factory=list)     # what was shed, in order
     exhausted: bool = False          # a period was over it with nothing left to shed
@@ -103,21 +104,28 @@ def budget(cost: ProbeCost, ncpus: int, total: float) -> Budget | None:
         step = f"{name} {before} -> {st.after:,}{unit} at {st.t_ns / 1e9:.1f} s"
         steps.append(f"{step}, given back (it saved too little)" if st.given_back else f"{step} ({loss})")
     last = cost.shed[-1].t_ns if cost.shed else 0
-    after = [p for p in cost.periods if p.t_ns > last]
+    # the window's final period is cut by the stop (the workload stopping, the stats on for a few
+    # ms of it): the share after the last step is read from the full periods only
+    after = [p for p in cost.periods[:-1] if p.t_ns > last]
     ran = sum(p.period_ns for p in after)
     after_share = (sum(p.bpf_ns + p.traps_ns + p.loader_ns for p in after) / (ran * ncpus)) if ran else None
-    return Budget(cost.max_share, total <= cost.max_share, after_share, steps, bool(cost.shed_exhausted))
+    return Budget(cost.max_share, total, total <= cost.max_share, after_share, steps, bool(cost.shed_exhausted))
 
 
 def describe_budget(b: Budget) -> str:
-    """"budget 3% of the CPUs: kept; shed: ..." or "budget 1%: not kept
-    (...)", with what was shed."""
-    head = f"budget {b.max_share:.1%} of the CPUs: " + ("kept" if b.kept else "not kept")
-    if not b.kept and b.after_share is not None and b.after_share <= b.max_share:
-        head += f" over the whole window; {b.after_share:.1%} after the last step"
-    elif not b.kept and b.exhausted:
-        head += (f" ({b.after_share:.1%} after shedding all it can: " if b.after_share is not None else " (") + \
-            "what is left, the programs' entry on every event and the uprobes' traps, no step reaches)"
+    """"budget 3.0% of the CPUs: kept; shed: ..." or "budget 1.0% of the
+    CPUs: not kept (4.1% over the window; ...)", with what was shed."""
+    head = f"budget {b.max_share:.1%} of the CPUs: "
+    if b.kept:
+        head += "kept"
+    else:
+        why = [f"{b.share:.1%} over the window"]
+        if b.after_share is not None:
+            why.append(f"{b.after_share:.1%} after the last step")
+        if b.exhausted:
+            why.append("nothing left to shed: what takes it, the programs' run on every event and the uprobes' "
+                       "traps, no step reaches")
+        head += f"not kept ({'; '.join(why)})"
     if b.steps:
         head += "; shed: " + "; ".join(b.steps)
     elif b.kept:

@@ -153,7 +153,7 @@ void budget_period(__u64 now_ns, __u64 period_ns, __u64 bpf_ns, __u64 runs, __u6
 		return;
 	if (nperiods < MAX_PERIODS)
 		periods[nperiods++] = p;
-	if (judging) {
+	if (judging && !last) {     /* the last period is cut by the stop: it judges nothing */
 		struct shed *st = &steps[nsteps - 1];
 		double was = aim(st->knob, &before), is = aim(st->knob, &p);
 
