@@ -8,12 +8,12 @@ function it came from. A futex sleep of a condition variable or semaphore
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockscope import tables
+from lockscope.globs import matcher
 
 TABLE_FILE = Path(__file__).with_name("sleepkinds.toml")
 
@@ -40,9 +40,10 @@ class FutexRule:
     own_word: bool = False             # a waiter sleeps on a futex word of its own, not the lock's
 
     def matches(self, function: str, outer: list[str] = ()) -> bool:
-        if not any(fnmatch.fnmatchcase(function, p) for p in self.functions):
+        if not matcher(self.functions)(function):
             return False
-        return not self.within or any(fnmatch.fnmatchcase(f.lstrip("_"), p) for f in outer for p in self.within)
+        within = matcher(self.within)
+        return not self.within or any(within(f.lstrip("_")) for f in outer)
 
 
 @dataclass(frozen=True)

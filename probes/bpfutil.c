@@ -99,13 +99,66 @@ void counters_read(const struct bpf_map *map, __u32 n, int ncpus, __u64 *out)
 	free(vals);
 }
 
+/* the per-CPU entries of one wait map read BATCH at a time: two syscalls
+ * per BATCH entries instead of two per entry. The time series reads the
+ * lock and off-CPU maps 4 times a second; on Exim, whose every process adds
+ * its own off-CPU entries, reading them one by one took the loader from 15
+ * to 41 ms of CPU a second over 4 s. -1 where the kernel has no batch
+ * lookup for the map (read one by one then) */
+#define BATCH 256
+
+static int for_each_wait_batch(int fd, int ncpus, wait_fn fn, void *ctx)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info), count;
+	char batch[MAX_KEY_SIZE];
+	void *keys, *in = NULL;
+	struct wait_stat *vals, s;
+	int err = 0;
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) || info.value_size != sizeof(struct wait_stat) ||
+	    info.key_size > MAX_KEY_SIZE)
+		return -1;
+	keys = calloc(BATCH, info.key_size);
+	vals = calloc((size_t)BATCH * ncpus, sizeof(*vals));
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -ENOMEM;
+	}
+	for (;;) {
+		count = BATCH;
+		err = bpf_map_lookup_batch(fd, in, batch, keys, vals, &count, NULL) ? -errno : 0;
+		if (err && err != -ENOENT) {
+			/* nothing read yet: the kernel cannot (one by one instead) */
+			err = in ? err : -1;
+			break;
+		}
+		for (__u32 i = 0; i < count; i++) {
+			wait_stat_sum(vals + (size_t)i * ncpus, ncpus, &s);
+			fn((char *)keys + (size_t)i * info.key_size, &s, ctx);
+		}
+		if (err == -ENOENT) {      /* the map's end */
+			err = 0;
+			break;
+		}
+		in = batch;
+	}
+	free(keys);
+	free(vals);
+	return err;
+}
+
 int for_each_wait(int fd, int ncpus, wait_fn fn, void *ctx)
 {
-	struct wait_stat *vals = calloc(ncpus, sizeof(*vals)), s;
+	struct wait_stat *vals, s;
 	char key[MAX_KEY_SIZE];
 	void *prev = NULL;
+	int err = for_each_wait_batch(fd, ncpus, fn, ctx);
 
-	if (!vals)
+	if (err != -1)
+		return err;
+	if (!(vals = calloc(ncpus, sizeof(*vals))))
 		return -ENOMEM;
 	while (bpf_map_get_next_key(fd, prev, key) == 0) {
 		prev = key;

@@ -54,6 +54,7 @@ struct pyp {
 	__u64 code_type;         /* &PyCode_Type in the process, 0: not known */
 	char file[PATH_MAX];
 	char reason[128];        /* why its frames are not read, or "" */
+	__u64 exec_id;           /* the image it was read from (exec_id), 0: not known */
 };
 
 struct code_name {
@@ -253,6 +254,39 @@ static void find_interpreter(struct pyp *p)
 	fclose(f);
 }
 
+/* which image a process runs: its auxiliary vector's AT_RANDOM (the address
+ * of 16 random bytes on the stack exec made), new at each exec even of the
+ * same file; 0 where not readable. A command lockscope starts is tracked
+ * while it waits to exec, still a copy of lockscope's own interpreter: its
+ * _PyRuntime read then is not the program's (a CI run named the GIL's
+ * waits "futex @ [unknown] (unmapped)") */
+static __u64 exec_id(__u32 tgid)
+{
+	__u64 auxv[2 * 64];
+	char path[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/auxv", tgid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, auxv, sizeof(auxv));
+	close(fd);
+	for (ssize_t i = 0; i + 1 < n / (ssize_t)sizeof(auxv[0]); i += 2)
+		if (auxv[i] == 25)        /* AT_RANDOM */
+			return auxv[i + 1];
+	return 0;
+}
+
+/* a process read before its exec: forgotten, looked at again */
+static void forget(int i)
+{
+	if (procs[i].mem >= 0)
+		close(procs[i].mem);
+	bpf_map_delete_elem(procs_fd, &procs[i].tgid);
+	procs[i] = procs[--nprocs];
+}
+
 /* each tracked process whose executable is a python3.N (a symlink such as
  * python3 or a venv's resolves to it) not looked at yet: its interpreter. A
  * program that embeds libpython under another name is not looked at (one
@@ -277,12 +311,18 @@ void pyframes_scan(int tracked_fd)
 		if (minor_of(exe) < 0)
 			continue;
 		for (int i = 0; i < nprocs && !seen; i++)
-			seen = procs[i].tgid == tgid;
+			if (procs[i].tgid == tgid) {
+				seen = procs[i].exec_id == exec_id(tgid);
+				if (!seen)
+					forget(i);
+				break;
+			}
 		if (seen || nprocs >= MAX_PY_PROCS)
 			continue;
 		memset(&procs[nprocs], 0, sizeof(procs[0]));
 		procs[nprocs].tgid = tgid;
 		procs[nprocs].mem = -1;
+		procs[nprocs].exec_id = exec_id(tgid);
 		find_interpreter(&procs[nprocs]);
 		if (procs[nprocs].file[0])     /* else not mapped or initialized yet: next tick */
 			nprocs++;

@@ -3,13 +3,13 @@ defines: which frames are tracing or locking machinery, where a lock was
 taken (its site), which syscall led there, and which rule names a lock."""
 from __future__ import annotations
 
-import fnmatch
 import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockscope import tables
+from lockscope.globs import matcher
 
 RULES_FILE = Path(__file__).with_name("locks.toml")
 
@@ -45,7 +45,8 @@ class OffCpuRule:
     ref: str = ""
 
     def matches(self, fns: list[str]) -> bool:
-        return any(fnmatch.fnmatchcase(f, p) for f in fns[:self.depth] for p in self.frames)
+        match = matcher(self.frames)
+        return any(match(f) for f in fns[:self.depth])
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,10 @@ class Rule:
     def matches(self, kind: str, site: str, head: list[str]) -> bool:
         if kind not in self.kinds:
             return False
-        if site and any(fnmatch.fnmatchcase(site, p) for p in self.site):
+        if site and matcher(self.site)(site):
             return True
-        return any(fnmatch.fnmatchcase(f, p) for f in head[:self.depth] for p in self.frames)
+        match = matcher(self.frames)
+        return any(match(f) for f in head[:self.depth])
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class Knowledge:
 
     @staticmethod
     def _any(name: str, patterns: tuple[str, ...]) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+        return matcher(patterns)(name)
 
     def functions(self, frames: list[str]) -> list[str]:
         """Function names, innermost first, without the probe's own frames."""
