@@ -161,11 +161,7 @@ class ProbeSession(JsonLinesProcess):
         if self.system_wide:     # every process counts: every executable running now
             seen = {int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()}
         else:
-            seen = set(self.tracked)
-            level = set(self.tracked)
-            while level:
-                level = {p.tgid for p in targets.children(level)} - seen
-                seen |= level
+            seen = targets.descendants(set(self.tracked))
         for pid in seen:
             self.attach_usdt(pid)
 
