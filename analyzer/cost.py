@@ -80,15 +80,23 @@ KNOBS = {
 class Budget:
     max_share: float
     share: float                     # the window's own cost, every part
-    kept: bool                       # at most the budget
     after_share: float | None        # the probe's share over the periods after the last step (None: no period)
     steps: list[str] = field(default_factory=list)     # what was shed, in order
     exhausted: bool = False          # a period was over it with nothing left to shed
 
+    @property
+    def kept(self) -> bool:
+        return self.share <= self.max_share
+
+
+def _probe_ns(p: CostPeriod) -> int:
+    """The probe's CPU time in one period: its programs, their traps, the loader."""
+    return p.bpf_ns + p.traps_ns + p.loader_ns
+
 
 def period_share(p: CostPeriod, ncpus: int) -> float:
     """The probe's share of the machine's CPUs in one period."""
-    return (p.bpf_ns + p.traps_ns + p.loader_ns) / (p.period_ns * ncpus) if p.period_ns else 0.0
+    return _probe_ns(p) / (p.period_ns * ncpus) if p.period_ns else 0.0
 
 
 def budget(cost: ProbeCost, ncpus: int, total: float) -> Budget | None:
@@ -108,8 +116,8 @@ def budget(cost: ProbeCost, ncpus: int, total: float) -> Budget | None:
     # ms of it): the share after the last step is read from the full periods only
     after = [p for p in cost.periods[:-1] if p.t_ns > last]
     ran = sum(p.period_ns for p in after)
-    after_share = (sum(p.bpf_ns + p.traps_ns + p.loader_ns for p in after) / (ran * ncpus)) if ran else None
-    return Budget(cost.max_share, total, total <= cost.max_share, after_share, steps, bool(cost.shed_exhausted))
+    after_share = sum(map(_probe_ns, after)) / (ran * ncpus) if ran else None
+    return Budget(cost.max_share, total, after_share, steps, bool(cost.shed_exhausted))
 
 
 def describe_budget(b: Budget) -> str:

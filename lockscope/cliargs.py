@@ -51,6 +51,15 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def _max_overhead_option(p: argparse.ArgumentParser, default: float | None) -> None:
+    """--max-overhead of run, sweep and attach (probes/budget.c)."""
+    p.add_argument("--max-overhead", type=float, default=default, metavar="PCT",
+                   help="lockscope's cost budget in percent of the machine's CPUs: measured every second, and "
+                        "over it the probe samples fewer stacks, timed waits and object snapshots (the record "
+                        "and the report say what was shed; names stay, precision drops) " +
+                        (f"(default {default:g}; 0: none)" if default else "(default: none)"))
+
+
 def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
     """The options of run and sweep (multi: several file systems and worker counts)."""
     p.add_argument("--fs", default=None,
@@ -83,10 +92,7 @@ def _run_options(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                    help=f"on-CPU samples per second per CPU, which measure rwsem spinning (default "
                         f"{DEFAULT_SAMPLE_HZ}; more is finer and costs more; 0: none)")
-    p.add_argument("--max-overhead", type=float, default=None, metavar="PCT",
-                   help="lockscope's cost budget in percent of the machine's CPUs: measured every second, and "
-                        "over it the probe samples fewer stacks, timed waits and object snapshots (the record "
-                        "and the report say what was shed; names stay, precision drops) (default: none)")
+    _max_overhead_option(p, None)
     p.add_argument("--target", default=None, metavar="pid:P[,P] | comm:NAME | cgroup:PATH",
                    help="with a command: these running processes (a server) are the measured work, traced with "
                         "what they fork; the command only drives their load and is a role of its own (driver). "
@@ -219,11 +225,7 @@ def _add_attach_command(sub: argparse._SubParsersAction) -> None:
                    help=f"time view: the lock waits every this many seconds (default {DEFAULT_INTERVAL:g}; 0: off)")
     p.add_argument("--sample-hz", type=int, default=DEFAULT_SAMPLE_HZ,
                    help=f"on-CPU samples per second per CPU (default {DEFAULT_SAMPLE_HZ}; 0: none)")
-    p.add_argument("--max-overhead", type=float, default=DEFAULT_ATTACH_BUDGET, metavar="PCT",
-                   help="lockscope's cost budget in percent of the machine's CPUs: measured every second, and "
-                        "over it the probe samples fewer stacks, timed waits and object snapshots (the record "
-                        "and the report say what was shed; names stay, precision drops) "
-                        f"(default {DEFAULT_ATTACH_BUDGET:g}; 0: none)")
+    _max_overhead_option(p, DEFAULT_ATTACH_BUDGET)
     p.add_argument("--vmlinux", type=Path, default=None, metavar="PATH",
                    help="a System.map or vmlinux of the running kernel: names global kernel locks by variable")
     p.add_argument("--json", action="store_true", help="print the run record as JSON")

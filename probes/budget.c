@@ -30,7 +30,6 @@
 #include "budget.h"
 
 #define MAX_PERIODS 3600     /* an hour of periods; beyond, the budget is kept, the periods not recorded */
-#define MAX_STEPS 16
 
 /* the ladder, cheapest precision first: each step a knob and its new value
  * (taken only where it is below the knob's value then) */
@@ -73,7 +72,7 @@ static int ncpus = 1;
 static budget_apply_fn apply;
 static __u64 t0;
 static unsigned int next_step, nsteps;
-static struct shed steps[MAX_STEPS];
+static struct shed steps[NSTEPS];     /* each step of the ladder taken once at most */
 static struct period periods[MAX_PERIODS];
 static unsigned int nperiods;
 static bool exhausted;
@@ -122,7 +121,7 @@ static bool shed_next(__u64 now_ns)
 {
 	while (next_step < NSTEPS && !lowers(ladder[next_step].knob, ladder[next_step].value))
 		next_step++;
-	if (next_step == NSTEPS || nsteps == MAX_STEPS) {
+	if (next_step == NSTEPS) {
 		exhausted = true;
 		return false;
 	}
