@@ -359,14 +359,34 @@ static __always_inline void emit_sb(struct seq_file *seq, struct super_block *sb
 	bpf_seq_write(seq, &r, sizeof(r));
 }
 
+struct sb_walk {
+	struct seq_file *seq;
+	struct list_head *head, *node;
+	__u64 off;
+};
+
+/* bpf_loop callback: the next superblock of the list (the verifier sees it
+ * once, not once per superblock) */
+static long sb_next(__u32 i, void *data)
+{
+	struct sb_walk *w = data;
+	struct list_head *node = w->node;
+
+	node = BPF_CORE_READ(node, next);
+	if (!node || node == w->head)
+		return 1;
+	if ((__u64)node < KERNEL_IMAGE_START)
+		emit_sb(w->seq, (struct super_block *)((__u64)node - w->off));
+	w->node = node;
+	return 0;
+}
+
 SEC("iter/task")
 int lksc_iter_sbs(struct bpf_iter__task *ctx)
 {
-	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *task = ctx->task;
-	__u64 off = bpf_core_field_offset(struct super_block, s_list);
+	struct sb_walk w = { .seq = ctx->meta->seq, .off = bpf_core_field_offset(struct super_block, s_list) };
 	struct super_block *start;
-	struct list_head *head, *node;
 
 	if (!task || sbs_walked)
 		return 0;
@@ -374,15 +394,8 @@ int lksc_iter_sbs(struct bpf_iter__task *ctx)
 	if (!start)
 		return 0;
 	sbs_walked = true;
-	emit_sb(seq, start);
-	head = (struct list_head *)((__u64)start + off);
-	node = head;
-	for (int i = 0; i < MAX_SUPER_BLOCKS; i++) {
-		node = BPF_CORE_READ(node, next);
-		if (!node || node == head)
-			break;
-		if ((__u64)node < KERNEL_IMAGE_START)
-			emit_sb(seq, (struct super_block *)((__u64)node - off));
-	}
+	emit_sb(w.seq, start);
+	w.head = w.node = (struct list_head *)((__u64)start + w.off);
+	bpf_loop(MAX_SUPER_BLOCKS, sb_next, &w, 0);
 	return 0;
 }

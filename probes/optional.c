@@ -14,8 +14,8 @@
  * verifier; the loads only set their own state (what they print comes
  * later), so optional_begin starts the longest, USDT's, in a thread of its
  * own while the caller loads the object iterators and optional_end the
- * rest, and optional_end waits for it: the loader is ready in ~0.85 s
- * here instead of ~1.05 s. */
+ * rest, and optional_end waits for it (the loader's time to ready:
+ * bench/README.md, "The loader ready sooner"). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>

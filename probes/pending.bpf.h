@@ -26,26 +26,37 @@ static __always_inline void aggregate_n(struct cpu_state *cs, __u64 lock, __u32 
 
 #define FLUSH_AFTER_NS 1000000ULL
 
+_Static_assert((MAX_PENDING & (MAX_PENDING - 1)) == 0, "MAX_PENDING: a power of 2");
+
+struct flush_ctx {
+	struct cpu_state *cs;
+	__u32 n;
+};
+
+/* bpf_loop callback: pending wait i into lock_stats (the verifier sees
+ * aggregate_n once, not once per buffer entry and calling state) */
+static long flush_one(__u32 i, void *data)
+{
+	struct flush_ctx *f = data;
+	struct pending_wait *p;
+
+	if (i >= f->n)
+		return 1;
+	p = &f->cs->pending[i & (MAX_PENDING - 1)];     /* bounded for the verifier: a power of 2 */
+	aggregate_n(f->cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max, p->untimed, p->uaddr, p->tgid);
+	return 0;
+}
+
 /* move the pending finished waits of this CPU into lock_stats; only from
  * non-preemptible context */
 static __always_inline void flush_pending(struct cpu_state *cs)
 {
-	__u32 n = cs->npending;
+	struct flush_ctx f = { .cs = cs, .n = cs->npending };
 
-	if (!n || cs->busy)
+	if (!f.n || cs->busy)
 		return;
 	cs->busy = 1;
-	if (n > MAX_PENDING)
-		n = MAX_PENDING;
-	for (__u32 i = 0; i < MAX_PENDING; i++) {
-		struct pending_wait *p;
-
-		if (i >= n)
-			break;
-		p = &cs->pending[i];
-		aggregate_n(cs, p->lock, p->flags, p->stack, p->count, p->delta, p->max, p->untimed, p->uaddr,
-			    p->tgid);
-	}
+	bpf_loop(MAX_PENDING, flush_one, &f, 0);
 	cs->npending = 0;
 	cs->busy = 0;
 }

@@ -83,8 +83,8 @@ class ProbeSession(JsonLinesProcess):
         return self.wait_ready()
 
     def begin(self) -> None:
-        """Start loading the probes (the kernel's verifier takes most of a
-        second); wait_ready() waits for them. What a caller does between
+        """Start loading the probes (a third of a second here, most of it
+        the kernel's verifier); wait_ready() waits for them. What a caller does between
         the two overlaps the load (confirm starts its workload)."""
         argv = [str(paths.probe_binary()), "--interval-ms", str(self.interval_ms),
                 "--sample-hz", str(self.sample_hz)]
@@ -205,8 +205,8 @@ class ProbeSession(JsonLinesProcess):
     def reset(self) -> None:
         """Forget the tracked processes and the watched paths (which hold
         their file system mounted): the loaded probe is ready for the next
-        measurement of a sweep, without the 0.8 s that loading it again
-        takes (the kernel's verifier, mostly)."""
+        measurement of a sweep, without the third of a second that
+        loading it again takes (the kernel's verifier, mostly)."""
         self.send("reset")
         self.expect("reset", timeout=30)
         self.tracked.clear()
