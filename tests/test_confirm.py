@@ -369,8 +369,10 @@ def swept(tmp_path_factory):
 def _program_sweep(tmp_path, name: str, workers: str, hold: int, work: int, lang: str = "c", env=None):
     exe = _build(tmp_path, lang)
     res = tmp_path / name
-    r = lockscope("sweep", "--repeat", "1", "--workers", workers, "--duration", "8", "--throughput-regex", r"ops/s: ([0-9.]+)",
-                  "--name", name, "--out", str(res), "--force", "--", str(exe), "{n}", str(hold), str(work), "3",
+    # the sweep gives confirm the experiment (its command and points); confirm names the lock in its
+    # own discovery window: a program of 1 s per point, inside a window of 3
+    r = lockscope("sweep", "--repeat", "1", "--workers", workers, "--duration", "3", "--throughput-regex", r"ops/s: ([0-9.]+)",
+                  "--name", name, "--out", str(res), "--force", "--", str(exe), "{n}", str(hold), str(work), "1",
                   env=env)
     assert r.returncode == 0, r.stderr
     return exe, res

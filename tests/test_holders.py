@@ -13,6 +13,12 @@ from lockscope.analyzer.analysis_json import to_json
 from lockscope.analyzer.analyze import analyze, load_records
 
 PROGRAM = REPO / "tests" / "programs" / "holders.c"
+# a holder's share of the release-ended wait against the program's own clock of the same quantity:
+# the sites come from the release stacks walked (5 per CPU per 10 ms, the rest scaled alike), a
+# sample whose shares vary by a few points between runs (0.00-0.05 quiet, 0.03-0.10 beside
+# `stress-ng --cpu 1`, tests/programs/holders.c rw, 10 runs): the 10 points the other comparisons
+# with a program's own clock allow
+SHARE_AGREES = 0.10
 
 
 @pytest.fixture(scope="module")
@@ -96,19 +102,24 @@ def test_a_sync_under_the_lock_is_the_root_cause_behind_it(tmp_path, program, e2
 def test_a_reader_writer_lock_is_held_by_its_writer(tmp_path, program, e2e):
     """A pthread rwlock read briefly seven calls in eight and written for long
     one in eight: the readers' waits end at the writer's unlock. The
-    program's clock: rebuild_catalog 71% of the hold time (lockscope: 68%
-    of the waits ended by a release)."""
-    for attempt in range(2):    # a CI run read rebuild_catalog 44%, lookup_entry 56% once: once more
-        (tmp_path / f"try{attempt}").mkdir()
-        rec, lock, truth, _ = run(tmp_path / f"try{attempt}", program, "rw", lock="catalog_lock")
-        assert lock.kind == "pthread_rwlock", lock
-        clock = truth["hold_ns"]["rebuild_catalog"] / sum(truth["hold_ns"].values())
-        assert clock > 0.5, truth
-        top = lock.holders[0]
-        if top.site == "rebuild_catalog" and top.share > 0.5 and abs(top.share - clock) < 0.25:
-            break
-    assert top.site == "rebuild_catalog" and top.share > 0.5, [(h.site, h.share) for h in lock.holders]
-    assert abs(top.share - clock) < 0.25, (top.share, clock)
+    program's own clock of the same quantity: each of its waits (a try
+    that failed, then the blocking call) charged to the function that
+    released the lock last before the waiter got it."""
+    rec, lock, truth, _ = run(tmp_path, program, "rw", lock="catalog_lock")
+    assert lock.kind == "pthread_rwlock", lock
+    held = truth["hold_ns"]
+    assert held["rebuild_catalog"] / sum(held.values()) > 0.5, truth
+    waited = truth["wait_ns_by_releaser"]
+    clock = {site: ns / sum(waited.values()) for site, ns in waited.items()}
+    sites = {h.site: h.share for h in lock.holders}
+    print({"lockscope": sites, "program's clock": clock})
+    # each site's share is the clock's within SHARE_AGREES, and so the site that ended most of the
+    # waiting by the clock, where it leads by more than that, is the top holder
+    first, second = sorted(clock.values(), reverse=True)[:2] if len(clock) > 1 else (1.0, 0.0)
+    if first - second > 2 * SHARE_AGREES:
+        assert lock.holders[0].site == max(clock, key=clock.get), (sites, clock)
+    for site, share in clock.items():
+        assert abs(sites.get(site, 0.0) - share) < SHARE_AGREES, (site, sites, clock)
     # the writer waiting on the lock's other futex word is queued behind it, not holding another lock
     assert all(t.wait_class != holders.LOCK for h in lock.holders for t in h.while_holding), lock.holders
 

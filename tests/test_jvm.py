@@ -26,14 +26,15 @@ LOCK = "Java monitor of Monitor$Counter"
 JDK25 = sorted(glob.glob("/usr/lib/jvm/temurin-25*/bin/java")) or sorted(glob.glob("/usr/lib/jvm/*-25*/bin/java"))
 
 
-@pytest.fixture
-def monitor(tmp_path):
+@pytest.fixture(scope="module")
+def monitor(tmp_path_factory):
     if not shutil.which("javac") or not shutil.which("java"):
         pytest.skip("javac/java not found: tests/programs/Monitor.java needs a JDK (apt-get install "
                     "default-jdk-headless)")
-    subprocess.run(["javac", "-d", str(tmp_path), str(REPO / "tests" / "programs" / "Monitor.java")], check=True,
+    classes = tmp_path_factory.mktemp("monitor")
+    subprocess.run(["javac", "-d", str(classes), str(REPO / "tests" / "programs" / "Monitor.java")], check=True,
                    capture_output=True)
-    return tmp_path
+    return classes
 
 
 def _run(tmp_path, classes, *jvm_flags: str, java: str = "java") -> tuple[record.RunRecord, float]:
@@ -69,16 +70,17 @@ def test_java_monitor_named_by_class_and_sized_as_the_programs_own_clock(e2e, tm
 
 
 @pytest.mark.parametrize("jdk", ["17", "25"])
-def test_without_the_monitor_probes_flag_enteri_names_the_class(e2e, tmp_path, monitor, jdk):
+def test_without_the_monitor_probes_flag_enteri_names_the_class(e2e, tmp_path, monitor, jdk, request):
     """No flag: EnterI (JDK 17) or enter_internal (JDK 25) times the wait,
     and the class comes through the monitor, as large as the program's
-    clock says."""
-    java = "java"
-    if jdk == "25":
+    clock says. (JDK 17's run is the one JFR records too, below: the
+    flight recorder is no monitor probe.)"""
+    if jdk == "17":
+        rec, own, _ = request.getfixturevalue("monitor_jfr")
+    else:
         if not JDK25:
             pytest.skip("no JDK 25 under /usr/lib/jvm (Temurin 25: its enter_internal and VMStructs names)")
-        java = JDK25[0]        # runs the classes JDK 17's javac made
-    rec, own = _run(tmp_path, monitor, java=java)
+        rec, own = _run(tmp_path, monitor, java=JDK25[0])        # the classes JDK 17's javac made
     _check_named(rec, own, "ObjectMonitor::EnterI()")
     [jvm] = rec.probe.raw.usdt_probe.jvms
     assert jvm.named and not jvm.by_probes, jvm
@@ -111,17 +113,38 @@ def _jfr_seconds(text: str) -> float:
     return int(m.group(1) or 0) * 60 + float(m.group(2))
 
 
-def test_enteri_waits_agree_with_jfr_in_the_same_run(e2e, tmp_path, monitor):
+@pytest.fixture(scope="module")
+def monitor_jfr(monitor, tmp_path_factory):
+    """One JDK 17 run of Monitor without the monitor probes flag, with the
+    JVM's flight recorder on: (record, the program's clock, the recording)."""
+    where = tmp_path_factory.mktemp("monitor-jfr")
+    return _jfr_run(where, JFC, lambda *flags: _run(where, monitor, *flags))
+
+
+def _jfr_run(where, settings: str, run) -> tuple:
+    """run(*jvm_flags) with the flight recorder recording `settings` into
+    where/run.jfr: (record, the program's clock, the recording), or the
+    recording None where the JDK has no `jfr` tool to read it."""
+    if not shutil.which("jfr"):
+        return *run(), None
+    jfc, jfr = where / "events.jfc", where / "run.jfr"
+    jfc.write_text(settings)
+    return *run(f"-XX:StartFlightRecording=filename={jfr},settings={jfc}"), jfr
+
+
+def needs_jfr(jfr) -> None:
+    if jfr is None:
+        pytest.skip("jfr not found: the JDK's flight recorder tool (default-jdk-headless has it)")
+
+
+def test_enteri_waits_agree_with_jfr_in_the_same_run(e2e, monitor_jfr):
     """The JVM's own flight recorder, in the same run: jdk.JavaMonitorEnter
     (threshold 0) times each contended enter of Monitor$Counter as EnterI's
     entry to return does. Its recording starts later than lockscope's window
     and ends at exit, so their counts differ by that; the mean wait of an
     enter is the same."""
-    if not shutil.which("jfr"):
-        pytest.skip("jfr not found: the JDK's flight recorder tool (default-jdk-headless has it)")
-    jfc, jfr = tmp_path / "monitor.jfc", tmp_path / "run.jfr"
-    jfc.write_text(JFC)
-    rec, _ = _run(tmp_path, monitor, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}")
+    rec, _, jfr = monitor_jfr
+    needs_jfr(jfr)
     [w] = [w for w in rec.probe.raw.usdt if w.lock == LOCK]
     assert w.probe == "ObjectMonitor::EnterI()"
     out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.JavaMonitorEnter",
@@ -151,14 +174,20 @@ def test_a_jvm_whose_layout_is_not_read_says_why(e2e, tmp_path, monitor):
                for w in rec.warnings), rec.warnings
 
 
-@pytest.fixture
-def parking(tmp_path):
+PARK_JFC = JFC.replace("jdk.JavaMonitorEnter", "jdk.ThreadPark")
+
+
+@pytest.fixture(scope="module")
+def parking(tmp_path_factory):
+    """One run of Parking (tests/programs/Parking.java) with the JVM's flight
+    recorder timing its parks: (record, the program's clock, the recording)."""
     if not shutil.which("javac") or not shutil.which("java"):
         pytest.skip("javac/java not found: tests/programs/Parking.java needs a JDK (apt-get install "
                     "default-jdk-headless)")
-    subprocess.run(["javac", "-d", str(tmp_path), str(REPO / "tests" / "programs" / "Parking.java")], check=True,
+    classes = tmp_path_factory.mktemp("parking")
+    subprocess.run(["javac", "-d", str(classes), str(REPO / "tests" / "programs" / "Parking.java")], check=True,
                    capture_output=True)
-    return tmp_path
+    return _jfr_run(classes, PARK_JFC, lambda *flags: _run_parking(classes, *flags))
 
 
 JUC = "j.u.c. lock java.util.concurrent.locks.ReentrantLock$NonfairSync"
@@ -183,7 +212,7 @@ def test_a_juc_lock_parks_and_is_a_lock_while_an_idle_pool_parked_the_same_way_i
     program's own clock (tests/programs/Parking.java: System.nanoTime around
     lock()); the pool's, not a lock's blocker, are left to the wake-ups:
     woken by nobody, idle."""
-    rec, own = _run_parking(parking)
+    rec, own, _ = parking
     top = rec.locks[0]
     print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:3]]})
     assert (top.name, top.kind, top.component, top.tier) == (JUC, "j.u.c. lock", "Java", "verified"), \
@@ -198,18 +227,12 @@ def test_a_juc_lock_parks_and_is_a_lock_while_an_idle_pool_parked_the_same_way_i
     assert jvm.parks_named, jvm
 
 
-PARK_JFC = JFC.replace("jdk.JavaMonitorEnter", "jdk.ThreadPark")
-
-
 def test_juc_parks_agree_with_jfr_in_the_same_run(e2e, parking):
     """JFR's jdk.ThreadPark (threshold 0) times each Unsafe.park and names
     its parkedClass: the same class, and the same mean park, as lockscope's
     in the same run."""
-    if not shutil.which("jfr"):
-        pytest.skip("jfr not found: the JDK's flight recorder tool (default-jdk-headless has it)")
-    jfc, jfr = parking / "park.jfc", parking / "run.jfr"
-    jfc.write_text(PARK_JFC)
-    rec, _ = _run_parking(parking, f"-XX:StartFlightRecording=filename={jfr},settings={jfc}")
+    rec, _, jfr = parking
+    needs_jfr(jfr)
     [w] = [w for w in rec.probe.raw.usdt if w.lock == JUC]
     out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.ThreadPark", str(jfr)],
                          capture_output=True, text=True, check=True).stdout

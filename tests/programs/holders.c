@@ -13,10 +13,17 @@
 //   rw:    a reader-writer lock, `catalog_lock` (pthread_rwlock): seven calls
 //          in eight read under it briefly (lookup_entry), one in eight
 //          rewrites under its write lock for long (rebuild_catalog).
+//          Its clock also times each wait for the lock (a try that failed,
+//          then the blocking call) and charges it to the function whose
+//          release was the first after the wait began: with 2 threads, the
+//          other thread's, the release that woke the waiter. That is the
+//          quantity lockscope's holders measure (wait ended by a release,
+//          by the releasing site).
 // The program's own clock: each critical section's length is measured from
 // lock acquired to just before the unlock, added up per function; at exit
 // it prints one JSON line {"hold_ns": {"post_entry": N, ...}, "calls": {...},
-// "sync_ns": N} (sync_ns: the time inside fdatasync, under the lock), to
+// "sync_ns": N, "wait_ns_by_releaser": {...}} (sync_ns: the time inside
+// fdatasync, under the lock; wait_ns_by_releaser: rw mode's waits), to
 // stdout, or to the file $HOLDERS_OUT when set; and "ops/s: N" (critical
 // sections per second) to stderr, for --throughput-regex.
 #define _GNU_SOURCE
@@ -36,7 +43,12 @@ enum { POST, SETTLE, APPEND, FLUSH, AUDIT, LOOKUP, REBUILD, NFUNCS };
 static const char *names[NFUNCS] = { "post_entry", "settle_batch", "append_record", "flush_journal",
 				     "audit_books", "lookup_entry", "rebuild_catalog" };
 enum mode { SPLIT, SYNC, CHAIN, RW };
-static unsigned long long hold_ns[NFUNCS], calls[NFUNCS], sync_ns;
+static unsigned long long hold_ns[NFUNCS], calls[NFUNCS], sync_ns, wait_by[NFUNCS];
+/* rw: catalog_lock's releases in order, by function (the ring: the last
+ * RELEASES of them) */
+#define RELEASES 4096
+static unsigned long release_seq;
+static int release_site[RELEASES];
 static volatile int stop;
 static int fd = -1;
 static char block[4096];
@@ -126,26 +138,53 @@ __attribute__((noinline)) static void audit_books(void)
 	NO_TAIL_CALL();
 }
 
+/* rw: take catalog_lock for reading or writing; a wait (the try failed) is
+ * timed and charged to the function that released the lock last */
+static inline __attribute__((always_inline)) void catalog_take(int writer)
+{
+	unsigned long seq = __atomic_load_n(&release_seq, __ATOMIC_ACQUIRE);
+	unsigned long long w0;
+	int site;
+
+	if ((writer ? pthread_rwlock_trywrlock : pthread_rwlock_tryrdlock)(&catalog_lock) == 0)
+		return;
+	w0 = now_ns();
+	(writer ? pthread_rwlock_wrlock : pthread_rwlock_rdlock)(&catalog_lock);
+	/* the first release since the try: the one that let this wait end */
+	site = __atomic_load_n(&release_site[seq % RELEASES], __ATOMIC_RELAXED);
+	__atomic_add_fetch(&wait_by[site], now_ns() - w0, __ATOMIC_RELAXED);
+}
+
+/* rw: a release of catalog_lock by function f, in the order of releases
+ * (inlined: the unlock is f's, its release site) */
+static inline __attribute__((always_inline)) void catalog_release(int f)
+{
+	unsigned long seq = __atomic_fetch_add(&release_seq, 1, __ATOMIC_ACQ_REL);
+
+	__atomic_store_n(&release_site[seq % RELEASES], f, __ATOMIC_RELEASE);
+	pthread_rwlock_unlock(&catalog_lock);
+}
+
 /* readers overlap: each reader's hold is added to the readers' total */
 __attribute__((noinline)) static void lookup_entry(void)
 {
-	pthread_rwlock_rdlock(&catalog_lock);
+	catalog_take(0);
 	unsigned long long t0 = now_ns();
 	spin(1000);
 	unsigned long long t1 = now_ns();
 	__atomic_add_fetch(&hold_ns[LOOKUP], t1 - t0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&calls[LOOKUP], 1, __ATOMIC_RELAXED);
-	pthread_rwlock_unlock(&catalog_lock);
+	catalog_release(LOOKUP);
 	NO_TAIL_CALL();
 }
 
 __attribute__((noinline)) static void rebuild_catalog(void)
 {
-	pthread_rwlock_wrlock(&catalog_lock);
+	catalog_take(1);
 	unsigned long long t0 = now_ns();
 	spin(20000);
 	account(REBUILD, t0);
-	pthread_rwlock_unlock(&catalog_lock);
+	catalog_release(REBUILD);
 	NO_TAIL_CALL();
 }
 
@@ -229,6 +268,12 @@ int main(int argc, char **argv)
 	for (int f = 0, first = 1; f < NFUNCS; f++)
 		if (calls[f]) {
 			printf("%s\"%s\": %llu", first ? "" : ", ", names[f], calls[f]);
+			first = 0;
+		}
+	printf("}, \"wait_ns_by_releaser\": {");
+	for (int f = 0, first = 1; f < NFUNCS; f++)
+		if (wait_by[f]) {
+			printf("%s\"%s\": %llu", first ? "" : ", ", names[f], wait_by[f]);
 			first = 0;
 		}
 	printf("}, \"sync_ns\": %llu}\n", sync_ns);
