@@ -16,12 +16,13 @@ RESULTS ?= results/default
 # mariadb-server, sysbench, postgresql: tests/test_server_waits.py, tests/test_pgbench.py (a private server
 #   per test, never the machine's)
 # stress-ng: the CPU hog the decision tests and bench/stability.py run beside lockscope
+# libsqlite3-dev: tests/programs/sqlbusy.c, SQLite writers with a busy handler of their own (tests/test_filelocks.py)
 # Packages that start a service on install (exim4, mariadb-server, postgresql) are installed with service starts
 # refused (a policy-rc.d that exits 101, the Debian way, removed afterwards): the tests make private servers.
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
                 linux-perf e2fsprogs xfsprogs btrfs-progs util-linux mount libc6-dbg kmod binutils \
                 chromium rocksdb-tools dbench texlive-latex-recommended g++ rustc exim4-daemon-light \
-                mariadb-server sysbench postgresql stress-ng
+                mariadb-server sysbench postgresql stress-ng libsqlite3-dev
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
 
 .PHONY: all deps tools install build report test bench clean

@@ -250,11 +250,13 @@ def go_env() -> dict[str, str]:
     return {**os.environ, "GOCACHE": str(go_cache()), "GOFLAGS": "", "GO111MODULE": "off"}
 
 
-def build_c(source: Path, exe: Path, flags: tuple[str, ...] = ("-O2", "-pthread"), cwd: Path | None = None) -> Path:
-    """A C test program compiled with gcc (or cc) into `exe`, or the test
-    skipped saying that no compiler is there."""
+def build_c(source: Path, exe: Path, flags: tuple[str, ...] = ("-O2", "-pthread"), cwd: Path | None = None,
+            libs: tuple[str, ...] = ()) -> Path:
+    """A C test program compiled with gcc (or cc) into `exe` (linked with
+    `libs`, e.g. "-lsqlite3"), or the test skipped saying that no compiler
+    is there."""
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:
         pytest.skip(f"a C compiler (gcc) is needed to build {source}")
-    subprocess.run([cc, *flags, "-o", str(exe), str(source)], check=True, cwd=cwd)
+    subprocess.run([cc, *flags, "-o", str(exe), str(source), *libs], check=True, cwd=cwd)
     return Path(cwd) / exe if cwd else exe

@@ -10,6 +10,7 @@ runs, kept with the program's clock beside them (clock.json)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 
@@ -189,6 +190,34 @@ def test_recorded_sqlite_writers_wait_on_the_database_lock_and_their_parent_is_i
     assert not any("pipe/socket" in n for n in attribution.waits(rec))
     # the same sleep of a process that started none of the others stays a wait
     assert roles.sleep_kind("pipe/socket wait", next(iter(parents)), set()) == "other"
+
+
+@pytest.mark.e2e
+def test_sqlite_busy_waits_sized_as_the_programs_own_busy_handler_times_them(tmp_path):
+    """tests/programs/sqlbusy.c: C writers in 2 processes, each connection
+    with a busy handler of its own (sqlite3_busy_handler) that times every
+    call. The busy retries are the database lock's waits, named by the
+    database file, held by the other writer, within 10 points of the time
+    the handler's own clock counted; the parent, in waitpid, is idle."""
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+    if not os.path.exists("/usr/include/sqlite3.h"):
+        pytest.skip("sqlite3.h not found (Debian package libsqlite3-dev; `make test` installs it)")
+    exe = build_c(REPO / "tests" / "programs" / "sqlbusy.c", tmp_path / "sqlbusy", ("-O2", "-pthread"),
+                  libs=("-lsqlite3",))
+    clock = tmp_path / "clock.json"
+    rec = _run(tmp_path, "--fs", "tmpfs", "--throughput-regex", r"ops/s: ([0-9.]+)", "--", str(exe), "{n}", "300",
+               "{duration}", "{dir}/app.db", str(clock))
+    own = json.loads(clock.read_text())
+    top = rec.locks[0]
+    print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:4]]})
+    assert top.name == "SQLite database lock of <scratch>/app.db", [(lk.name, lk.wait_share) for lk in rec.locks[:4]]
+    assert top.kind == "file lock" and top.modes.get("busy"), (top.kind, top.modes)
+    assert top.holders and top.holders[0].site == "sqlbusy", top.holders
+    assert own["busy_share"] > 0.2, own
+    assert abs(top.wait_share - own["busy_share"]) <= AGREE, (top.wait_share, own)
+    assert rec.ops_per_sec and rec.ops_per_sec > 0
 
 
 @pytest.mark.e2e

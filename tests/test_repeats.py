@@ -11,9 +11,11 @@ import csv
 import io
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
+import time
 
 import pytest
 from scipy import stats
@@ -175,21 +177,48 @@ def test_repeat_is_checked(tmp_path):
     assert r.returncode == 2 and "--repeat 0: must be 1 to 50" in r.stderr
 
 
+# the record's background (measured over the window) against the machine's counters read around
+# the whole command (set-up and teardown too): a steady background reads the same share in both;
+# the command's start-up and the sweep's own between-run work move it a few points
+OTHERS_AGREE = 0.10
+
+
+def _busy_s() -> float:
+    """CPU seconds all CPUs were busy since boot (/proc/stat: all but idle and iowait)."""
+    f = open("/proc/stat").readline().split()[1:]
+    ticks = sum(int(x) for x in f[:8]) - int(f[3]) - int(f[4])      # user..steal less idle, iowait
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _others_share(run) -> tuple[object, float]:
+    """run() and the share of the machine's CPUs that processes other than
+    the ones it started (lockscope and everything it waited for) took
+    meanwhile: the machine's busy time less its children's CPU, read
+    around it, independent of lockscope's own accounting."""
+    ncpu = os.cpu_count() or 1
+    t, busy, mine = time.monotonic(), _busy_s(), sum(os.times()[2:4])
+    result = run()
+    wall = time.monotonic() - t
+    return result, (_busy_s() - busy - (sum(os.times()[2:4]) - mine)) / (wall * ncpu)
+
+
 def test_repeats_are_added_to_a_sweep_and_its_background_is_measured(e2e, scratch, tmp_path):
     """A sweep of 2 repeats, then the same --out with 3: only the third
-    runs. Beside `stress-ng --cpu 1` (one of the CPUs busy), every run's
-    record says so: other processes took about one CPU's worth."""
+    runs, beside `stress-ng --cpu 1` (one of the CPUs busy). Every run's
+    record says what the rest of the machine took, as the machine's own
+    counters say it (whatever else runs beside the test); the third's has
+    the hog's CPU in it."""
     if not shutil.which("stress-ng"):
         pytest.skip("stress-ng not found (Debian package stress-ng; `make test` installs it)")
     out = tmp_path / "res"
     args = ["sweep", "MWRL", "--fs", "tmpfs", "--workers", "1", "--duration", "1", "--warmup", "0.2",
             "--no-probe", "--out", str(out), "--scratch", str(scratch)]
-    r = lockscope(*args, "--repeat", "2", timeout=120)
+    r, before = _others_share(lambda: lockscope(*args, "--repeat", "2", timeout=120))
     assert r.returncode == 0, r.stderr
     assert "[1/2] MWRL on tmpfs, 1 worker, repeat 1 of 2" in r.stderr and "repeat 2 of 2" in r.stderr
     hog = subprocess.Popen(["stress-ng", "--cpu", "1", "--quiet"])
     try:
-        r = lockscope(*args, "--repeat", "3", timeout=120)
+        r, beside = _others_share(lambda: lockscope(*args, "--repeat", "3", timeout=120))
     finally:
         hog.terminate()
         hog.wait()
@@ -198,11 +227,15 @@ def test_repeats_are_added_to_a_sweep_and_its_background_is_measured(e2e, scratc
     third = record.load(out / "runs" / "MWRL-tmpfs-w1-r3.json")
     ncpu = third.background.cpus
     assert third.repeat == 3
-    # the hog is one busy CPU of ncpu: its own share of all the CPUs is 1/ncpu (a single
-    # worker leaves it its CPU), whatever else the machine ran beside it
+    # what the record counts as other work (other processes and the kernel's own threads) is what the
+    # machine's counters gave the others over the whole command, within OTHERS_AGREE
+    for name, rec, truth in (("first", record.load(out / "runs" / "MWRL-tmpfs-w1.json"), before),
+                             ("third", third, beside)):
+        counted = rec.background.other + rec.background.kernel
+        print(name, round(counted, 3), round(truth, 3))
+        assert abs(counted - truth) <= OTHERS_AGREE, (name, rec.background, truth)
+    # the hog is there by its name: a CPU-bound process of one thread takes at most one CPU
     hog_share = next(float(t.split()[-1].rstrip("%")) / 100 for t in third.background.top if t.startswith("stress-ng"))
-    assert 0.9 / ncpu <= hog_share <= 1.02 / ncpu, third.background
+    assert 0 < hog_share <= 1.02 / ncpu, third.background
     assert third.background.other >= hog_share - 0.005    # `top` is rounded to whole percents
-    quiet = record.load(out / "runs" / "MWRL-tmpfs-w1.json")
-    assert quiet.background.other < 0.5 / ncpu, quiet.background
     assert json.loads((out / "sweep.json").read_text())["params"]["repeats"] == 3
