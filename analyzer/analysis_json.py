@@ -54,7 +54,7 @@ def _point(p: PointView) -> dict:
             "efficiency": p.efficiency, "ideal": p.ideal, "lost_capacity": p.lost_capacity,
             "oversubscribed": p.oversubscribed, "cpu": asdict(p.cpu), "waits": [_wait(w) for w in p.waits],
             "explained": p.lock_waits, "warnings": p.warnings, "named_share": p.named_share,
-            "time_sharing": p.time_sharing, "cpus": p.cpus, "repeats": p.repeats, "record_ids": p.record_ids,
+            "time_sharing": p.time_sharing, "background_preempted": p.background_preempted, "cpus": p.cpus, "repeats": p.repeats, "record_ids": p.record_ids,
             "intervals": _intervals(p),
             "wait_intervals": {n: _interval(e) for n, e in p.wait_est.items()},
             "background": asdict(p.background) if p.background else None,

@@ -109,7 +109,8 @@ def _point_views(recs: list[RunRecord], pts: list[scaling.CurvePoint], runs: Run
             attribution=attribution.attribute(r, p.lost_capacity), cpi=_cpi(r),
             warnings=_warnings(r),
             named_share=naming.named_share(r.locks) if r.probe.attached else None,
-            time_sharing=attribution.time_sharing(r), cpus=attribution.cpus_of(r),
+            time_sharing=attribution.time_sharing(r), background_preempted=attribution.background_preempted(r),
+            cpus=attribution.cpus_of(r),
             repeats=len(by_k), record_ids=[by_k[k].id for k in sorted(by_k)], est=dict(p.est),
             background=r.background)
         if len(by_k) > 1:

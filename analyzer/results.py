@@ -72,6 +72,7 @@ class PointView:
     warnings: list[str] = field(default_factory=list)
     named_share: float | None = None  # lock wait with a verified or inferred name; None: no lock wait
     time_sharing: float = 0.0        # share of worker time preempted by more runnable workers than CPUs
+    background_preempted: float = 0.0  # share of worker time preempted by the machine's other work
     cpus: int = 0                    # the CPUs the workers could run on
     # sweep --repeat K: the point's runs; the figures above are their medians
     # (the record shown is the run of median throughput), `est` their intervals

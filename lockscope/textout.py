@@ -184,7 +184,9 @@ def experiment_lines(e: Experiment) -> list[str]:
                    (f"  named {p.named_share:4.0%}" if p.named_share is not None else "") +
                    (f"  top wait: {top.name} {top.wait_share:.1%}" if top else "") +
                    (f"  time-sharing {p.time_sharing:.1%} ({p.workers} workers on {p.cpus} CPUs: not a loss)"
-                    if p.time_sharing >= 0.001 else ""))
+                    if p.time_sharing >= 0.001 else "") +
+                   (f"  preempted by other work {p.background_preempted:.1%} (the machine's, not the program's)"
+                    if p.background_preempted >= 0.001 else ""))
         slowed = probeeffect.warning(by_id[p.record_id]) if p.record_id in by_id else None
         if slowed:
             out.append(f"        warning: {slowed}")
