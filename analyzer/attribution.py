@@ -168,6 +168,8 @@ def _nonlock(rec: RunRecord) -> tuple[dict[str, int], dict[str, int], int, int]:
     shared = int(min(by_class.get("preempted", 0), over * rec.probe.window_s * 1e9)) if over > 0 else 0
     if shared:
         by_class["preempted"] -= shared
+    # the background is a share of all the machine's CPUs: on the workers' CPUs (all, or the --cpus
+    # subset), spread evenly, that share of their time
     noise = rec.background.noise if rec.background is not None else 0.0
     taken = int(min(by_class.get("preempted", 0), noise * cpus_of(rec) * rec.probe.window_s * 1e9))
     if taken:
