@@ -14,9 +14,9 @@ from conftest import e2e_missing, left_under
 # the workload driver on real file systems, its work sized by the rate it measures (a worker may
 # run out of pre-created files when that rate was taken while another test shared the CPUs): run
 # with the end-to-end tests, one at a time, not beside the tests that measure nothing
-# no e2e mark: these load no probe and time nothing, so they run in the first pass beside the
-# other tests that measure nothing (Makefile), each on its own mounts; needs_driver says what
-# they need
+# e2e: they load no probe, but MWUM's precreated files are sized for a quiet machine (run in the
+# parallel first pass, a worker ran out of them: `ran_out`), so they run with the measuring tests
+pytestmark = pytest.mark.e2e
 
 MIB = 1 << 20
 DWAL_CAP = 64 * MIB
