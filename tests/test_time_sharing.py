@@ -49,7 +49,8 @@ def test_preemption_by_the_machines_other_work_is_taken_out_and_the_lock_ranks_f
     # at most the background's CPU over the workers' capacity
     assert 0.1 < taken <= rec.background.noise * attribution.cpus_of(rec) / attribution.capacity(rec)
     waits = sorted(attribution.waits(rec).values(), key=lambda w: -w.wait_share)
-    assert waits[0].is_lock and waits[0].name == "sighand->siglock of selfsig", [(w.name, w.wait_share) for w in waits[:4]]
+    assert waits[0].is_lock and waits[0].name == "sighand->siglock of selfsig", \
+        [(w.name, w.wait_share) for w in waits[:4]]
     assert taken > waits[0].wait_share            # what had ranked above it
     pre = [w for w in waits if w.lock_class == "preempted"]
     assert not pre or pre[0].wait_share < waits[0].wait_share
