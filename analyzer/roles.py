@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from . import sleepkinds, wakeups
-from .kernel import naming
+from .kernel import filelocks, naming
 from .user import runtimes, userlocks
 from .sleepkinds import HANDOFF, IDLE, KINDS, LOCK, PREEMPTED
 from lockscope.model.probedata import FutexWait, RawProbe
@@ -216,6 +216,18 @@ def _add_sleeps(raw: RawProbe, threads: dict[int, ThreadTimes], primitive: dict[
     return handoffs
 
 
+def _add_busy_file_lock_waits(raw: RawProbe, threads: dict[int, ThreadTimes]) -> None:
+    """A busy wait for a file lock (a failed F_SETLK tried again after a
+    sleep: SQLite's busy handler) sleeps in nanosleep, a timed sleep that
+    reads as idle: that time is the lock's wait, moved to it per thread."""
+    for w in raw.file_lock_waits or []:
+        th = threads.get(w.tid)
+        if th is not None and w.flags & filelocks.FLK_BUSY:
+            part = min(w.total_ns, max(0, th.kinds[IDLE]))
+            th.kinds[IDLE] -= part
+            th.kinds[LOCK] += part
+
+
 def _choose_workers(roles: dict[str, list[ThreadTimes]], window_ns: int,
                     drivers: set[str], kernel: set[str] = frozenset(),
                     unrelated: set[str] = frozenset()) -> dict[str, tuple[bool, str]]:
@@ -279,6 +291,7 @@ def analyze(raw: RawProbe | None, window_ns: int, drivers: set[int] | None = Non
     primitive = futex_primitives(raw)
     parents = waiting_parents(raw)
     handoffs = _add_sleeps(raw, threads, primitive, parents)
+    _add_busy_file_lock_waits(raw, threads)
     by_role: dict[str, list[ThreadTimes]] = defaultdict(list)
     for t in threads.values():
         by_role[t.role].append(t)

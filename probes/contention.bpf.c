@@ -55,6 +55,7 @@
 #include "offcpu.bpf.h"
 #include "owners.bpf.h"
 #include "pending.bpf.h"
+#include "sqlitesleeps.bpf.h"
 #include "tasktimes.bpf.h"
 #include "usdtwait.bpf.h"
 #include "waitsampling.bpf.h"
@@ -324,13 +325,19 @@ int BPF_PROG(lksc_switch, bool preempt, struct task_struct *prev,
 		return 0;
 	flush_pending(cs);
 	prev_tracked = BPF_CORE_READ(prev, pid) && tracked_here(cs, BPF_CORE_READ(prev, tgid));
-	if (prev_tracked)
+	if (prev_tracked) {
 		prev_ts = switch_out_offcpu(ctx, cs, preempt, prev, prev_state, &now);
+		if (prev_ts && !preempt)
+			sqlite_sleep_out(prev, prev_ts, prev_state, now);
+	}
 	ts = task_state_of(next, false);
 	if (ts && ts->lock && (ts->lock_flags & LCB_F_MUTEX))
 		switch_in_mutex_wait(cs, ts);
-	if (ts && ts->off_start)
+	if (ts && ts->off_start) {
+		if (ts->off_sqlite)
+			sqlite_sleep_in(next, ts, now ? now : (now = bpf_ktime_get_ns()));
 		switch_in_offcpu(cs, next, ts, &now);
+	}
 	/* one program per switch for all its parts (each program on sched_switch
 	 * costs a hand-off workload its dispatch: bench/README.md) */
 	tasks_switch(preempt, prev, prev_tracked, next, prev_state, &now);

@@ -29,4 +29,12 @@ static __always_inline __u32 request_type(void *fl)
 	return BPF_CORE_READ((struct file_lock___old *)fl, fl_type);
 }
 
+/* the first byte of request fl's range */
+static __always_inline __s64 request_start(void *fl)
+{
+	if (bpf_core_field_exists(struct file_lock, c))
+		return BPF_CORE_READ((struct file_lock *)fl, fl_start);
+	return BPF_CORE_READ((struct file_lock___old *)fl, fl_start);
+}
+
 #endif

@@ -24,12 +24,19 @@
  * lock it met is looked for among the file's POSIX locks (another owner,
  * an overlapping range, one of the two a write lock).
  *
+ * Threads of one process whose connections share SQLite's in-memory lock
+ * of a database file find it held without a system call; their busy
+ * sleeps are timed by contention.bpf.c (sqlitesleeps.bpf.h) from the file
+ * of each thread's last successful lock call on SQLite's lock bytes, noted
+ * here in flk_sqlite.
+ *
  * Aggregated by (file, held lock, holder, waiting thread): count, total,
  * max. Waits still open at stop are added by the loader (filelocks.c).
  */
 #include "maps.bpf.h"
 #include "filelocks_types.h"
 #include "filelock.bpf.h"
+#include "sqlitefiles.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -332,8 +339,33 @@ static __always_inline void busy_tried(struct inode *inode, void *fl)
 		end();
 }
 
+/* a lock call on SQLite's lock bytes that succeeded: the file the thread's
+ * sleeps may be waiting for (sqlitesleeps.bpf.h); one that failed opens a
+ * busy wait here, which its sleeps are part of */
+static __always_inline void note_sqlite(struct inode *inode, void *fl, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct flk_sqlite q = {};
+	__s64 start = request_start(fl);
+
+	if (start < SQLITE_LOCK_FIRST || start > SQLITE_LOCK_LAST || !enabled || !traced(id >> 32))
+		return;
+	if (ret) {
+		bpf_map_delete_elem(&flk_sqlite, &tid);
+		return;
+	}
+	q.inode = (__u64)inode;
+	q.ino = BPF_CORE_READ(inode, i_ino);
+	q.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	note_path(inode);
+	bpf_map_update_elem(&flk_sqlite, &tid, &q, BPF_ANY);
+}
+
 static __always_inline void lock_tried(struct inode *inode, void *fl, int ret, bool posix)
 {
+	if (posix)
+		note_sqlite(inode, fl, ret);
 	if (ret == FILE_LOCK_DEFERRED)
 		begin(inode, fl, false, false, posix);
 	else if (ret == -EAGAIN)

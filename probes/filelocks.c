@@ -16,10 +16,13 @@
 #include "cost.h"
 #include "grow.h"
 #include "filelocks.h"
+#include "futex.h"
 #include "filelocks.skel.h"
+#include "contention.skel.h"
 
 static struct filelocks_bpf *skel;
 static int load_err;
+static struct contention_bpf *core;   /* its sqlite_sleeps, flk_copies, flk_sqlite */
 static int nc;
 static const char *const counter_names[] = { FLK_COUNTERS(COUNTER_NAME) };
 
@@ -31,11 +34,24 @@ static struct flk_entry *rows;
 static size_t nrows, cap;
 static __u64 counters[FLK__MAX];
 
-int filelocks_load(bool system_wide, int tracked_fd, int ncpus)
+/* the sleepers' stack copies read at stop, and the processes whose memory
+ * maps were read for them (futex.c keeps the maps) */
+struct flk_copy_row {
+	const struct flk_copy_sig *k;
+	const struct flk_copy *c;
+};
+static struct flk_copy_sig copy_sigs[FLK_COPIES];
+static struct flk_copy copies[FLK_COPIES];
+static int ncopies;
+static __u32 maps_read[FLK_COPIES];
+static int nmaps_read;
+
+int filelocks_load(bool system_wide, struct contention_bpf *cskel, int ncpus)
 {
 	int err;
 
 	nc = ncpus;
+	core = cskel;
 	skel = filelocks_bpf__open();
 	if (!skel) {
 		load_err = -errno;
@@ -43,7 +59,9 @@ int filelocks_load(bool system_wide, int tracked_fd, int ncpus)
 	}
 	skel->rodata->system_wide = system_wide;
 	skel->rodata->self_tgid = (__u32)getpid();
-	err = bpf_map__reuse_fd(skel->maps.tracked, tracked_fd);
+	err = bpf_map__reuse_fd(skel->maps.tracked, bpf_map__fd(cskel->maps.tracked));
+	if (!err)     /* the threads' SQLite files, for contention.bpf.c's sleeps */
+		err = bpf_map__reuse_fd(skel->maps.flk_sqlite, bpf_map__fd(cskel->maps.flk_sqlite));
 	if (!err)
 		err = filelocks_bpf__load(skel);
 	if (!err)
@@ -66,6 +84,11 @@ void filelocks_start(void)
 	clear_map(skel->maps.flk_open);
 	clear_map(skel->maps.flk_stats);
 	clear_map(skel->maps.flk_paths);
+	clear_map(core->maps.flk_sqlite);
+	clear_map(core->maps.flk_copies);
+	clear_map(core->maps.sqlite_sleeps);
+	clear_map(core->maps.sqlite_open);
+	ncopies = nmaps_read = 0;
 	counters_zero(skel->maps.flk_counters, FLK__MAX, nc);
 	nrows = 0;
 	memset(counters, 0, sizeof(counters));
@@ -87,17 +110,33 @@ static struct flk_entry *row_of(const struct flk_key *k, bool search)
 	return &rows[nrows++];
 }
 
-void filelocks_stop(uint64_t t_stop)
+/* the memory maps of the processes with stack copies, once each while they
+ * run (the copies are unwound with them at record time); at stop, `again`:
+ * read once more (libraries loaded since) */
+static void read_copy_maps(bool again)
+{
+	struct flk_copy_sig k, *pk = NULL;
+	int fd = bpf_map__fd(core->maps.flk_copies);
+
+	while (bpf_map_get_next_key(fd, pk, &k) == 0) {
+		int j;
+
+		pk = &k;
+		for (j = 0; j < nmaps_read && maps_read[j] != k.tgid; j++)
+			;
+		if (j < nmaps_read && !again)
+			continue;
+		if (j == nmaps_read && nmaps_read < FLK_COPIES)
+			maps_read[nmaps_read++] = k.tgid;
+		futex_read_maps(k.tgid);
+	}
+}
+
+/* the rows of a map of waits by flk_key (keys distinct across the maps) */
+static void read_stats(int fd)
 {
 	struct flk_key k, *pk = NULL;
-	__u32 tid, *pt = NULL;
-	int fd;
 
-	if (!skel)
-		return;
-	skel->bss->enabled = false;
-	nrows = 0;
-	fd = bpf_map__fd(skel->maps.flk_stats);
 	while (bpf_map_get_next_key(fd, pk, &k) == 0) {
 		struct flk_stat s;
 		struct flk_entry *e;
@@ -107,8 +146,14 @@ void filelocks_stop(uint64_t t_stop)
 			continue;
 		e->s = s;
 	}
-	/* waits open at stop: their time so far, one wait each */
-	fd = bpf_map__fd(skel->maps.flk_open);
+}
+
+/* the waits of a map of open waits by thread (flk_open) still open at
+ * t_stop: their time so far, one wait each */
+static void add_open(int fd, uint64_t t_stop)
+{
+	__u32 tid, *pt = NULL;
+
 	while (bpf_map_get_next_key(fd, pt, &tid) == 0) {
 		struct flk_open o;
 		struct flk_entry *e;
@@ -125,17 +170,50 @@ void filelocks_stop(uint64_t t_stop)
 		if (!e->s.holder_comm[0])
 			memcpy(e->s.holder_comm, o.holder_comm, sizeof(o.holder_comm));
 	}
-	counters_read(skel->maps.flk_counters, FLK__MAX, nc, counters);
 }
 
-void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void *ctx)
+/* the sleepers' stack copies (flk_copies) */
+static void read_copies(int fd)
 {
-	struct flk_key k, *pk = NULL;
-	int fd;
+	struct flk_copy_sig k, *pk = NULL;
 
+	ncopies = 0;
+	while (ncopies < FLK_COPIES && bpf_map_get_next_key(fd, pk, &k) == 0) {
+		copy_sigs[ncopies] = k;
+		pk = &copy_sigs[ncopies];
+		if (!bpf_map_lookup_elem(fd, &k, &copies[ncopies]))
+			ncopies++;
+	}
+}
+
+void filelocks_stop(uint64_t t_stop)
+{
 	if (!skel)
 		return;
-	fd = bpf_map__fd(skel->maps.flk_stats);
+	skel->bss->enabled = false;
+	nrows = 0;
+	read_stats(bpf_map__fd(skel->maps.flk_stats));
+	/* and the sleeps of threads that take SQLite's locks (contention.bpf.c's) */
+	read_stats(bpf_map__fd(core->maps.sqlite_sleeps));
+	/* waits open at stop: their time so far, one wait each */
+	add_open(bpf_map__fd(skel->maps.flk_open), t_stop);
+	add_open(bpf_map__fd(core->maps.sqlite_open), t_stop);
+	counters_read(skel->maps.flk_counters, FLK__MAX, nc, counters);
+	/* the sleepers' stack copies, and their processes' maps */
+	read_copies(bpf_map__fd(core->maps.flk_copies));
+	read_copy_maps(true);
+}
+
+void filelocks_snapshot_maps(void)
+{
+	if (skel)
+		read_copy_maps(false);
+}
+
+static void each_wait_of(int fd, void (*fn)(__u64 key, __u64 total_ns, void *ctx), void *ctx)
+{
+	struct flk_key k, *pk = NULL;
+
 	while (bpf_map_get_next_key(fd, pk, &k) == 0) {
 		struct flk_stat s;
 
@@ -143,6 +221,17 @@ void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void 
 		if (!bpf_map_lookup_elem(fd, &k, &s))
 			fn(k.inode, s.total_ns, ctx);
 	}
+}
+
+/* SQLite's sleeps of threads of one process are in too: which of them are
+ * its busy waits is decided at record time, so a thread that also sleeps
+ * for its own reasons weighs more in the series than in the record */
+void filelocks_each_wait(void (*fn)(__u64 key, __u64 total_ns, void *ctx), void *ctx)
+{
+	if (!skel)
+		return;
+	each_wait_of(bpf_map__fd(skel->maps.flk_stats), fn, ctx);
+	each_wait_of(bpf_map__fd(core->maps.sqlite_sleeps), fn, ctx);
 }
 
 /* the inode's path below its file system's root as the BPF side read it
@@ -192,6 +281,14 @@ void filelocks_json(struct jw *w)
 		struct flk_row r = { &rows[i].k, &rows[i].s, fs_path(rows[i].k.inode, path, sizeof(path)) };
 
 		EMIT_ROW_FILE_LOCK_WAITS(w, &r);
+	}
+	jw_arr_end(w);
+	jw_key(w, "file_lock_stack_copies");
+	jw_arr(w);
+	for (int i = 0; i < ncopies; i++) {
+		struct flk_copy_row r = { &copy_sigs[i], &copies[i] };
+
+		EMIT_ROW_FILE_LOCK_STACK_COPIES(w, &r);
 	}
 	jw_arr_end(w);
 }

@@ -18,6 +18,21 @@
  * (F_SETLK: EAGAIN) to the thread's next lock taken on the file (SQLite's
  * retries, a program's own) */
 #define FLK_BUSY   (1U << 20)
+/* and a sleep (nanosleep, clock_nanosleep) of a thread whose last lock call
+ * was on SQLite's lock bytes of the file: a thread of a process whose
+ * connections share SQLite's in-memory lock of the file finds it held
+ * without a system call and sleeps in its busy handler. Which sleeps are
+ * that is decided at record time, from the copy of the sleeper's user stack
+ * (`copy`): a frame of SQLite's (analyzer/kernel/filelocks.py) */
+#define FLK_SLEEP  (1U << 21)
+
+/* SQLite's lock-byte page of a database file (os_unix.c, sqliteInt.h):
+ * PENDING_BYTE, RESERVED_BYTE, then the 510 SHARED bytes */
+#define SQLITE_LOCK_FIRST 0x40000000LL
+#define SQLITE_LOCK_LAST  (0x40000000LL + 2 + 510 - 1)
+/* the sleepers' user-stack copies: one per (process, ip, sp), the first
+ * ones of a window (2 KiB each) */
+#define FLK_COPIES 128
 
 /* a file-lock wait, by what it waited for: the file (inode, its device and
  * number), the lock that blocked it (the root of the kernel's blocker tree:
@@ -34,6 +49,8 @@ struct flk_key {
 	__s32 holder_tgid;    /* the held lock's flc_pid: the process that took it */
 	__u32 tid;            /* the waiting thread */
 	__u32 tgid;
+	__u32 copy;           /* FLK_SLEEP: the id of its copy in flk_copies; 0: none (their room spent) */
+	__u32 pad;
 };
 
 struct flk_stat {
@@ -53,6 +70,29 @@ struct flk_path {
 	__u32 depth;          /* names kept */
 	__u32 more;           /* the path goes on above them */
 	char names[FLK_PATH_DEPTH][FLK_NAME_LEN];
+};
+
+/* a sleeper's user registers and stack top (FLK_SLEEP), by (process, ip,
+ * sp), with the id its waits are keyed by (a random odd number) */
+struct flk_copy_sig {
+	__u32 tgid;
+	__u32 pad;
+	__u64 ip;
+	__u64 sp;
+};
+
+struct flk_copy {
+	__u32 id;
+	__u32 pad;
+	struct ustack_copy c;
+};
+
+/* the file of a thread's last lock call on SQLite's lock bytes */
+struct flk_sqlite {
+	__u64 inode;
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
 };
 
 /* a wait in progress, by thread */

@@ -40,6 +40,7 @@
 #include "series.h"
 #include "objects.h"
 #include "futex.h"
+#include "filelocks.h"
 #include "optional.h"
 #include "gomutex.h"
 #include "pyframes.h"
@@ -185,6 +186,8 @@ static int load(struct probe *p, const struct options *o)
 	p->cskel->rodata->system_wide = o->system_wide;
 	p->cskel->rodata->nr_futex = __NR_futex;
 	p->cskel->rodata->nr_futex_waitv = __NR_futex_waitv;
+	p->cskel->rodata->nr_nanosleep = __NR_nanosleep;
+	p->cskel->rodata->nr_clock_nanosleep = __NR_clock_nanosleep;
 	/* per second per CPU -> per 10 ms window; 0 walks every stack */
 	p->cskel->data->stack_budget = per_window(o->stack_rate);
 	p->cskel->data->timed_per_window = per_window(o->timed_rate);
@@ -356,6 +359,7 @@ static void on_tick(struct probe *p, uint64_t *last_objects)
 	    (uint64_t)p->objects_ms * 1000000ULL) {
 		collect_objects(p);
 		futex_snapshot_maps();
+		filelocks_snapshot_maps();
 		collect_sample_maps(p, false);
 		*last_objects = now;
 	}

@@ -80,7 +80,7 @@ void optional_end(bool futex)
 		gomutex_load(args.ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */
 	ktext_load();         /* without it, globals taken through wrappers stay call sites */
-	filelocks_load(args.system_wide, args.tracked_fd, args.ncpus);  /* without it, file-lock sleeps stay off-CPU time */
+	filelocks_load(args.system_wide, cskel, args.ncpus);  /* without it, file-lock sleeps stay off-CPU time */
 	if (other_running)
 		pthread_join(other, NULL);
 	other_running = false;

@@ -38,7 +38,9 @@ struct task_state {
 	 * HOLD_SPANS: what it did while it held a lock (holders.bpf.h) */
 	struct off_span spans[HOLD_SPANS];
 	__u32 span_next;
-	__u32 pad;
+	/* the open off-CPU span is a sleep that may be SQLite's busy wait
+	 * (sqlitesleeps.bpf.h: its sqlite_open entry) */
+	__u32 off_sqlite;
 };
 
 struct {

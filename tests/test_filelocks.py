@@ -106,6 +106,11 @@ def _run(tmp_path, *args: str) -> record.RunRecord:
     return record.load(f)
 
 
+def _worker_s(rec) -> float:
+    """The workers' time in the window, in seconds: what a share is of."""
+    return rec.workers * rec.probe.window_s
+
+
 @pytest.fixture(scope="module")
 def filelock_exe(tmp_path_factory):
     why = e2e_missing()
@@ -192,13 +197,61 @@ def test_recorded_sqlite_writers_wait_on_the_database_lock_and_their_parent_is_i
     assert roles.sleep_kind("pipe/socket wait", next(iter(parents)), set()) == "other"
 
 
+def test_recorded_sqlite_threads_of_one_process_wait_on_the_database_lock():
+    """tests/programs/sqlthreads.py: 2 writer threads of one Python process
+    share SQLite's in-memory lock of the database (no system call when it is
+    held): their busy handler's sleeps, told by their user stacks from the
+    program's own sleeps (time.sleep inside and between its transactions),
+    are the database lock's waits at the program's clock, held by its own
+    process; the roles count them as the workers' lock waits, not idle."""
+    rec = load("filelocks/sqlite-threads-tmpfs-w2")
+    clock = json.loads((DATA / "filelocks" / "clock.json").read_text())["sqlite-threads"]
+    top = rec.locks[0]
+    assert top.name == "SQLite database lock of <scratch>/app.db" and top.kind == "file lock", top.name
+    assert top.modes.get("busy") and top.holders[0].site == "python3", (top.modes, top.holders)
+    assert abs(top.wait_ns / 1e9 - clock["begin_s"]) <= AGREE * _worker_s(rec), (top.wait_ns, clock)
+    sleeps = [w for w in rec.probe.raw.file_lock_waits if w.flags & filelocks.FLK_SLEEP]
+    assert sleeps and all(any(f.startswith("sqlite3InvokeBusyHandler") for f in w.stack) for w in sleeps), \
+        [w.stack for w in sleeps]
+    worker = next(r for r in rec.roles if r.worker)
+    assert worker.lock_ns >= 0.9 * top.wait_ns, (worker.lock_ns, top.wait_ns)
+    waits = attribution.waits(rec)
+    assert waits[top.name].is_lock and abs(waits[top.name].wait_share - top.wait_share) <= 0.02, waits[top.name]
+
+
 @pytest.mark.e2e
-def test_sqlite_busy_waits_sized_as_the_programs_own_busy_handler_times_them(tmp_path):
-    """tests/programs/sqlbusy.c: C writers in 2 processes, each connection
-    with a busy handler of its own (sqlite3_busy_handler) that times every
-    call. The busy retries are the database lock's waits, named by the
-    database file, held by the other writer, within 10 points of the time
-    the handler's own clock counted; the parent, in waitpid, is idle."""
+def test_sqlite_threads_busy_sleeps_are_told_from_the_programs_own_sleeps(tmp_path):
+    """The same program, live: SQLite's busy sleeps of threads of one process
+    are the database lock's waits within 10 points of the program's clock
+    (seconds waited, over the workers' time in the window: the program runs
+    a little less than the window, from its start-up);
+    its own time.sleep calls between its lock calls (a quarter of its time)
+    are left out, by their user stacks."""
+    why = e2e_missing()
+    if why:
+        pytest.skip(why)
+    clock = tmp_path / "clock.json"
+    rec = _run(tmp_path, "--fs", "tmpfs", "--throughput-regex", r"ops/s: ([0-9.]+)", "--", "/usr/bin/python3",
+               str(REPO / "tests" / "programs" / "sqlthreads.py"), "{n}", "{duration}", "{dir}/app.db", str(clock))
+    own = json.loads(clock.read_text())
+    top = rec.locks[0]
+    print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:4]]})
+    assert top.name == "SQLite database lock of <scratch>/app.db", [(lk.name, lk.wait_share) for lk in rec.locks[:4]]
+    assert top.holders and top.holders[0].site == "python3", top.holders
+    assert own["begin_share"] > 0.2, own
+    assert abs(top.wait_ns / 1e9 - own["begin_s"]) <= AGREE * _worker_s(rec), (top.wait_ns, own)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("mode", ["procs", "threads"])
+def test_sqlite_busy_waits_sized_as_the_programs_own_busy_handler_times_them(tmp_path, mode):
+    """tests/programs/sqlbusy.c: C writers in 2 processes (or 2 threads of
+    one process, which meet SQLite's lock in its memory, not the kernel),
+    each connection with a busy handler of its own (sqlite3_busy_handler)
+    that times every call. The busy retries are the database lock's waits,
+    named by the database file, held by the other writer, within 10 points
+    (of the workers' time in the window) of the time the handler's own clock
+    counted; the parent, in waitpid or joining its threads, is idle."""
     why = e2e_missing()
     if why:
         pytest.skip(why)
@@ -208,7 +261,7 @@ def test_sqlite_busy_waits_sized_as_the_programs_own_busy_handler_times_them(tmp
                   libs=("-lsqlite3",))
     clock = tmp_path / "clock.json"
     rec = _run(tmp_path, "--fs", "tmpfs", "--throughput-regex", r"ops/s: ([0-9.]+)", "--", str(exe), "{n}", "300",
-               "{duration}", "{dir}/app.db", str(clock))
+               "{duration}", "{dir}/app.db", str(clock), mode)
     own = json.loads(clock.read_text())
     top = rec.locks[0]
     print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:4]]})
@@ -216,7 +269,7 @@ def test_sqlite_busy_waits_sized_as_the_programs_own_busy_handler_times_them(tmp
     assert top.kind == "file lock" and top.modes.get("busy"), (top.kind, top.modes)
     assert top.holders and top.holders[0].site == "sqlbusy", top.holders
     assert own["busy_share"] > 0.2, own
-    assert abs(top.wait_share - own["busy_share"]) <= AGREE, (top.wait_share, own)
+    assert abs(top.wait_ns / 1e9 - own["busy_s"]) <= AGREE * _worker_s(rec), (top.wait_ns, own)
     assert rec.ops_per_sec and rec.ops_per_sec > 0
 
 

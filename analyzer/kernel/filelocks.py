@@ -12,12 +12,16 @@ number."""
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 
 from . import naming
 from .lockdesc import display_path
-from ..lockacc import LockAcc, heaviest_first
+from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first
+from ..user import unwind
+from ..user.addrspace import AddressSpace, parse_maps
 from lockscope.model.jsondata import format_addr, from_dict, from_list
+from lockscope.model.loaderrows import SleepStackCopy
 from lockscope.model.probedata import FileLockProbe, FileLockWait, RawProbe
 from lockscope.model.record import Holder, Lock
 
@@ -26,6 +30,16 @@ WAIT_CLASS = "file lock wait"     # its sleeps' off-CPU class (locks.toml)
 COMPONENT = "file locks"
 FL_POSIX, FL_FLOCK, FL_LEASE, FL_OFDLCK = 1, 2, 32, 1024
 FLK_BUSY = 1 << 20                # probes/filelocks_types.h: a busy wait (a failed F_SETLK, retried later)
+FLK_SLEEP = 1 << 21               # and a sleep of a thread that takes SQLite's lock bytes (sqlitesleeps.bpf.h)
+# a sleep is SQLite's busy wait where one of the first frames of its user stack is SQLite's: in its
+# library (Debian's libsqlite3, which Python's sqlite3 module uses too), or a function of a static copy
+# that kept its symbols (SQLite's own functions: sqlite3*, sqliteDefaultBusyCallback); the busy
+# handler sleeps at most a few frames below the library's call of it (SQLite's default one: unixSleep
+# -> nanosleep; a program's own handler, called by SQLite, -> usleep -> clock_nanosleep)
+SQLITE_FRAMES = 8
+SQLITE_LIBRARY = re.compile(r"^libsqlite3[.-]")
+SQLITE_FUNCTION = re.compile(r"^(sqlite3|sqliteDefaultBusyCallback)")
+LIBC = re.compile(r"^libc[.-]")
 # SQLite's unix VFS locks bytes of the database file's lock-byte page, never blocking (F_SETLK):
 # PENDING_BYTE 0x40000000, RESERVED_BYTE after it, then the 510 SHARED bytes (os_unix.c, sqliteInt.h);
 # in WAL mode, bytes 120-127 of the -shm file (the WAL-index locks)
@@ -124,6 +138,8 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
         acc.addresses.add(w.inode)        # the file's inode: the time series keeps its waits under it
         acc.add(w.count, w.total_ns, w.max_ns,
                 "busy" if w.flags & FLK_BUSY else "write" if w.type == F_WRLCK else "read")
+        if w.stack:          # a SQLite thread's busy sleep: its user stack, the busy handler's call
+            acc.add_stack(tuple(w.stack[:MAX_FRAMES]), "nanosleep", w.count, w.total_ns, w.count)
         if role_of is not None:
             acc.roles[role_of(w.tid) or f"pid {w.tgid}"] += w.total_ns
         who = w.holder_comm or (f"pid {w.holder_tgid}" if w.holder_tgid > 0 else "")
@@ -132,7 +148,7 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
             h[0] += w.count
             h[1] += w.total_ns
             h[2].add(w.holder_tgid)
-    locks = heaviest_first([acc.to_lock(workers, window_ns, lambda k: "", format_addr) for acc in groups.values()])
+    locks = heaviest_first([acc.to_lock(workers, window_ns, sqlite_caller, format_addr) for acc in groups.values()])
     for lk in locks:
         _holders(lk, held.get(lk.name, {}))
     return locks
@@ -174,15 +190,99 @@ def file_lock_warnings(raw: RawProbe | None) -> list[str]:
     if probe.attached:
         c = probe.counters
         lost = c.get("stats_map_full", 0) + c.get("open_map_full", 0)
-        return [f"file-lock waits: {lost} not counted (the probe's maps were full)"] if lost else []
+        out = [f"file-lock waits: {lost} not counted (the probe's maps were full)"] if lost else []
+        if c.get("sqlite_sleeps_undecided"):
+            out.append(f"{c['sqlite_sleeps_undecided']} sleeps ({c['sqlite_sleeps_undecided_ns'] / 1e6:.1f} ms) of "
+                       "threads that take SQLite's locks not told apart from the program's own sleeps (their user "
+                       "stacks not copied: the copies' room was spent, or the process's memory maps not read); "
+                       "left out of SQLite's lock")
+        return out
     return [f"file-lock waits not named by file (their sleeps are one unnamed file-lock wait, by their off-CPU "
             f"stacks): {probe.reason}"]
 
 
+def sqlite_frame(space: AddressSpace, ip: int) -> bool:
+    """Whether the code at ip is SQLite's: in its library, or a function of
+    SQLite's by name (a static copy with its symbols)."""
+    loc = space.code_location(ip)
+    if loc and SQLITE_LIBRARY.match(os.path.basename(loc[0])):
+        return True
+    name = space.symbolize(ip)
+    return bool(SQLITE_FUNCTION.match(name)) and not name.startswith("[")
+
+
+def _sqlite_frame_text(frame: str) -> bool:
+    """A symbolized frame ('func+0x1f [file]', '[file+0x…]') of SQLite's."""
+    m = re.match(r"^(?:(\S+?)\+0x[0-9a-f]+ )?\[([^\]+]+)", frame)
+    return bool(m) and (bool(SQLITE_LIBRARY.match(m.group(2))) or bool(SQLITE_FUNCTION.match(m.group(1) or "")))
+
+
+def sqlite_caller(frames: tuple) -> str:
+    """The site of a SQLite busy sleep: the program's function that called
+    into SQLite (the first frame above SQLite's outermost one below it), ''
+    where the stack ends inside SQLite."""
+    inside = False
+    for f in frames:
+        if _sqlite_frame_text(f):
+            inside = True
+        elif inside:
+            return f if f.startswith("[") else f.split("+0x")[0].split(" [")[0]
+    return ""
+
+
+def _sleep_stacks(data: dict) -> dict[int, list[str] | None]:
+    """Copy id -> the sleep's user stack where one of its first
+    SQLITE_FRAMES frames is SQLite's (the sleep is its busy handler's), else
+    None: unwound with the ELF CFI from the copy of the sleeper's registers
+    and stack top, in its process's memory maps."""
+    spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in (data.get("user_maps") or {}).items()}
+    out: dict[int, list[str] | None] = {}
+    for c in from_list(SleepStackCopy, data.get("file_lock_stack_copies") or []):
+        space = spaces.get(c.tgid)
+        if space is None:
+            out[c.id] = None
+            continue
+        ips = unwind.unwind(space, *c.regs())
+        if not any(sqlite_frame(space, a) for a in ips[:SQLITE_FRAMES]):
+            out[c.id] = None
+            continue
+        # from the sleep's caller: the C library's sleep calls left out (clock_nanosleep <- usleep)
+        while len(ips) > 1 and (loc := space.code_location(ips[0])) and LIBC.match(os.path.basename(loc[0])):
+            ips = ips[1:]
+        out[c.id] = [space.symbolize(a) for a in ips]
+    return out
+
+
+def _decide_sleeps(waits: list[FileLockWait], data: dict) -> tuple[list[FileLockWait], dict[str, int]]:
+    """The waits with the sleeps of threads that take SQLite's lock bytes
+    decided by their user stacks: SQLite's busy waits kept (with their
+    stack), the program's own sleeps left out; and what could not be decided
+    (no copy: their room spent; the copy not unwound: the process's maps not
+    read) as {"sleeps": n, "ns": total}."""
+    if not any(w.flags & FLK_SLEEP for w in waits):
+        return waits, {}
+    stacks = _sleep_stacks(data)
+    kept, undecided = [], {"sleeps": 0, "ns": 0}
+    for w in waits:
+        if not w.flags & FLK_SLEEP:
+            kept.append(w)
+        elif w.copy in stacks and stacks[w.copy]:
+            w.stack = stacks[w.copy]
+            kept.append(w)
+        elif w.copy not in stacks:
+            undecided["sleeps"] += w.count
+            undecided["ns"] += w.total_ns
+    return kept, undecided if undecided["sleeps"] else {}
+
+
 def resolve(data: dict) -> dict:
     """The RawProbe fields of the probe's file-lock keys (none where the
-    loader had no file-lock probe)."""
+    loader had no file-lock probe), SQLite's sleeps decided (_decide_sleeps)."""
     if "file_lock_probe" not in data:
         return {}
-    return {"file_lock_probe": from_dict(FileLockProbe, data["file_lock_probe"]),
-            "file_lock_waits": from_list(FileLockWait, data.get("file_lock_waits", []))}
+    probe = from_dict(FileLockProbe, data["file_lock_probe"])
+    waits, undecided = _decide_sleeps(from_list(FileLockWait, data.get("file_lock_waits", [])), data)
+    if undecided:
+        probe.counters["sqlite_sleeps_undecided"] = undecided["sleeps"]
+        probe.counters["sqlite_sleeps_undecided_ns"] = undecided["ns"]
+    return {"file_lock_probe": probe, "file_lock_waits": waits}

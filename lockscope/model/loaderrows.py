@@ -112,6 +112,15 @@ class HoldStackCopy(StackCopy):
 
 
 @dataclass
+class SleepStackCopy(StackCopy):
+    """The copy of a sleep of a thread that takes SQLite's lock bytes
+    (probes/filelocks.bpf.c, FLK_SLEEP), by the id its waits carry
+    (FileLockWait.copy)."""
+    id: int = 0
+    tgid: int = 0
+
+
+@dataclass
 class SampleCopy(StackCopy):
     """The copy of a CPU sample, by its number (a cpu_samples row's `copy`)."""
     copy: int = 0

@@ -265,6 +265,10 @@ class FileLockWait:
     # the file's path below its file system's root, from the kernel's dentries (since issue 44's
     # lease holders: a file no snapshot of the open files found)
     fs_path: Optional[str] = optional()
+    # a sleep of a thread that takes SQLite's lock bytes (flags FLK_SLEEP): the id of the copy of its
+    # user stack, which decides at record time whether it is SQLite's busy wait (then `stack`: its frames)
+    copy: Optional[int] = optional()
+    stack: Optional[list[str]] = optional()
 
 
 @dataclass

@@ -265,6 +265,18 @@ def record_filelocks(programs: str) -> None:
                         "{dir}/app.db", str(clock)], cwd=REPO, check=True)
         clocks["sqlite"] = {"lock_wait_share": float(clock.read_text().split()[1])}
         _keep(Path(tmp, "out", "runs"), dest, "filelocks")
+    # SQLite writers as threads of one process (Python's sqlite3): SQLite's in-memory lock, busy sleeps
+    # told from the program's own sleeps by their user stacks
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Path(tmp, "clock.json")
+        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
+            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name",
+                        "sqlite-threads", "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "/usr/bin/python3",
+                        str(REPO / "tests" / "programs" / "sqlthreads.py"), "{n}", "{duration}", "{dir}/app.db",
+                        str(clock)], cwd=REPO, check=True)
+        clocks["sqlite-threads"] = json.loads(clock.read_text())
+        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
     (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
 
 

@@ -13,9 +13,9 @@
 // threads of one process find it held inside SQLite (its per-inode lock
 // table), without a system call. The parent waits for its workers
 // (waitpid, or joins its threads). Prints "ops: N" every 0.1 s, then
-// "ops/s: X"; CLOCK_FILE gets {"busy_share": B, "begin_share": W}: the
-// writers' time in busy() and inside BEGIN IMMEDIATE, over their running
-// time.
+// "ops/s: X"; CLOCK_FILE gets {"busy_s": S, "busy_share": B,
+// "begin_share": W}: the writers' time in busy() (seconds, and over their
+// running time) and inside BEGIN IMMEDIATE (over their running time).
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sqlite3.h>
@@ -149,8 +149,8 @@ int main(int argc, char **argv)
 	f = fopen(argv[5], "w");
 	if (!f)
 		return perror(argv[5]), 1;
-	fprintf(f, "{\"busy_share\": %.4f, \"begin_share\": %.4f}\n",
-		(double)atomic_load(&tot->busy_ns) / atomic_load(&tot->run_ns),
+	fprintf(f, "{\"busy_s\": %.4f, \"busy_share\": %.4f, \"begin_share\": %.4f}\n",
+		atomic_load(&tot->busy_ns) / 1e9, (double)atomic_load(&tot->busy_ns) / atomic_load(&tot->run_ns),
 		(double)atomic_load(&tot->begin_ns) / atomic_load(&tot->run_ns));
 	fclose(f);
 	return 0;

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
+/*
+ * contention.bpf.c's part for SQLite's busy waits of threads of one
+ * process. SQLite's unix VFS keeps one lock of a database file per inode
+ * and process, shared by the process's connections: a thread that finds it
+ * held by another thread of its process gets SQLITE_BUSY without a system
+ * call, and its busy handler sleeps (nanosleep, clock_nanosleep) and tries
+ * again. filelocks.bpf.c notes in flk_sqlite (shared with it) the file of
+ * each thread's last lock call on SQLite's lock bytes that succeeded (a
+ * failed one, between processes, opens a busy wait of its own there and
+ * removes the note). Here, such a thread going to sleep in nanosleep or
+ * clock_nanosleep (its saved user registers say the syscall, as futex
+ * waits are found: no syscall tracepoint, which would put every syscall of
+ * every task on the slow path) opens a sleep on that file, timed to its
+ * switch-in (sqlite_open) and added to sqlite_sleeps; the first sleep of each (process,
+ * user ip, user sp), one per call site and depth, keeps a copy of the user
+ * registers and stack top (flk_copies). At record time a sleep whose stack,
+ * unwound from its copy, has a frame of SQLite's is its busy wait; the
+ * others (the program's own sleeps) are left out
+ * (analyzer/kernel/filelocks.py).
+ */
+#ifndef LOCKSCOPE_SQLITESLEEPS_BPF_H
+#define LOCKSCOPE_SQLITESLEEPS_BPF_H
+
+#include "contention.bpf.h"
+#include "futex_wait.bpf.h"
+#include "filelocks_types.h"
+#include "sqlitefiles.bpf.h"
+
+const volatile long nr_nanosleep = -1;
+const volatile long nr_clock_nanosleep = -1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FLK_COPIES);
+	__type(key, struct flk_copy_sig);
+	__type(value, struct flk_copy);
+} flk_copies SEC(".maps");
+
+/* scratch for one flk_copy (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct flk_copy);
+} flk_copy_buf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct flk_key);
+	__type(value, struct flk_stat);
+} sqlite_sleeps SEC(".maps");
+
+/* the sleeps in progress, by thread (the loader adds those open at stop:
+ * SQLite's default busy handler sleeps up to 100 ms at a time) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);                 /* tid */
+	__type(value, struct flk_open);
+} sqlite_open SEC(".maps");
+
+/* the current thread's (prev's, at its switch-out) user registers and stack
+ * top, once per (process, ip, sp): the id of its copy, 0 where their room is
+ * spent */
+static __always_inline __u32 sleep_stack_copy(struct pt_regs *regs, __u32 tgid)
+{
+	struct flk_copy_sig sig = { .tgid = tgid };
+	struct flk_copy *c;
+	__u32 zero = 0;
+
+	sig.ip = PT_REGS_IP_CORE(regs);
+	sig.sp = PT_REGS_SP_CORE(regs);
+	c = bpf_map_lookup_elem(&flk_copies, &sig);
+	if (c)
+		return c->id;
+	c = bpf_map_lookup_elem(&flk_copy_buf, &zero);
+	if (!c)
+		return 0;
+	c->id = bpf_get_prandom_u32() | 1;
+	copy_stack_top(&c->c, regs);
+	if (bpf_map_update_elem(&flk_copies, &sig, c, BPF_NOEXIST))
+		return 0;
+	return c->id;
+}
+
+/* prev goes to sleep (not preempted): in nanosleep or clock_nanosleep after
+ * a lock call on SQLite's lock bytes? Its sleep opens, on that file, with
+ * its stack's copy; marked in its state */
+static __always_inline void sqlite_sleep_out(struct task_struct *prev, struct task_state *ts,
+					     unsigned int state, __u64 now)
+{
+	struct flk_open o = {};
+	struct flk_sqlite *q;
+	struct pt_regs *regs;
+	__u32 tid;
+	long nr;
+
+	ts->off_sqlite = 0;
+	if (!(state & TASK_INTERRUPTIBLE) || nr_nanosleep < 0 ||
+	    !(regs = (struct pt_regs *)bpf_task_pt_regs(prev)))
+		return;
+	nr = SYSCALL_NR(regs);
+	if (nr != nr_nanosleep && nr != nr_clock_nanosleep)
+		return;
+	tid = BPF_CORE_READ(prev, pid);
+	q = bpf_map_lookup_elem(&flk_sqlite, &tid);
+	if (!q)
+		return;
+	o.start = now;
+	o.key.inode = q->inode;
+	o.key.ino = q->ino;
+	o.key.dev = q->dev;
+	o.key.tid = tid;
+	o.key.tgid = BPF_CORE_READ(prev, tgid);
+	o.key.flags = FLK_POSIX | FLK_BUSY | FLK_SLEEP;
+	o.key.type = 1;                     /* F_WRLCK */
+	o.key.start = SQLITE_LOCK_FIRST;
+	o.key.end = SQLITE_LOCK_LAST;
+	o.key.holder_tgid = o.key.tgid;     /* a thread of its own process */
+	o.key.copy = sleep_stack_copy(regs, o.key.tgid);
+	bpf_probe_read_kernel_str(o.holder_comm, sizeof(o.holder_comm), prev->group_leader->comm);
+	if (!bpf_map_update_elem(&sqlite_open, &tid, &o, BPF_ANY))
+		ts->off_sqlite = 1;
+}
+
+/* next, asleep so marked, comes back: its sleep ends */
+static __always_inline void sqlite_sleep_in(struct task_struct *next, struct task_state *ts, __u64 now)
+{
+	__u32 tid = BPF_CORE_READ(next, pid);
+	struct flk_open *o = bpf_map_lookup_elem(&sqlite_open, &tid);
+	struct flk_stat *s, zero = {};
+	__u64 ns;
+
+	ts->off_sqlite = 0;
+	if (!o)
+		return;
+	ns = now > o->start ? now - o->start : 0;
+	s = bpf_map_lookup_elem(&sqlite_sleeps, &o->key);
+	if (!s) {
+		__builtin_memcpy(zero.holder_comm, o->holder_comm, sizeof(zero.holder_comm));
+		bpf_map_update_elem(&sqlite_sleeps, &o->key, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&sqlite_sleeps, &o->key);
+	}
+	if (s) {
+		__sync_fetch_and_add(&s->count, 1);
+		__sync_fetch_and_add(&s->total_ns, ns);
+		if (ns > s->max_ns)
+			s->max_ns = ns;
+	}
+	bpf_map_delete_elem(&sqlite_open, &tid);
+}
+
+#endif
