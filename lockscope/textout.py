@@ -3,6 +3,7 @@ an experiment (`lockscope analyze` without --json)."""
 from __future__ import annotations
 
 from lockscope.analyzer import cost, holders, owners, probeeffect
+from lockscope.analyzer.kernel import filelocks
 from lockscope.analyzer.kernel import sharing
 from lockscope.analyzer.attribution import WhatIf
 from lockscope.analyzer.intervals import METHOD, NO_INTERVAL
@@ -104,8 +105,10 @@ def holders_note(lk, top: int = 2) -> str:
     unit = "wait" if lk.kind == "file lock" else "release"
     for h in lk.holders[:top]:
         doing = ", ".join(f"{t.name} {t.share:.0%}" for t in h.while_holding[:3])
+        # a file lock's holder is a process: where it let go, from its release site's stack
+        at = f"; released at {filelocks.release_site(h.stack)}" if unit == "wait" and h.stack else ""
         parts.append(f"{h.site} {h.share:.0%} ({h.holds:,} {unit}{'s' if h.holds != 1 else ''}"
-                     + (f"; holding: {doing}" if doing else "") + ")")
+                     + (f"; holding: {doing}" if doing else "") + at + ")")
     if lk.holders_cover is not None and lk.holders_cover < 0.5:
         note = (f"; a release ended {lk.holders_cover:.0%} of its waits (the others were not ended by a "
                 f"wake-up: spun until the holder let go, or timed out)")

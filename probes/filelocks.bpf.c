@@ -36,7 +36,7 @@
 #include "maps.bpf.h"
 #include "filelocks_types.h"
 #include "filelock.bpf.h"
-#include "sqlitefiles.bpf.h"
+#include "flkshared.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -66,6 +66,22 @@ struct {
 	__type(key, struct flk_key);
 	__type(value, struct flk_stat);
 } flk_stats SEC(".maps");
+
+/* the waits open on each file (an inode's releases are kept while any) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);                 /* struct inode * */
+	__type(value, __s64);
+} flk_waiters SEC(".maps");
+
+/* releases of a file's locks with waiters, by process and release site */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct flk_release_key);
+	__type(value, __u64);               /* releases */
+} flk_releases SEC(".maps");
 
 /* the locked files' paths by inode (flk_path), built in a per-CPU buffer */
 struct {
@@ -247,6 +263,41 @@ static __always_inline void holder_comm(__s32 pid, char *comm)
 	bpf_task_release(t);
 }
 
+static __always_inline void waiters_add(__u64 inode, __s64 n)
+{
+	__s64 *w = bpf_map_lookup_elem(&flk_waiters, &inode);
+
+	if (w)
+		__sync_fetch_and_add(w, n);
+	else if (n > 0)
+		bpf_map_update_elem(&flk_waiters, &inode, &n, BPF_NOEXIST);
+}
+
+/* the current thread let go of a lock of the file (an unlock, or a close):
+ * while others wait for the file and it waits for none, its release site,
+ * once per (process, ip, sp) copied; the releases counted by it */
+static __always_inline void released(struct inode *inode)
+{
+	__u64 id = bpf_get_current_pid_tgid(), one = 1, *n;
+	struct flk_release_key k = { .inode = (__u64)inode, .tgid = id >> 32 };
+	__s64 *w = bpf_map_lookup_elem(&flk_waiters, &k.inode);
+	struct pt_regs *regs;
+
+	__u32 tid = (__u32)id;
+
+	/* a waiter letting go of its other locks (SQLite's writer, its SHARED
+	 * lock after the RESERVED one failed) releases nothing waited for */
+	if (!w || *w <= 0 || !enabled || !traced(k.tgid) || bpf_map_lookup_elem(&flk_open, &tid))
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	k.copy = flk_stack_copy(regs, k.tgid);
+	n = bpf_map_lookup_elem(&flk_releases, &k);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&flk_releases, &k, &one, BPF_NOEXIST);
+}
+
 /* a deferred request of the current thread: its wait begins, or goes on
  * (woken and blocked again: the holder now is the last one seen); busy: a
  * non-blocking try that failed */
@@ -289,6 +340,7 @@ static __always_inline void begin(struct inode *inode, void *fl, bool lease, boo
 		if (!busy)
 			flk_count(FLK_BEGIN);
 		fresh.start = bpf_ktime_get_ns();
+		waiters_add(fresh.key.inode, 1);
 	}
 	if (bpf_map_update_elem(&flk_open, &tid, &fresh, BPF_ANY))
 		flk_count(FLK_OPEN_FULL);
@@ -304,6 +356,7 @@ static __always_inline void end(void)
 
 	if (!o)
 		return;
+	waiters_add(o->key.inode, -1);
 	ns = bpf_ktime_get_ns() - o->start;
 	s = bpf_map_lookup_elem(&flk_stats, &o->key);
 	if (!s) {
@@ -370,8 +423,11 @@ static __always_inline void lock_tried(struct inode *inode, void *fl, int ret, b
 		begin(inode, fl, false, false, posix);
 	else if (ret == -EAGAIN)
 		begin(inode, fl, false, true, posix);
-	else if (ret == 0)
+	else if (ret == 0) {
+		if (request_type(fl) == F_UNLCK)
+			released(inode);
 		busy_tried(inode, fl);
+	}
 	else
 		end();
 }

@@ -46,6 +46,10 @@ static int ncopies;
 static __u32 maps_read[FLK_COPIES];
 static int nmaps_read;
 
+/* releases of files' locks while others waited, read at stop */
+static struct flk_release_row releases[1024];
+static int nreleases;
+
 int filelocks_load(bool system_wide, struct contention_bpf *cskel, int ncpus)
 {
 	int err;
@@ -62,6 +66,8 @@ int filelocks_load(bool system_wide, struct contention_bpf *cskel, int ncpus)
 	err = bpf_map__reuse_fd(skel->maps.tracked, bpf_map__fd(cskel->maps.tracked));
 	if (!err)     /* the threads' SQLite files, for contention.bpf.c's sleeps */
 		err = bpf_map__reuse_fd(skel->maps.flk_sqlite, bpf_map__fd(cskel->maps.flk_sqlite));
+	if (!err)     /* one room for the sleepers' and the releasers' stack copies */
+		err = bpf_map__reuse_fd(skel->maps.flk_copies, bpf_map__fd(cskel->maps.flk_copies));
 	if (!err)
 		err = filelocks_bpf__load(skel);
 	if (!err)
@@ -88,6 +94,9 @@ void filelocks_start(void)
 	clear_map(core->maps.flk_copies);
 	clear_map(core->maps.sqlite_sleeps);
 	clear_map(core->maps.sqlite_open);
+	clear_map(skel->maps.flk_waiters);
+	clear_map(skel->maps.flk_releases);
+	nreleases = 0;
 	ncopies = nmaps_read = 0;
 	counters_zero(skel->maps.flk_counters, FLK__MAX, nc);
 	nrows = 0;
@@ -172,7 +181,21 @@ static void add_open(int fd, uint64_t t_stop)
 	}
 }
 
-/* the sleepers' stack copies (flk_copies) */
+/* the releases with waiters (flk_releases) */
+static void read_releases(int fd)
+{
+	struct flk_release_key k, *pk = NULL;
+
+	nreleases = 0;
+	while (nreleases < (int)(sizeof(releases) / sizeof(releases[0])) && bpf_map_get_next_key(fd, pk, &k) == 0) {
+		releases[nreleases].k = k;
+		pk = &releases[nreleases].k;
+		if (!bpf_map_lookup_elem(fd, &k, &releases[nreleases].count))
+			nreleases++;
+	}
+}
+
+/* the sleepers' and releasers' stack copies (flk_copies) */
 static void read_copies(int fd)
 {
 	struct flk_copy_sig k, *pk = NULL;
@@ -199,7 +222,8 @@ void filelocks_stop(uint64_t t_stop)
 	add_open(bpf_map__fd(skel->maps.flk_open), t_stop);
 	add_open(bpf_map__fd(core->maps.sqlite_open), t_stop);
 	counters_read(skel->maps.flk_counters, FLK__MAX, nc, counters);
-	/* the sleepers' stack copies, and their processes' maps */
+	read_releases(bpf_map__fd(skel->maps.flk_releases));
+	/* the sleepers' and releasers' stack copies, and their processes' maps */
 	read_copies(bpf_map__fd(core->maps.flk_copies));
 	read_copy_maps(true);
 }
@@ -282,6 +306,11 @@ void filelocks_json(struct jw *w)
 
 		EMIT_ROW_FILE_LOCK_WAITS(w, &r);
 	}
+	jw_arr_end(w);
+	jw_key(w, "file_lock_releases");
+	jw_arr(w);
+	for (int i = 0; i < nreleases; i++)
+		EMIT_ROW_FILE_LOCK_RELEASES(w, &releases[i]);
 	jw_arr_end(w);
 	jw_key(w, "file_lock_stack_copies");
 	jw_arr(w);

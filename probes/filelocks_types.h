@@ -30,8 +30,8 @@
  * PENDING_BYTE, RESERVED_BYTE, then the 510 SHARED bytes */
 #define SQLITE_LOCK_FIRST 0x40000000LL
 #define SQLITE_LOCK_LAST  (0x40000000LL + 2 + 510 - 1)
-/* the sleepers' user-stack copies: one per (process, ip, sp), the first
- * ones of a window (2 KiB each) */
+/* the sleepers' and releasers' user-stack copies: one per (process, ip,
+ * sp), the first ones of a window (2 KiB each) */
 #define FLK_COPIES 128
 
 /* a file-lock wait, by what it waited for: the file (inode, its device and
@@ -95,6 +95,14 @@ struct flk_sqlite {
 	__u32 pad;
 };
 
+/* releases of a file's locks while others waited for it, by the releasing
+ * process and the copy of its user stack (its release site) */
+struct flk_release_key {
+	__u64 inode;
+	__u32 tgid;
+	__u32 copy;           /* the id of its copy in flk_copies; 0: none (their room spent) */
+};
+
 /* a wait in progress, by thread */
 struct flk_open {
 	__u64 start;          /* bpf_ktime_get_ns() when it was deferred first */
@@ -119,6 +127,12 @@ struct flk_row {
 	const struct flk_key *k;
 	const struct flk_stat *s;
 	const char *fs_path;  /* "dir/file" below the file system's root; "" where not read */
+};
+
+/* the loader's row of releases: a key, its count */
+struct flk_release_row {
+	struct flk_release_key k;
+	__u64 count;
 };
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "shared.bpf.h"
 #include "futex_types.h"
+#include "ustackcopy.bpf.h"
 
 #define FUTEX_WAIT             0
 #define FUTEX_LOCK_PI          6
@@ -69,22 +70,6 @@ static __always_inline bool futex_wait_of(struct pt_regs *regs, long nr_futex, l
 		return true;
 	}
 	return false;
-}
-
-/* the user registers and the top of the user stack of the current task
- * (regs: its saved user registers), into c: USTACK_BYTES from sp, or
- * USTACK_SHORT_BYTES near the top of a stack mapping, or none (c->len 0) */
-static __always_inline void copy_stack_top(struct ustack_copy *c, struct pt_regs *regs)
-{
-	c->ip = PT_REGS_IP_CORE(regs);
-	c->sp = PT_REGS_SP_CORE(regs);
-	c->bp = PT_REGS_FP_CORE(regs);
-	c->len = USTACK_BYTES;
-	if (bpf_probe_read_user(c->bytes, USTACK_BYTES, (void *)c->sp)) {
-		c->len = USTACK_SHORT_BYTES;
-		if (bpf_probe_read_user(c->bytes, USTACK_SHORT_BYTES, (void *)c->sp))
-			c->len = 0;
-	}
 }
 
 /* a pointer as a number (read back through a helper: the verifier lets no

@@ -24,26 +24,10 @@
 
 #include "contention.bpf.h"
 #include "futex_wait.bpf.h"
-#include "filelocks_types.h"
-#include "sqlitefiles.bpf.h"
+#include "flkshared.bpf.h"
 
 const volatile long nr_nanosleep = -1;
 const volatile long nr_clock_nanosleep = -1;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, FLK_COPIES);
-	__type(key, struct flk_copy_sig);
-	__type(value, struct flk_copy);
-} flk_copies SEC(".maps");
-
-/* scratch for one flk_copy (too large for the BPF stack) */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct flk_copy);
-} flk_copy_buf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -60,30 +44,6 @@ struct {
 	__type(key, __u32);                 /* tid */
 	__type(value, struct flk_open);
 } sqlite_open SEC(".maps");
-
-/* the current thread's (prev's, at its switch-out) user registers and stack
- * top, once per (process, ip, sp): the id of its copy, 0 where their room is
- * spent */
-static __always_inline __u32 sleep_stack_copy(struct pt_regs *regs, __u32 tgid)
-{
-	struct flk_copy_sig sig = { .tgid = tgid };
-	struct flk_copy *c;
-	__u32 zero = 0;
-
-	sig.ip = PT_REGS_IP_CORE(regs);
-	sig.sp = PT_REGS_SP_CORE(regs);
-	c = bpf_map_lookup_elem(&flk_copies, &sig);
-	if (c)
-		return c->id;
-	c = bpf_map_lookup_elem(&flk_copy_buf, &zero);
-	if (!c)
-		return 0;
-	c->id = bpf_get_prandom_u32() | 1;
-	copy_stack_top(&c->c, regs);
-	if (bpf_map_update_elem(&flk_copies, &sig, c, BPF_NOEXIST))
-		return 0;
-	return c->id;
-}
 
 /* prev goes to sleep (not preempted): in nanosleep or clock_nanosleep after
  * a lock call on SQLite's lock bytes? Its sleep opens, on that file, with
@@ -119,7 +79,7 @@ static __always_inline void sqlite_sleep_out(struct task_struct *prev, struct ta
 	o.key.start = SQLITE_LOCK_FIRST;
 	o.key.end = SQLITE_LOCK_LAST;
 	o.key.holder_tgid = o.key.tgid;     /* a thread of its own process */
-	o.key.copy = sleep_stack_copy(regs, o.key.tgid);
+	o.key.copy = flk_stack_copy(regs, o.key.tgid);
 	bpf_probe_read_kernel_str(o.holder_comm, sizeof(o.holder_comm), prev->group_leader->comm);
 	if (!bpf_map_update_elem(&sqlite_open, &tid, &o, BPF_ANY))
 		ts->off_sqlite = 1;

@@ -123,8 +123,9 @@ def filelock_exe(tmp_path_factory):
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_file_lock_waits_are_the_top_lock_at_the_programs_clock(tmp_path, filelock_exe, mode):
     """Each kind, end to end: the top entry, named by kind, file and range,
-    held by the program, its wait share within 10 points of the program's
-    own clock of its blocking lock calls."""
+    held by the program, released at its own function that unlocks, its
+    wait share within 10 points of the program's own clock of its blocking
+    lock calls."""
     name, threads = MODES[mode]
     clock = tmp_path / "clock.txt"
     env_args = ["env", f"FILELOCK_THREADS={threads}"]
@@ -135,6 +136,8 @@ def test_file_lock_waits_are_the_top_lock_at_the_programs_clock(tmp_path, filelo
     assert re.fullmatch(name, top.name), [(lk.name, lk.wait_share) for lk in rec.locks[:4]]
     assert top.kind == "file lock" and top.tier == "verified"
     assert top.holders and top.holders[0].site == "filelock", top.holders
+    # where it let go: the program's own release site, from the releaser's user stack (CFI-unwound)
+    assert filelocks.release_site(top.holders[0].stack) in ("lock_file", "worker"), top.holders[0].stack
     assert abs(top.wait_share - share) <= AGREE, (top.wait_share, share)
     assert rec.ops_per_sec and rec.ops_per_sec > 0
 
@@ -268,6 +271,8 @@ def test_sqlite_busy_waits_sized_as_the_programs_own_busy_handler_times_them(tmp
     assert top.name == "SQLite database lock of <scratch>/app.db", [(lk.name, lk.wait_share) for lk in rec.locks[:4]]
     assert top.kind == "file lock" and top.modes.get("busy"), (top.kind, top.modes)
     assert top.holders and top.holders[0].site == "sqlbusy", top.holders
+    if mode == "procs":       # released by the other writer's COMMIT, called from its writer loop
+        assert filelocks.release_site(top.holders[0].stack) == "writer", top.holders[0].stack
     assert own["busy_share"] > 0.2, own
     assert abs(top.wait_ns / 1e9 - own["busy_s"]) <= AGREE * _worker_s(rec), (top.wait_ns, own)
     assert rec.ops_per_sec and rec.ops_per_sec > 0

@@ -14,15 +14,16 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from typing import NamedTuple
 
 from . import naming
 from .lockdesc import display_path
 from ..lockacc import MAX_FRAMES, LockAcc, heaviest_first
-from ..user import unwind
+from ..user import unwind, userlocks
 from ..user.addrspace import AddressSpace, parse_maps
 from lockscope.model.jsondata import format_addr, from_dict, from_list
 from lockscope.model.loaderrows import SleepStackCopy
-from lockscope.model.probedata import FileLockProbe, FileLockWait, RawProbe
+from lockscope.model.probedata import FileLockProbe, FileLockRelease, FileLockWait, RawProbe
 from lockscope.model.record import Holder, Lock
 
 KIND = "file lock"
@@ -126,6 +127,7 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
         return _unnamed(raw, workers, window_ns, role_of)
     groups: dict[str, LockAcc] = {}
     held: dict[str, dict[str, list]] = defaultdict(dict)
+    inodes: dict[str, set[int]] = defaultdict(set)
     for w in raw.file_lock_waits or []:
         path = file_of(raw, w.dev, w.ino, w.fs_path)
         name, cls = lock_name(w, path)
@@ -136,6 +138,7 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
                                          explain=EXPLAIN["SQLite" if cls.startswith("SQLite") else lock_kind(w.flags)],
                                          rule="filelock tracepoints: the held lock's struct file_lock")
         acc.addresses.add(w.inode)        # the file's inode: the time series keeps its waits under it
+        inodes[name].add(w.inode)
         acc.add(w.count, w.total_ns, w.max_ns,
                 "busy" if w.flags & FLK_BUSY else "write" if w.type == F_WRLCK else "read")
         if w.stack:          # a SQLite thread's busy sleep: its user stack, the busy handler's call
@@ -150,16 +153,28 @@ def name_file_locks(raw: RawProbe, workers: int, window_ns: int, role_of=None) -
             h[2].add(w.holder_tgid)
     locks = heaviest_first([acc.to_lock(workers, window_ns, sqlite_caller, format_addr) for acc in groups.values()])
     for lk in locks:
-        _holders(lk, held.get(lk.name, {}))
+        _holders(lk, held.get(lk.name, {}),
+                 [r for r in raw.file_lock_releases or [] if r.inode in inodes[lk.name] and r.stack])
     return locks
 
 
-def _holders(lk: Lock, held: dict[str, list]) -> None:
+def release_stack(pids: set[int], releases: list[FileLockRelease]) -> list[str]:
+    """Where the processes `pids` let go of the file's lock while others
+    waited: the stack of their most frequent release site, or []."""
+    sites: dict[tuple, int] = defaultdict(int)
+    for r in releases:
+        if r.tgid in pids:
+            sites[tuple(r.stack)] += r.count
+    return list(max(sites, key=sites.get)) if sites else []
+
+
+def _holders(lk: Lock, held: dict[str, list], releases: list[FileLockRelease]) -> None:
     """The processes whose held lock the waits were for, heaviest first: each
     wait's holder is known from its blocker, so they cover every wait with
-    one (holders_cover)."""
+    one (holders_cover); each with its release site's stack where its
+    releases with waiters were copied."""
     total = sum(h[1] for h in held.values())
-    lk.holders = [Holder(site=who, stack=[], share=round(ns / total, 4) if total else 0.0, holds=n, hold_ns=ns,
+    lk.holders = [Holder(site=who, stack=release_stack(pids, releases), share=round(ns / total, 4) if total else 0.0, holds=n, hold_ns=ns,
                          who=f"{who} (pid{'s' if len(pids) > 1 else ''} "
                              f"{', '.join(str(p) for p in sorted(pids))})")
                   for who, (n, ns, pids) in sorted(held.items(), key=lambda kv: -kv[1][1])]
@@ -230,46 +245,55 @@ def sqlite_caller(frames: tuple) -> str:
     return ""
 
 
-def _sleep_stacks(data: dict) -> dict[int, list[str] | None]:
-    """Copy id -> the sleep's user stack where one of its first
-    SQLITE_FRAMES frames is SQLite's (the sleep is its busy handler's), else
-    None: unwound with the ELF CFI from the copy of the sleeper's registers
-    and stack top, in its process's memory maps."""
+class Unwound(NamedTuple):
+    """A stack copy unwound: its frames from the caller of the C library's
+    call (the sleep or the unlock: clock_nanosleep <- usleep, fcntl64), and
+    whether one of its first SQLITE_FRAMES frames is SQLite's."""
+    frames: list[str]
+    sqlite: bool
+
+
+def release_site(stack: list[str]) -> str:
+    """Where a file lock's holder let go, from its release stack: the
+    program's function that called into SQLite, where the release was
+    SQLite's, else the innermost frame of the program's own code."""
+    return sqlite_caller(tuple(stack)) or userlocks.site(stack)
+
+
+def _unwound(data: dict) -> dict[int, Unwound]:
+    """Copy id -> its stack, unwound with the ELF CFI from the copy of the
+    thread's registers and stack top in its process's memory maps (a copy
+    whose process's maps were not read is left out)."""
     spaces = {int(t): AddressSpace(parse_maps(rows)) for t, rows in (data.get("user_maps") or {}).items()}
-    out: dict[int, list[str] | None] = {}
+    out: dict[int, Unwound] = {}
     for c in from_list(SleepStackCopy, data.get("file_lock_stack_copies") or []):
         space = spaces.get(c.tgid)
         if space is None:
-            out[c.id] = None
             continue
         ips = unwind.unwind(space, *c.regs())
-        if not any(sqlite_frame(space, a) for a in ips[:SQLITE_FRAMES]):
-            out[c.id] = None
-            continue
-        # from the sleep's caller: the C library's sleep calls left out (clock_nanosleep <- usleep)
+        sqlite = any(sqlite_frame(space, a) for a in ips[:SQLITE_FRAMES])
         while len(ips) > 1 and (loc := space.code_location(ips[0])) and LIBC.match(os.path.basename(loc[0])):
             ips = ips[1:]
-        out[c.id] = [space.symbolize(a) for a in ips]
+        out[c.id] = Unwound([space.symbolize(a) for a in ips], sqlite)
     return out
 
 
-def _decide_sleeps(waits: list[FileLockWait], data: dict) -> tuple[list[FileLockWait], dict[str, int]]:
+def _decide_sleeps(waits: list[FileLockWait], stacks: dict[int, Unwound]) \
+        -> tuple[list[FileLockWait], dict[str, int]]:
     """The waits with the sleeps of threads that take SQLite's lock bytes
     decided by their user stacks: SQLite's busy waits kept (with their
     stack), the program's own sleeps left out; and what could not be decided
     (no copy: their room spent; the copy not unwound: the process's maps not
     read) as {"sleeps": n, "ns": total}."""
-    if not any(w.flags & FLK_SLEEP for w in waits):
-        return waits, {}
-    stacks = _sleep_stacks(data)
     kept, undecided = [], {"sleeps": 0, "ns": 0}
     for w in waits:
         if not w.flags & FLK_SLEEP:
             kept.append(w)
-        elif w.copy in stacks and stacks[w.copy]:
-            w.stack = stacks[w.copy]
-            kept.append(w)
-        elif w.copy not in stacks:
+        elif w.copy in stacks:
+            if stacks[w.copy].sqlite:
+                w.stack = stacks[w.copy].frames
+                kept.append(w)
+        else:
             undecided["sleeps"] += w.count
             undecided["ns"] += w.total_ns
     return kept, undecided if undecided["sleeps"] else {}
@@ -277,12 +301,18 @@ def _decide_sleeps(waits: list[FileLockWait], data: dict) -> tuple[list[FileLock
 
 def resolve(data: dict) -> dict:
     """The RawProbe fields of the probe's file-lock keys (none where the
-    loader had no file-lock probe), SQLite's sleeps decided (_decide_sleeps)."""
+    loader had no file-lock probe): SQLite's sleeps decided (_decide_sleeps),
+    the releases' stacks unwound."""
     if "file_lock_probe" not in data:
         return {}
     probe = from_dict(FileLockProbe, data["file_lock_probe"])
-    waits, undecided = _decide_sleeps(from_list(FileLockWait, data.get("file_lock_waits", [])), data)
+    stacks = _unwound(data)
+    waits, undecided = _decide_sleeps(from_list(FileLockWait, data.get("file_lock_waits", [])), stacks)
     if undecided:
         probe.counters["sqlite_sleeps_undecided"] = undecided["sleeps"]
         probe.counters["sqlite_sleeps_undecided_ns"] = undecided["ns"]
-    return {"file_lock_probe": probe, "file_lock_waits": waits}
+    releases = from_list(FileLockRelease, data.get("file_lock_releases") or [])
+    for r in releases:
+        if r.copy in stacks:
+            r.stack = stacks[r.copy].frames
+    return {"file_lock_probe": probe, "file_lock_waits": waits, "file_lock_releases": releases}

@@ -272,6 +272,18 @@ class FileLockWait:
 
 
 @dataclass
+class FileLockRelease:
+    """Releases of a file's locks while others waited for it, by the
+    releasing process and its release site: the copy of its user stack,
+    unwound at record time (`stack`, the C library's frames left out)."""
+    inode: int = field(metadata=HEX)
+    tgid: int = 0
+    copy: int = 0                # 0: not copied (the copies' room was spent)
+    count: int = 0
+    stack: Optional[list[str]] = optional()
+
+
+@dataclass
 class GoProbe:
     """Whether the Go sync.Mutex probe loaded, and what it attached to."""
     attached: bool = False
@@ -418,6 +430,7 @@ class RawProbe:
     python_processes: Optional[list[PythonProcess]] = optional()   # CPython interpreters found (issue 28)
     file_lock_probe: Optional[FileLockProbe] = optional()   # file-lock waits (issue 44)
     file_lock_waits: Optional[list[FileLockWait]] = optional()
+    file_lock_releases: Optional[list[FileLockRelease]] = optional()   # the holders' release sites
 
     def by_lock(self) -> dict[int, list[Contention]]:
         """The contention aggregates of each lock address."""
