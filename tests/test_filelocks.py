@@ -222,6 +222,24 @@ def test_recorded_sqlite_threads_of_one_process_wait_on_the_database_lock():
     assert waits[top.name].is_lock and abs(waits[top.name].wait_share - top.wait_share) <= 0.02, waits[top.name]
 
 
+def test_recorded_sqlite_writers_are_held_by_the_other_writers_commit():
+    """tests/programs/sqlbusy.c, writers in 2 processes (recorded with 37%
+    of the CPUs stolen by the hypervisor): the busy waits are the database
+    lock's at the time the program's own busy handler counted, held by the
+    other writer, which let go in its COMMIT, called from its writer loop:
+    the release site from the releaser's user stack, unwound with the CFI
+    through libsqlite3 (no frame pointers), SQLite's frames passed over."""
+    rec = load("filelocks/sqlbusy-tmpfs-w2")
+    own = json.loads((DATA / "filelocks" / "clock.json").read_text())["sqlbusy"]
+    top = rec.locks[0]
+    assert top.name == "SQLite database lock of <scratch>/app.db" and top.modes.get("busy"), (top.name, top.modes)
+    assert top.holders[0].site == "sqlbusy" and top.holders_cover == 1.0, top.holders
+    stack = top.holders[0].stack
+    assert filelocks.release_site(stack) == "writer", stack
+    assert any(f.startswith("sqlite3PagerCommitPhaseTwo") for f in stack), stack
+    assert abs(top.wait_ns / 1e9 - own["busy_s"]) <= AGREE * _worker_s(rec), (top.wait_ns, own)
+
+
 @pytest.mark.e2e
 def test_sqlite_threads_busy_sleeps_are_told_from_the_programs_own_sleeps(tmp_path):
     """The same program, live: SQLite's busy sleeps of threads of one process

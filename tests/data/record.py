@@ -280,6 +280,27 @@ def record_filelocks(programs: str) -> None:
     (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
 
 
+def record_sqlbusy(programs: str) -> None:
+    """tests/programs/sqlbusy.c, writers in 2 processes: SQLite's busy waits at the program's own
+    busy handler's clock, and the holder's release site (its COMMIT, from its writer loop), beside
+    the other file-lock records (clock.json merged)."""
+    exe = Path(programs, "sqlbusy")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "sqlbusy.c"),
+                    "-lsqlite3"], check=True)
+    dest = HERE / "filelocks" / "runs"
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Path(tmp, "clock.json")
+        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
+            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name",
+                        "sqlbusy", "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", str(exe), "{n}", "300",
+                        "{duration}", "{dir}/app.db", str(clock), "procs"], cwd=REPO, check=True)
+        clocks = json.loads((dest.parent / "clock.json").read_text())
+        clocks["sqlbusy"] = json.loads(clock.read_text())
+        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
+    (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
+
+
 def main() -> int:
     jobs = {name: ["sweep", workloads, "--fs", fs, "--workers", workers]
             for name, (workloads, fs, workers) in SWEEPS.items()}
@@ -298,6 +319,8 @@ def main() -> int:
                       "--", *[c.replace("{program}", str(exe)) for c in cmd]]
     if not only or "filelocks" in only:
         record_filelocks(programs)
+    if not only or "sqlbusy" in only:
+        record_sqlbusy(programs)
     for name, (workers, args) in CXX_RUNS.items():
         if not only or name in only:
             record_cxx(name, workers, args, programs)
