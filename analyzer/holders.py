@@ -29,11 +29,12 @@ from .user import userlocks
 from . import sleepkinds
 from .holdstacks import PY_SITE
 from lockscope.model.holddata import KERNEL_SPACE, Release, ReleaseActivity
-from lockscope.model.jsondata import format_addr
+from lockscope.model.jsondata import format_addr, parse_addr
 from lockscope.model.probedata import RawProbe
 from lockscope.model.record import Holder, HolderTime, Lock
 
 TOP_HOLDERS = 5              # release sites kept per lock
+FILE_LOCK = "file lock"      # analyzer/kernel/filelocks.py's kind: holders by process, their activity from here
 TOP_ACTIVITIES = 6           # parts of the holders' time kept per site
 MIN_SHARE = 0.005            # parts below half a percent are left out
 ON_CPU, PREEMPTED, LOCK, UNKNOWN = "on-cpu", "preempted", "lock", "unknown"
@@ -90,9 +91,30 @@ def _release_holders(locks: list[Lock], raw: RawProbe, kb: Knowledge | None) -> 
     for a in raw.hold_activity or []:
         acts[(a.lock, a.tgid, a.stack, a.sample, a.py_stack)].append(a)
     for lk in locks:
-        if lk.name in rows:
+        if lk.name in rows and lk.kind == FILE_LOCK:
+            _file_lock_activity(lk, rows[lk.name], acts, raw, kb, name_of)
+        elif lk.name in rows:
             lk.holders = _holders(lk.name, rows[lk.name], acts, raw, kb, name_of)
             _coverage(lk, sum(r.count for r in rows[lk.name]), sum(r.wait_ns for r in rows[lk.name]))
+
+
+def _file_lock_activity(lk: Lock, rows: list[Release], acts: dict, raw: RawProbe, kb: Knowledge, name_of) -> None:
+    """A file lock's holders are the processes its kernel blocker names
+    (analyzer/kernel/filelocks.py), each wait's; what each did while it held
+    the lock comes from the releases that woke its blocked waiters (keyed by
+    the file's inode), by the releasing process's name. The waits those
+    releases ended, and their time, say how much of the lock's wait that
+    covers (held_share)."""
+    by_who: dict[str, _Site] = {}
+    for r in rows:
+        s = by_who.setdefault(r.waker_comm or f"pid {r.waker_tgid}", _Site(stack=[]))
+        _add(s, lk.name, r, acts.get((r.lock, r.tgid, r.stack, r.sample, r.py_stack), []), raw, kb, name_of)
+    for h in lk.holders:
+        s = by_who.get(h.site)
+        if s is not None and s.wait:
+            h.while_holding = _holder(h.site, s, s.wait, (1.0, 1.0)).while_holding
+    held = sum(r.wait_ns for r in rows)
+    lk.held_share = round(min(1.0, held / lk.wait_ns), 4) if lk.wait_ns else None
 
 
 def _coverage(lk: Lock, releases: int, held_ns: float) -> None:
@@ -143,6 +165,8 @@ def lock_names(locks: list[Lock], raw: RawProbe, kernel_addrs: set[int]):
     """lock address (kernel, of `kernel_addrs`) or (process, futex word) ->
     the name of the lock it belongs to, or None."""
     kernel = naming.address_names(raw, kernel_addrs)
+    # a file lock's waits and releases by its file's inode (analyzer/kernel/filelocks.py)
+    kernel.update({parse_addr(a): lk.name for lk in locks if lk.kind == FILE_LOCK for a in lk.addresses})
     user = {a: lk.name for lk in locks for a in lk.addresses if ":" in a}
     # the ids of locks a program's USDT probes name
     user.update({f"{r.tgid}:{format_addr(r.lock)}": r.usdt_lock for r in raw.holds or [] if r.usdt_lock})

@@ -37,6 +37,7 @@
 #include "filelocks_types.h"
 #include "filelock.bpf.h"
 #include "flkshared.bpf.h"
+#include "flkopen.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -52,13 +53,6 @@ bool enabled = false;
 
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OPEN_ENTRIES);
-	__type(key, __u32);                 /* tid */
-	__type(value, struct flk_open);
-} flk_open SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

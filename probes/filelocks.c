@@ -68,6 +68,8 @@ int filelocks_load(bool system_wide, struct contention_bpf *cskel, int ncpus)
 		err = bpf_map__reuse_fd(skel->maps.flk_sqlite, bpf_map__fd(cskel->maps.flk_sqlite));
 	if (!err)     /* one room for the sleepers' and the releasers' stack copies */
 		err = bpf_map__reuse_fd(skel->maps.flk_copies, bpf_map__fd(cskel->maps.flk_copies));
+	if (!err)     /* the waits in progress, which tasks.bpf.c's wake-ups charge to their releasers */
+		err = bpf_map__reuse_fd(skel->maps.flk_open, bpf_map__fd(cskel->maps.flk_open));
 	if (!err)
 		err = filelocks_bpf__load(skel);
 	if (!err)

@@ -29,6 +29,10 @@
  * under STACK_NOT_SAMPLED and the analyzer spreads them over the lock's
  * sampled sites.
  *
+ * A thread woken out of a blocking file-lock wait (flkopen.bpf.h) was woken
+ * by the holder that let go of the file's lock (locks_wake_up_blocks): the
+ * release is charged to the file's inode, a kernel address.
+ *
  * A thread woken in a wait the program's USDT probes name (usdt.bpf.c keeps
  * it in usdt_waiting) was woken by that lock's releaser, whatever it slept
  * on: the release is charged to the USDT lock (USDT_LOCK_BIT and a hash of
@@ -45,6 +49,7 @@
 #include "usdt_types.h"
 
 #include "usdtwait.bpf.h"
+#include "flkopen.bpf.h"
 #include "pyframes.bpf.h"
 
 #define HOLD_STACKS_PER_LOCK 8
@@ -245,6 +250,15 @@ static __always_inline void hold_released(void *ctx, struct task_struct *p, __u6
 		pts = bpf_task_storage_get(&tstate, p, NULL, 0);
 		if (pts)
 			lock = pts->lock;
+	}
+	if (!lock) {
+		/* a blocking file-lock wait (filelocks.bpf.c): woken by the holder
+		 * that let go of the file's lock, keyed by the file's inode */
+		__u32 ptid = p->pid;
+		struct flk_open *o = bpf_map_lookup_elem(&flk_open, &ptid);
+
+		if (o && !(o->key.flags & FLK_BUSY))
+			lock = o->key.inode;
 	}
 	/* a wait the program's USDT probes name (PostgreSQL's LWLock waits
 	 * sleep on a semaphore's futex, its heavyweight lock waits on a latch)

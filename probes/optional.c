@@ -75,7 +75,8 @@ void optional_end(bool futex)
 
 	tasks_load(args.system_wide, args.tracked_fd, bpf_map__fd(cskel->maps.task_times),
 		   bpf_map__fd(cskel->maps.task_counters), futex_open_fd(), bpf_map__fd(cskel->maps.tstate),
-		   bpf_map__fd(cskel->maps.usdt_waiting), bpf_map__fd(cskel->maps.usdt_held), args.ncpus);
+		   bpf_map__fd(cskel->maps.usdt_waiting), bpf_map__fd(cskel->maps.usdt_held),
+		   bpf_map__fd(cskel->maps.flk_open), args.ncpus);
 	if (futex)
 		gomutex_load(args.ncpus);
 	kmem_load();          /* without it, slab locks are not resolved */

@@ -25,6 +25,7 @@
 #include "contention.bpf.h"
 #include "futex_wait.bpf.h"
 #include "flkshared.bpf.h"
+#include "flkopen.bpf.h"        /* owned here, used by filelocks.bpf.c and tasks.bpf.c */
 
 const volatile long nr_nanosleep = -1;
 const volatile long nr_clock_nanosleep = -1;
@@ -66,7 +67,8 @@ static __always_inline void sqlite_sleep_out(struct task_struct *prev, struct ta
 		return;
 	tid = BPF_CORE_READ(prev, pid);
 	q = bpf_map_lookup_elem(&flk_sqlite, &tid);
-	if (!q)
+	/* a busy wait between processes open (a failed F_SETLK) has its sleeps */
+	if (!q || bpf_map_lookup_elem(&flk_open, &tid))
 		return;
 	o.start = now;
 	o.key.inode = q->inode;

@@ -45,7 +45,7 @@ static uint64_t wdrained;            /* entries taken out of the map in this win
 #define WAKEUPS_EMITTED 8192         /* rows in the data event, most counted first */
 
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
-	       int tstate_fd, int usdt_waiting_fd, int usdt_held_fd, int ncpus)
+	       int tstate_fd, int usdt_waiting_fd, int usdt_held_fd, int flk_open_fd, int ncpus)
 {
 	int err;
 
@@ -68,6 +68,8 @@ int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_cou
 		err = bpf_map__reuse_fd(tskel->maps.usdt_waiting, usdt_waiting_fd);
 	if (!err)
 		err = bpf_map__reuse_fd(tskel->maps.usdt_held, usdt_held_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(tskel->maps.flk_open, flk_open_fd);
 	if (!err && futex_open_fd >= 0)
 		err = bpf_map__reuse_fd(tskel->maps.futex_open, futex_open_fd);
 	else if (!err)

@@ -10,11 +10,12 @@ struct jw;
 /* load and attach tasks.bpf.c, sharing contention.bpf.c's tgid filter,
  * per-thread times (filled by its sched_switch program) and counters and,
  * when futex_open_fd >= 0, its open futex waits, and its threads' state
- * (tstate: the lock releasers' last off-CPU spans, holders.bpf.h) and the USDT
- * waits open per thread (usdtwait.bpf.h); 0 or -errno (then
+ * (tstate: the lock releasers' last off-CPU spans, holders.bpf.h), the USDT
+ * waits open per thread (usdtwait.bpf.h) and the file-lock waits
+ * (flkopen.bpf.h); 0 or -errno (then
  * tasks_json reports the probe as unavailable with the reason) */
 int tasks_load(bool system_wide, int tracked_fd, int task_times_fd, int task_counters_fd, int futex_open_fd,
-	       int tstate_fd, int usdt_waiting_fd, int usdt_held_fd, int ncpus);
+	       int tstate_fd, int usdt_waiting_fd, int usdt_held_fd, int flk_open_fd, int ncpus);
 /* a USDT probe is attached: releases of USDT-named locks are looked for
  * from now on */
 void tasks_usdt_on(void);

@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from conftest import DATA, REPO, build_c, e2e_missing, load, lockscope
-from lockscope.analyzer import attribution, roles, timeview
+from lockscope.analyzer import attribution, holders, roles, timeview
 from lockscope.analyzer.kernel import filelocks
 from lockscope.model import record
 from lockscope.model.probedata import FileLockWait
@@ -238,6 +238,46 @@ def test_recorded_sqlite_writers_are_held_by_the_other_writers_commit():
     assert filelocks.release_site(stack) == "writer", stack
     assert any(f.startswith("sqlite3PagerCommitPhaseTwo") for f in stack), stack
     assert abs(top.wait_ns / 1e9 - own["busy_s"]) <= AGREE * _worker_s(rec), (top.wait_ns, own)
+
+
+def _holds_across_the_sync(rec) -> None:
+    """A POSIX lock held across a write and fdatasync (filelock.c,
+    FILELOCK_HOLD=sync): its holder, woken waiter by woken waiter, was
+    asleep in the sync for most of its holds, and the cause behind the lock
+    says so."""
+    top = rec.locks[0]
+    assert re.fullmatch(MODES["posix"][0], top.name), [lk.name for lk in rec.locks[:3]]
+    h = top.holders[0]
+    assert h.site == "filelock" and filelocks.release_site(h.stack) in ("lock_file", "worker"), h
+    asleep = sum(t.share for t in h.while_holding if t.wait_class not in (holders.ON_CPU, holders.PREEMPTED,
+                                                                           holders.UNKNOWN, holders.LOCK))
+    assert asleep > 0.5, h.while_holding
+    steps = holders.chain(top, {lk.name: lk for lk in rec.locks})
+    assert steps and steps[0].site == "filelock" and steps[0].doing_class != holders.ON_CPU, steps
+    assert holders.cause_of(steps).startswith("sleeping in "), holders.cause_of(steps)
+
+
+def test_recorded_file_lock_held_across_a_sync_is_caused_by_the_sync():
+    """The holder's time while it held a file lock comes from the releases
+    that woke its blocked waiters (the file's inode, as a kernel lock's
+    address, at the waiter's wake-up): recorded on ext4, the sync is the
+    cause behind the lock, and the wait is the program's clock's."""
+    rec = load("filelocks/posix-sync-ext4-w2")
+    clock = json.loads((DATA / "filelocks" / "clock.json").read_text())["posix-sync"]
+    _holds_across_the_sync(rec)
+    assert abs(rec.locks[0].wait_share - clock["lock_wait_share"]) <= AGREE, (rec.locks[0].wait_share, clock)
+
+
+@pytest.mark.e2e
+def test_a_file_lock_held_across_a_sync_is_caused_by_the_sync(tmp_path, filelock_exe):
+    """The same, live."""
+    clock = tmp_path / "clock.txt"
+    rec = _run(tmp_path, "--fs", "ext4", "--throughput-regex", r"ops/s: ([0-9.]+)", "--", "env",
+               "FILELOCK_HOLD=sync", str(filelock_exe), "posix", "{n}", "200", "50", "{duration}", "{dir}/lockfile",
+               str(clock))
+    share = float(re.search(r"lock_wait_share: ([0-9.]+)", clock.read_text()).group(1))
+    _holds_across_the_sync(rec)
+    assert abs(rec.locks[0].wait_share - share) <= AGREE, (rec.locks[0].wait_share, share)
 
 
 @pytest.mark.e2e

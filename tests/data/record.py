@@ -301,6 +301,28 @@ def record_sqlbusy(programs: str) -> None:
     (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
 
 
+def record_filelock_sync(programs: str) -> None:
+    """tests/programs/filelock.c, posix, each worker holding the lock across a write and fdatasync of
+    the file on ext4: what the holders did while holding (block I/O, writeback), the chain's cause,
+    beside the other file-lock records (clock.json merged)."""
+    exe = Path(programs, "filelock")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "filelock.c")],
+                   check=True)
+    dest = HERE / "filelocks" / "runs"
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Path(tmp, "clock.txt")
+        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
+            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "ext4", "--name",
+                        "posix-sync", "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "env",
+                        "FILELOCK_HOLD=sync", str(exe), "posix", "{n}", "200", "50", "{duration}", "{dir}/lockfile",
+                        str(clock)], cwd=REPO, check=True)
+        clocks = json.loads((dest.parent / "clock.json").read_text())
+        clocks["posix-sync"] = {"lock_wait_share": float(clock.read_text().split()[1])}
+        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
+    (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
+
+
 def main() -> int:
     jobs = {name: ["sweep", workloads, "--fs", fs, "--workers", workers]
             for name, (workloads, fs, workers) in SWEEPS.items()}
@@ -321,6 +343,8 @@ def main() -> int:
         record_filelocks(programs)
     if not only or "sqlbusy" in only:
         record_sqlbusy(programs)
+    if not only or "filelock_sync" in only:
+        record_filelock_sync(programs)
     for name, (workers, args) in CXX_RUNS.items():
         if not only or name in only:
             record_cxx(name, workers, args, programs)

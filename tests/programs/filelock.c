@@ -7,8 +7,9 @@
  * (F_OFD_SETLKW, the same range), flock (flock LOCK_EX). N workers, each a
  * process (FILELOCK_THREADS=1: a thread of one process, each with its own
  * open file description; POSIX locks are per process, so posix is always
- * processes). Each loop: lock, spin HOLD_US of its CPU, unlock, spin
- * WORK_US. Every 0.1 s the parent prints "ops: N"; at the end
+ * processes). Each loop: lock, spin HOLD_US of its CPU (FILELOCK_HOLD=sync:
+ * write a byte of the file and fdatasync it, holding the lock), unlock,
+ * spin WORK_US. Every 0.1 s the parent prints "ops: N"; at the end
  * "ops/s: X", and "lock_wait_share: W" (the workers' time inside the
  * blocking lock calls over N x their running time: the program's own
  * clock of its file-lock waits) and "pids: P1 P2 ...", the last two also
@@ -36,6 +37,7 @@ struct shared {
 static struct shared *sh;
 static const char *mode, *path;
 static long hold_ns, work_ns;
+static int sync_hold;
 static double seconds;
 
 static long clock_ns(clockid_t c)
@@ -77,7 +79,12 @@ static void *worker(void *arg)
 	while ((t = clock_ns(CLOCK_MONOTONIC)) < deadline) {
 		lock_file(fd, F_WRLCK);
 		atomic_fetch_add(&sh->wait_ns, clock_ns(CLOCK_MONOTONIC) - t);
-		spin(hold_ns);
+		if (sync_hold) {
+			if (pwrite(fd, "x", 1, 0) != 1 || fdatasync(fd))
+				perror("sync"), exit(1);
+		} else {
+			spin(hold_ns);
+		}
 		lock_file(fd, F_UNLCK);
 		atomic_fetch_add(&sh->ops, 1);
 		spin(work_ns);
@@ -100,6 +107,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	mode = argv[1];
+	sync_hold = getenv("FILELOCK_HOLD") && !strcmp(getenv("FILELOCK_HOLD"), "sync");
 	hold_ns = atol(argv[3]) * 1000;
 	work_ns = atol(argv[4]) * 1000;
 	seconds = atof(argv[5]);
