@@ -49,6 +49,13 @@ def _run(tmp_path, classes, *jvm_flags: str, java: str = "java") -> tuple[record
     return record.load(path), Clock(*map(float, clock.read_text().split()))
 
 
+# the program's own share of its threads' time waiting, at least: the lock is contended, so agreeing
+# with its clock says something. How contended 2 threads of 100 us inside and 20 us outside get
+# depends on the CPUs the machine gives them: 0.47 on a quiet machine, 0.20 in a CI run with 10-40%
+# of the CPUs stolen by the hypervisor (the seconds agreed there too)
+CONTENDED = 0.1
+
+
 class Clock(NamedTuple):
     """The program's own clock of its waits: their share of its threads'
     time since they started, and the seconds they waited. The JVM starts
@@ -70,7 +77,7 @@ def _check_named(rec: record.RunRecord, own: Clock, probe: str) -> None:
     assert (top.name, top.kind, top.component, top.tier) == (LOCK, "Java monitor", "Java", "verified")
     # one way named them: the probes, or EnterI, never both (each enter counted once)
     assert {w.probe for w in rec.probe.raw.usdt if w.kind == "Java monitor"} == {probe}
-    assert own.share > 0.3, own
+    assert own.share > CONTENDED, own
     assert own.agrees(rec, top), (top.wait_ns, own)
     # the waiters' PlatformEvent::park sleeps inside the monitor wait are that wait, not a lock as well
     park = sum(lk.wait_share for lk in rec.locks if "PlatformEvent::park" in lk.name)
@@ -233,7 +240,7 @@ def test_a_juc_lock_parks_and_is_a_lock_while_an_idle_pool_parked_the_same_way_i
     print({"program's clock": own, "lockscope": [(lk.name, round(lk.wait_share, 3)) for lk in rec.locks[:3]]})
     assert (top.name, top.kind, top.component, top.tier) == (JUC, "j.u.c. lock", "Java", "verified"), \
         [lk.name for lk in rec.locks[:3]]
-    assert own.share > 0.3 and own.agrees(rec, top), (top.wait_ns, own)
+    assert own.share > CONTENDED and own.agrees(rec, top), (top.wait_ns, own)
     # the parks inside the lock's waits are those waits, not a condition variable as well
     park = sum(lk.wait_share for lk in rec.locks if "Parker::park" in lk.name)
     assert park < 0.05, [(lk.name, lk.wait_share) for lk in rec.locks[:5]]

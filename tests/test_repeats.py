@@ -184,9 +184,11 @@ OTHERS_AGREE = 0.10
 
 
 def _busy_s() -> float:
-    """CPU seconds all CPUs were busy since boot (/proc/stat: all but idle and iowait)."""
+    """CPU seconds all CPUs were busy since boot (/proc/stat: all but idle,
+    iowait and steal: time the hypervisor gave to other machines is no
+    process's of this one, and the record counts it apart, Background.steal)."""
     f = open("/proc/stat").readline().split()[1:]
-    ticks = sum(int(x) for x in f[:8]) - int(f[3]) - int(f[4])      # user..steal less idle, iowait
+    ticks = sum(int(x) for x in f[:8]) - int(f[3]) - int(f[4]) - int(f[7])   # user..steal less idle, iowait, steal
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
