@@ -234,93 +234,78 @@ def _keep(runs: Path, dest: Path, name: str) -> None:
         print(f"{name}/runs/{f.name}: {(dest / f.name).stat().st_size // 1024} KiB")
 
 
-def record_filelocks(programs: str) -> None:
-    exe = Path(programs, "filelock")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "filelock.c")],
+def _build(programs: str, name: str, *libs: str) -> Path:
+    """tests/programs/NAME.c built into the directory `programs`."""
+    exe = Path(programs, name)
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{name}.c"), *libs],
                    check=True)
-    dest = HERE / "filelocks" / "runs"
-    shutil.rmtree(dest.parent, ignore_errors=True)
-    dest.mkdir(parents=True)
-    clocks = {}
-    for mode, threads in FILELOCK_MODES.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            clock = Path(tmp, "clock.txt")
-            opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
-                ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
-            subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name", mode,
-                            "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "env", f"FILELOCK_THREADS={threads}",
-                            str(exe), mode, "{n}", "200", "50", "{duration}", "{dir}/lockfile", str(clock)],
-                           cwd=REPO, check=True)
-            clocks[mode] = {"lock_wait_share": float(clock.read_text().split()[1])}
-            _keep(Path(tmp, "out", "runs"), dest, "filelocks")
+    return exe
+
+
+def _share(text: str) -> dict:
+    """A clock file of "lock_wait_share: W ..." (filelock.c, sqlwriters.py)."""
+    return {"lock_wait_share": float(text.split()[1])}
+
+
+def _filelock_run(name: str, fs: str, cmd: list[str], read_clock) -> dict:
+    """One file-lock case: `lockscope run` of cmd (2 workers, 2 s; "{clock}" in it: a clock file in a
+    temporary directory), its record kept under filelocks/runs; the program's clock, read_clock(text)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Path(tmp, "clock")
+        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
+            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
+        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", fs, "--name", name,
+                        "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--",
+                        *[str(clock) if c == "{clock}" else c for c in cmd]], cwd=REPO, check=True)
+        _keep(Path(tmp, "out", "runs"), HERE / "filelocks" / "runs", "filelocks")
+        return read_clock(clock.read_text())
+
+
+def _merge_clocks(clocks: dict) -> None:
+    """filelocks/clock.json with `clocks` added (or replaced)."""
+    path = HERE / "filelocks" / "clock.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps(old | clocks, indent=1) + "\n")
+
+
+def record_filelocks(programs: str) -> None:
+    """Every file-lock case, filelocks/ made anew."""
+    exe = str(_build(programs, "filelock"))
+    shutil.rmtree(HERE / "filelocks", ignore_errors=True)
+    (HERE / "filelocks" / "runs").mkdir(parents=True)
+    clocks = {mode: _filelock_run(mode, "tmpfs", ["env", f"FILELOCK_THREADS={threads}", exe, mode, "{n}", "200",
+                                                  "50", "{duration}", "{dir}/lockfile", "{clock}"], _share)
+              for mode, threads in FILELOCK_MODES.items()}
     # SQLite writers started by multiprocessing (Python's sqlite3): busy retries on the database lock,
     # the parent blocked on the Queue of results all along
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = Path(tmp, "clock.txt")
-        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
-            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
-        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name", "sqlite",
-                        "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "/usr/bin/python3",
-                        str(REPO / "tests" / "programs" / "sqlwriters.py"), "{n}", "500", "200", "{duration}",
-                        "{dir}/app.db", str(clock)], cwd=REPO, check=True)
-        clocks["sqlite"] = {"lock_wait_share": float(clock.read_text().split()[1])}
-        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
+    clocks["sqlite"] = _filelock_run("sqlite", "tmpfs", [
+        "/usr/bin/python3", str(REPO / "tests" / "programs" / "sqlwriters.py"), "{n}", "500", "200", "{duration}",
+        "{dir}/app.db", "{clock}"], _share)
     # SQLite writers as threads of one process (Python's sqlite3): SQLite's in-memory lock, busy sleeps
     # told from the program's own sleeps by their user stacks
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = Path(tmp, "clock.json")
-        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
-            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
-        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name",
-                        "sqlite-threads", "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "/usr/bin/python3",
-                        str(REPO / "tests" / "programs" / "sqlthreads.py"), "{n}", "{duration}", "{dir}/app.db",
-                        str(clock)], cwd=REPO, check=True)
-        clocks["sqlite-threads"] = json.loads(clock.read_text())
-        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
-    (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
+    clocks["sqlite-threads"] = _filelock_run("sqlite-threads", "tmpfs", [
+        "/usr/bin/python3", str(REPO / "tests" / "programs" / "sqlthreads.py"), "{n}", "{duration}", "{dir}/app.db",
+        "{clock}"], json.loads)
+    _merge_clocks(clocks)
 
 
 def record_sqlbusy(programs: str) -> None:
     """tests/programs/sqlbusy.c, writers in 2 processes: SQLite's busy waits at the program's own
     busy handler's clock, and the holder's release site (its COMMIT, from its writer loop), beside
     the other file-lock records (clock.json merged)."""
-    exe = Path(programs, "sqlbusy")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "sqlbusy.c"),
-                    "-lsqlite3"], check=True)
-    dest = HERE / "filelocks" / "runs"
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = Path(tmp, "clock.json")
-        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
-            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
-        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "tmpfs", "--name",
-                        "sqlbusy", "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", str(exe), "{n}", "300",
-                        "{duration}", "{dir}/app.db", str(clock), "procs"], cwd=REPO, check=True)
-        clocks = json.loads((dest.parent / "clock.json").read_text())
-        clocks["sqlbusy"] = json.loads(clock.read_text())
-        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
-    (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
+    exe = str(_build(programs, "sqlbusy", "-lsqlite3"))
+    _merge_clocks({"sqlbusy": _filelock_run("sqlbusy", "tmpfs", [
+        exe, "{n}", "300", "{duration}", "{dir}/app.db", "{clock}", "procs"], json.loads)})
 
 
 def record_filelock_sync(programs: str) -> None:
     """tests/programs/filelock.c, posix, each worker holding the lock across a write and fdatasync of
     the file on ext4: what the holders did while holding (block I/O, writeback), the chain's cause,
     beside the other file-lock records (clock.json merged)."""
-    exe = Path(programs, "filelock")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / "filelock.c")],
-                   check=True)
-    dest = HERE / "filelocks" / "runs"
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = Path(tmp, "clock.txt")
-        opts = ["--duration", "2", "--out", str(Path(tmp, "out"))] + (
-            ["--scratch", os.environ["RECORD_SCRATCH"]] if os.environ.get("RECORD_SCRATCH") else [])
-        subprocess.run([sys.executable, "-m", "lockscope", "run", "--workers", "2", "--fs", "ext4", "--name",
-                        "posix-sync", "--throughput-regex", r"ops/s: ([0-9.]+)", *opts, "--", "env",
-                        "FILELOCK_HOLD=sync", str(exe), "posix", "{n}", "200", "50", "{duration}", "{dir}/lockfile",
-                        str(clock)], cwd=REPO, check=True)
-        clocks = json.loads((dest.parent / "clock.json").read_text())
-        clocks["posix-sync"] = {"lock_wait_share": float(clock.read_text().split()[1])}
-        _keep(Path(tmp, "out", "runs"), dest, "filelocks")
-    (dest.parent / "clock.json").write_text(json.dumps(clocks, indent=1) + "\n")
+    exe = str(_build(programs, "filelock"))
+    _merge_clocks({"posix-sync": _filelock_run("posix-sync", "ext4", [
+        "env", "FILELOCK_HOLD=sync", exe, "posix", "{n}", "200", "50", "{duration}", "{dir}/lockfile", "{clock}"],
+        _share)})
 
 
 def main() -> int:
@@ -333,9 +318,7 @@ def main() -> int:
     programs = tempfile.mkdtemp()
     for name, (workers, cmd, regex, *more) in PROGRAM_SWEEPS.items():
         program, extra = more if more else (name, [])
-        exe = Path(programs, program)
-        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{program}.c")],
-                       check=True)
+        exe = _build(programs, program)
         fs = ["--fs", "tmpfs"] if "{dir}" in cmd and "--fs" not in extra else []
         jobs[name] = ["sweep", "--workers", workers, *fs, "--name", program, "--throughput-regex", regex, *extra,
                       "--", *[c.replace("{program}", str(exe)) for c in cmd]]
@@ -351,9 +334,7 @@ def main() -> int:
     for name, runs in PROGRAM_RUNS.items():
         if only and name not in only:
             continue
-        exe = Path(programs, name)
-        subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(REPO / "tests" / "programs" / f"{name}.c")],
-                       check=True)
+        exe = _build(programs, name)
         jobs_of = [(mode, ["run", "--fs", fs, "--workers", "2", "--duration", "2", "--name", mode,
                            "--", str(exe), mode, "{n}", "{dir}"]) for fs, mode in runs]
         dest = HERE / name / "runs"
