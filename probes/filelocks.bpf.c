@@ -42,7 +42,6 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define FILE_LOCK_DEFERRED 1
-#define E2BIG 7
 #define EAGAIN 11
 #define POSIX_SCAN 16       /* a file's POSIX locks looked at for the one a failed try met */
 #define BLOCKER_DEPTH 8     /* blocker-tree levels followed to the held lock */
@@ -72,7 +71,7 @@ struct {
 /* releases of a file's locks with waiters, by process and release site */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, FLK_RELEASES);
 	__type(key, struct flk_release_key);
 	__type(value, __u64);               /* releases */
 } flk_releases SEC(".maps");
@@ -261,10 +260,10 @@ static __always_inline void waiters_add(__u64 inode, __s64 n)
 {
 	__s64 *w = bpf_map_lookup_elem(&flk_waiters, &inode);
 
+	if (!w && n > 0 && bpf_map_update_elem(&flk_waiters, &inode, &n, BPF_NOEXIST))
+		w = bpf_map_lookup_elem(&flk_waiters, &inode);   /* another CPU made it */
 	if (w)
 		__sync_fetch_and_add(w, n);
-	else if (n > 0)
-		bpf_map_update_elem(&flk_waiters, &inode, &n, BPF_NOEXIST);
 }
 
 /* the current thread let go of a lock of the file (an unlock, or a close):
@@ -275,9 +274,8 @@ static __always_inline void released(struct inode *inode)
 	__u64 id = bpf_get_current_pid_tgid(), one = 1, *n;
 	struct flk_release_key k = { .inode = (__u64)inode, .tgid = id >> 32 };
 	__s64 *w = bpf_map_lookup_elem(&flk_waiters, &k.inode);
-	struct pt_regs *regs;
-
 	__u32 tid = (__u32)id;
+	struct pt_regs *regs;
 
 	/* a waiter letting go of its other locks (SQLite's writer, its SHARED
 	 * lock after the RESERVED one failed) releases nothing waited for */
@@ -345,31 +343,11 @@ static __always_inline void end(void)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct flk_open *o = bpf_map_lookup_elem(&flk_open, &tid);
-	struct flk_stat *s, zero = {};
-	__u64 ns;
 
 	if (!o)
 		return;
 	waiters_add(o->key.inode, -1);
-	ns = bpf_ktime_get_ns() - o->start;
-	s = bpf_map_lookup_elem(&flk_stats, &o->key);
-	if (!s) {
-		__builtin_memcpy(zero.holder_comm, o->holder_comm, sizeof(zero.holder_comm));
-		if (bpf_map_update_elem(&flk_stats, &o->key, &zero, BPF_NOEXIST) == -E2BIG) {
-			flk_count(FLK_STATS_FULL);
-			bpf_map_delete_elem(&flk_open, &tid);
-			return;
-		}
-		s = bpf_map_lookup_elem(&flk_stats, &o->key);
-	}
-	if (s) {
-		__sync_fetch_and_add(&s->count, 1);
-		__sync_fetch_and_add(&s->total_ns, ns);
-		if (ns > s->max_ns)
-			s->max_ns = ns;
-		__builtin_memcpy(s->holder_comm, o->holder_comm, sizeof(s->holder_comm));
-	}
-	flk_count(FLK_END);
+	flk_count(flk_add_wait(&flk_stats, o, bpf_ktime_get_ns() - o->start) ? FLK_END : FLK_STATS_FULL);
 	bpf_map_delete_elem(&flk_open, &tid);
 }
 
@@ -413,17 +391,17 @@ static __always_inline void lock_tried(struct inode *inode, void *fl, int ret, b
 {
 	if (posix)
 		note_sqlite(inode, fl, ret);
-	if (ret == FILE_LOCK_DEFERRED)
+	if (ret == FILE_LOCK_DEFERRED) {
 		begin(inode, fl, false, false, posix);
-	else if (ret == -EAGAIN)
+	} else if (ret == -EAGAIN) {
 		begin(inode, fl, false, true, posix);
-	else if (ret == 0) {
+	} else if (ret == 0) {
 		if (request_type(fl) == F_UNLCK)
 			released(inode);
 		busy_tried(inode, fl);
-	}
-	else
+	} else {
 		end();
+	}
 }
 
 SEC("tp_btf/posix_lock_inode")

@@ -47,7 +47,7 @@ static __u32 maps_read[FLK_COPIES];
 static int nmaps_read;
 
 /* releases of files' locks while others waited, read at stop */
-static struct flk_release_row releases[1024];
+static struct flk_release_row releases[FLK_RELEASES];
 static int nreleases;
 
 int filelocks_load(bool system_wide, struct contention_bpf *cskel, int ncpus)
@@ -121,24 +121,32 @@ static struct flk_entry *row_of(const struct flk_key *k, bool search)
 	return &rows[nrows++];
 }
 
-/* the memory maps of the processes with stack copies, once each while they
- * run (the copies are unwound with them at record time); at stop, `again`:
- * read once more (libraries loaded since) */
+static bool has_tgid(const __u32 *tgids, int n, __u32 tgid)
+{
+	for (int i = 0; i < n; i++)
+		if (tgids[i] == tgid)
+			return true;
+	return false;
+}
+
+/* the memory maps of the processes with stack copies (the copies are
+ * unwound with them at record time): each new one while they run; at stop,
+ * `again`, every one once more (libraries loaded since) */
 static void read_copy_maps(bool again)
 {
 	struct flk_copy_sig k, *pk = NULL;
-	int fd = bpf_map__fd(core->maps.flk_copies);
+	int fd = bpf_map__fd(core->maps.flk_copies), nseen = 0;
+	__u32 seen[FLK_COPIES];
 
-	while (bpf_map_get_next_key(fd, pk, &k) == 0) {
-		int j;
-
+	while (bpf_map_get_next_key(fd, pk, &k) == 0 && nseen < FLK_COPIES) {
 		pk = &k;
-		for (j = 0; j < nmaps_read && maps_read[j] != k.tgid; j++)
-			;
-		if (j < nmaps_read && !again)
+		if (has_tgid(seen, nseen, k.tgid))
 			continue;
-		if (j == nmaps_read && nmaps_read < FLK_COPIES)
+		seen[nseen++] = k.tgid;
+		if (!has_tgid(maps_read, nmaps_read, k.tgid))
 			maps_read[nmaps_read++] = k.tgid;
+		else if (!again)
+			continue;
 		futex_read_maps(k.tgid);
 	}
 }
@@ -189,7 +197,7 @@ static void read_releases(int fd)
 	struct flk_release_key k, *pk = NULL;
 
 	nreleases = 0;
-	while (nreleases < (int)(sizeof(releases) / sizeof(releases[0])) && bpf_map_get_next_key(fd, pk, &k) == 0) {
+	while (nreleases < FLK_RELEASES && bpf_map_get_next_key(fd, pk, &k) == 0) {
 		releases[nreleases].k = k;
 		pk = &releases[nreleases].k;
 		if (!bpf_map_lookup_elem(fd, &k, &releases[nreleases].count))

@@ -33,6 +33,8 @@
 /* the sleepers' and releasers' user-stack copies: one per (process, ip,
  * sp), the first ones of a window (2 KiB each) */
 #define FLK_COPIES 128
+/* (file, releasing process, release site) keys of releases with waiters */
+#define FLK_RELEASES 1024
 
 /* a file-lock wait, by what it waited for: the file (inode, its device and
  * number), the lock that blocked it (the root of the kernel's blocker tree:

@@ -92,25 +92,11 @@ static __always_inline void sqlite_sleep_in(struct task_struct *next, struct tas
 {
 	__u32 tid = BPF_CORE_READ(next, pid);
 	struct flk_open *o = bpf_map_lookup_elem(&sqlite_open, &tid);
-	struct flk_stat *s, zero = {};
-	__u64 ns;
 
 	ts->off_sqlite = 0;
 	if (!o)
 		return;
-	ns = now > o->start ? now - o->start : 0;
-	s = bpf_map_lookup_elem(&sqlite_sleeps, &o->key);
-	if (!s) {
-		__builtin_memcpy(zero.holder_comm, o->holder_comm, sizeof(zero.holder_comm));
-		bpf_map_update_elem(&sqlite_sleeps, &o->key, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&sqlite_sleeps, &o->key);
-	}
-	if (s) {
-		__sync_fetch_and_add(&s->count, 1);
-		__sync_fetch_and_add(&s->total_ns, ns);
-		if (ns > s->max_ns)
-			s->max_ns = ns;
-	}
+	flk_add_wait(&sqlite_sleeps, o, now > o->start ? now - o->start : 0);
 	bpf_map_delete_elem(&sqlite_open, &tid);
 }
 

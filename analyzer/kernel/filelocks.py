@@ -216,20 +216,11 @@ def file_lock_warnings(raw: RawProbe | None) -> list[str]:
             f"stacks): {probe.reason}"]
 
 
-def sqlite_frame(space: AddressSpace, ip: int) -> bool:
-    """Whether the code at ip is SQLite's: in its library, or a function of
-    SQLite's by name (a static copy with its symbols)."""
-    loc = space.code_location(ip)
-    if loc and SQLITE_LIBRARY.match(os.path.basename(loc[0])):
-        return True
-    name = space.symbolize(ip)
-    return bool(SQLITE_FUNCTION.match(name)) and not name.startswith("[")
-
-
-def _sqlite_frame_text(frame: str) -> bool:
-    """A symbolized frame ('func+0x1f [file]', '[file+0x…]') of SQLite's."""
-    m = re.match(r"^(?:(\S+?)\+0x[0-9a-f]+ )?\[([^\]+]+)", frame)
-    return bool(m) and (bool(SQLITE_LIBRARY.match(m.group(2))) or bool(SQLITE_FUNCTION.match(m.group(1) or "")))
+def _sqlite(frame: str) -> bool:
+    """Whether a symbolized frame is SQLite's: in its library, or a
+    function of SQLite's by name (a static copy with its symbols)."""
+    return bool(SQLITE_LIBRARY.match(userlocks.frame_file(frame))
+                or SQLITE_FUNCTION.match(userlocks.frame_function(frame)))
 
 
 def sqlite_caller(frames: tuple) -> str:
@@ -238,10 +229,10 @@ def sqlite_caller(frames: tuple) -> str:
     where the stack ends inside SQLite."""
     inside = False
     for f in frames:
-        if _sqlite_frame_text(f):
+        if _sqlite(f):
             inside = True
         elif inside:
-            return f if f.startswith("[") else f.split("+0x")[0].split(" [")[0]
+            return userlocks.frame_function(f)
     return ""
 
 
@@ -270,11 +261,11 @@ def _unwound(data: dict) -> dict[int, Unwound]:
         space = spaces.get(c.tgid)
         if space is None:
             continue
-        ips = unwind.unwind(space, *c.regs())
-        sqlite = any(sqlite_frame(space, a) for a in ips[:SQLITE_FRAMES])
-        while len(ips) > 1 and (loc := space.code_location(ips[0])) and LIBC.match(os.path.basename(loc[0])):
-            ips = ips[1:]
-        out[c.id] = Unwound([space.symbolize(a) for a in ips], sqlite)
+        frames = [space.symbolize(a) for a in unwind.unwind(space, *c.regs())]
+        sqlite = any(_sqlite(f) for f in frames[:SQLITE_FRAMES])
+        while len(frames) > 1 and LIBC.match(userlocks.frame_file(frames[0])):
+            frames = frames[1:]
+        out[c.id] = Unwound(frames, sqlite)
     return out
 
 
